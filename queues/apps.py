@@ -1,0 +1,20 @@
+from django.apps import AppConfig
+from django.utils.module_loading import autodiscover_modules
+
+
+class QueuesConfig(AppConfig):
+    name = "queues"
+    verbose_name = "Queues"
+    default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self):
+        from . import checks  # noqa: F401  (registers the system checks)
+        from .conf import build_config, setup
+        from .engine.errors import ConfigurationError
+
+        try:
+            build_config()
+        except ConfigurationError:
+            return  # reported by the system check queues.E001
+        setup()
+        autodiscover_modules("tasks")

@@ -1,0 +1,45 @@
+"""Reads ``settings.WORQR`` (the only module that does) and sets up the engine's connection."""
+
+from pathlib import Path
+
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+
+from .engine import Config, connection
+from .engine.errors import ConfigurationError
+
+
+def var_dir():
+    return Path(getattr(settings, "WORQR_VAR_DIR", Path(settings.BASE_DIR) / "var"))
+
+
+def build_config():
+    """The engine Config from ``settings.WORQR``; raises ConfigurationError when it is bad."""
+    raw = dict(getattr(settings, "WORQR", {}) or {})
+    for django_only in ("CALLBACK_ALLOWED_HOSTS", "CALLBACK_TIMEOUT", "TASKS_ON_COMMIT"):
+        raw.pop(django_only, None)
+    return Config.from_mapping(raw)
+
+
+def setting(name, default=None):
+    return (getattr(settings, "WORQR", {}) or {}).get(name, default)
+
+
+def setup():
+    """Make the engine's default connection from settings (the embedded Redis starts lazily)."""
+    try:
+        config = build_config()
+    except ConfigurationError as exc:
+        raise ImproperlyConfigured(f"WORQR: {exc}") from exc
+    if config.redis_url:
+        return connection.configure(config, config.redis_url)
+    from . import embedded
+
+    return connection.configure(config, lambda: embedded.ensure(var_dir()))
+
+
+def get_connection():
+    try:
+        return connection.get_default()
+    except ConfigurationError:
+        return setup()

@@ -1,0 +1,73 @@
+"""Timeouts, TTLs and limits, in one place, each with why it has its value.
+
+``Config`` is a plain frozen dataclass; the Django app builds one from ``settings.WORQR`` and the
+engine never reads settings itself.
+"""
+
+from dataclasses import dataclass, fields, replace
+
+from .errors import ConfigurationError
+
+
+@dataclass(frozen=True)
+class Config:
+    #: Redis URL; empty means "start the embedded Redis" (decided by the Django layer).
+    redis_url: str = ""
+    #: A worker is presumed dead this long after its last heartbeat (the seed's 3 s).
+    heartbeat_ttl: float = 3.0
+    #: How often a worker refreshes its heartbeat; well under the TTL so one late beat is harmless.
+    heartbeat_interval: float = 1.0
+    #: A lock outlives a dead holder by at most this long; must exceed the heartbeat TTL so a
+    #: live holder's lock never lapses between two keep-alives (resque-locket's 35 s).
+    lock_ttl: float = 35.0
+    #: Largest payload accepted, in bytes (1 MiB): keeps one task from filling Redis.
+    max_payload_bytes: int = 1024 * 1024
+    #: Failures kept per queue in the failure history (the POC's last 100).
+    failure_history: int = 100
+    #: Default retries after a failed attempt (0: a failure is final unless the handler says).
+    retries: int = 0
+    #: Default base backoff in seconds: retry n waits backoff * 2**(n-1) (10, 20, 40 ...).
+    backoff: float = 10.0
+    #: Longest wait between two attempts (1 h), so a task with many retries stays visible.
+    backoff_max: float = 3600.0
+    #: Jitter fraction added to backoffs (0.1 = up to +10 %), so retries of a burst spread out.
+    backoff_jitter: float = 0.1
+    #: A task past its timeout plus this grace is taken from its (stuck) holder by the reaper.
+    timeout_grace: float = 10.0
+    #: How long the Django Tasks backend keeps results (1 day).
+    result_ttl: float = 86400.0
+
+    def __post_init__(self):
+        if self.heartbeat_interval <= 0 or self.heartbeat_ttl <= 0:
+            raise ConfigurationError("HEARTBEAT_INTERVAL and HEARTBEAT_TTL must be positive")
+        if self.heartbeat_interval * 2 > self.heartbeat_ttl:
+            raise ConfigurationError(
+                "HEARTBEAT_TTL must be at least twice HEARTBEAT_INTERVAL, or one late beat "
+                "gets a live worker reaped"
+            )
+        if self.lock_ttl <= self.heartbeat_ttl:
+            raise ConfigurationError("LOCK_TTL must be longer than HEARTBEAT_TTL")
+        if self.max_payload_bytes <= 0 or self.failure_history <= 0:
+            raise ConfigurationError("MAX_PAYLOAD_BYTES and FAILURE_HISTORY must be positive")
+        if self.retries < 0 or self.backoff < 0 or self.backoff_max < 0 or self.timeout_grace < 0:
+            raise ConfigurationError("RETRIES, BACKOFF, BACKOFF_MAX and TIMEOUT_GRACE must be >= 0")
+
+    @classmethod
+    def from_mapping(cls, mapping):
+        """Build from a ``WORQR``-style dict with upper-case keys; unknown keys are an error."""
+        names = {f.name.upper(): f.name for f in fields(cls)}
+        unknown = sorted(set(mapping) - set(names))
+        if unknown:
+            raise ConfigurationError(f"unknown WORQR setting(s): {', '.join(unknown)}")
+        kwargs = {}
+        for key, value in mapping.items():
+            kind = type(getattr(cls, names[key]))
+            if kind is not str and (isinstance(value, bool) or not isinstance(value, (int, float))):
+                raise ConfigurationError(f"WORQR[{key!r}] must be a number, not {value!r}")
+            if kind is str and not isinstance(value, str):
+                raise ConfigurationError(f"WORQR[{key!r}] must be a string")
+            kwargs[names[key]] = kind(value) if kind is int else value
+        return cls(**kwargs)
+
+    def with_(self, **changes):
+        return replace(self, **changes)

@@ -1,0 +1,70 @@
+"""The Redis connection and configuration the engine runs with.
+
+The Django layer calls ``configure(config, url)`` once; engine objects created without an
+explicit ``Connection`` use that default. Responses are never decoded: payloads are raw bytes.
+"""
+
+import threading
+
+import redis
+import redis.asyncio
+
+from .config import Config
+from .errors import ConfigurationError
+
+_default = None
+_lock = threading.Lock()
+
+
+class Connection:
+    """A Redis URL, a config, and a lazily created synchronous client shared by a process."""
+
+    def __init__(self, url, config=None):
+        """``url`` is a Redis URL, or a function returning one (called once, on first use)."""
+        if not url:
+            raise ConfigurationError("a Redis URL is required")
+        self._url = url
+        self.config = config or Config(redis_url=url if isinstance(url, str) else "")
+        self._client = None
+
+    @property
+    def url(self):
+        if callable(self._url):
+            self._url = self._url()
+        return self._url
+
+    @property
+    def client(self):
+        if self._client is None:
+            self._client = redis.Redis.from_url(
+                self.url, socket_keepalive=True, health_check_interval=30
+            )
+        return self._client
+
+    def async_client(self, **kwargs):
+        """A new asyncio client (one per event loop)."""
+        return redis.asyncio.Redis.from_url(self.url, socket_keepalive=True, **kwargs)
+
+    def close(self):
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+
+def configure(config, url=None):
+    """Set the process's default connection."""
+    global _default
+    with _lock:
+        if _default is not None:
+            _default.close()
+        _default = Connection(url or config.redis_url, config)
+    return _default
+
+
+def get_default():
+    if _default is None:
+        raise ConfigurationError(
+            "worqr has no Redis connection: call queues.engine.connection.configure(...) "
+            "or run inside the Django project (the queues app configures it)"
+        )
+    return _default

@@ -1,0 +1,73 @@
+"""worqr's exceptions. Every error the engine raises derives from WorqrError::
+
+    WorqrError
+    ├── ConfigurationError        a bad setting
+    ├── InvalidInput (ValueError) bad input from a caller; nothing was written
+    │   ├── InvalidQueueName
+    │   ├── InvalidWorkerName
+    │   ├── InvalidTask           bad payload or option (size, delay, retries, timeout, lock...)
+    │   └── PayloadTooLarge
+    ├── TaskNotFound (LookupError)
+    ├── InvalidState              the task exists but is not in a state that allows the action
+    ├── StaleLease                a finish/stop/fail with a lease that is no longer the task's
+    ├── WorkerLost                the worker's registration is gone (it was presumed dead)
+    ├── NoHandler                 a worker was asked to serve a queue with no handler
+    └── RetryLater                raised by a handler: run again later, no attempt used
+"""
+
+
+class WorqrError(Exception):
+    """Base class of every worqr error."""
+
+
+class ConfigurationError(WorqrError):
+    pass
+
+
+class InvalidInput(WorqrError, ValueError):
+    pass
+
+
+class InvalidQueueName(InvalidInput):
+    pass
+
+
+class InvalidWorkerName(InvalidInput):
+    pass
+
+
+class InvalidTask(InvalidInput):
+    pass
+
+
+class PayloadTooLarge(InvalidTask):
+    pass
+
+
+class TaskNotFound(WorqrError, LookupError):
+    pass
+
+
+class InvalidState(WorqrError):
+    pass
+
+
+class StaleLease(WorqrError):
+    pass
+
+
+class WorkerLost(WorqrError):
+    pass
+
+
+class NoHandler(WorqrError):
+    pass
+
+
+class RetryLater(WorqrError):
+    """Raised by a handler to be run again after ``seconds`` without using up an attempt
+    (for "too many requests" answers)."""
+
+    def __init__(self, seconds, message="retry later"):
+        super().__init__(message)
+        self.seconds = float(seconds)

@@ -1,0 +1,151 @@
+"""Every Redis key and channel name worqr uses is built here, and nowhere else.
+
+Per-queue keys carry the queue name as a Redis Cluster hash tag, ``worqr:{<queue>}:<kind>``, so
+every key one Lua script touches lives in the same slot. The few global keys (the list of known
+queues, the worker registry and the workers' heartbeat keys) are never touched from Lua.
+
+Kinds (the type is in brackets):
+
+- ``pending``    [list]  ids of runnable tasks, oldest at the head (front = next to run)
+- ``delayed``    [zset]  ids of tasks waiting for their due time (score: due, ms)
+- ``active``     [zset]  ids of tasks in process (score: start time, ms)
+- ``deadlines``  [zset]  ids of active tasks with a timeout (score: time after which the
+                         holder is no longer trusted, ms)
+- ``failed``     [zset]  dead-letter store: ids of tasks out of attempts (score: failed at, ms)
+- ``failures``   [list]  the last N failures, newest first, each a JSON object
+- ``stats``      [hash]  counters: enqueued, completed, failed, retried, cancelled, deleted
+- ``throughput`` [hash]  per-minute counters ``c<minute>`` / ``f<minute>`` for the last 24 h
+- ``meta``       [hash]  queue settings (``paused``)
+- ``workers``    [zset]  workers serving the queue (score: heartbeat deadline, ms)
+- ``idle``       [set]   workers waiting for work on the queue (woken on new work)
+- ``unique``     [hash]  unique key -> id of the live task holding it
+- ``lockwaits``  [zset]  lock keys with tasks waiting (score: when to re-check the lock, ms)
+- ``results``    [zset]  ids of finished tasks whose result is kept (score: expiry, ms)
+- ``task:<id>``  [hash]  one task (fields in ``task.py``)
+- ``worker:<name>`` [set] ids of this queue's tasks held by that worker
+- ``lock:<key>`` [string] the holder of a lock, ``<id>:<lease>``, always with an expiry
+- ``lockwait:<key>`` [list] ids of tasks waiting for that lock, in order
+"""
+
+import re
+
+PREFIX = "worqr"
+
+QUEUE_NAME_MAX = 200
+LOCK_KEY_MAX = 200
+WORKER_NAME_MAX = 200
+
+# Letters, digits, and . _ - @ + ; never { } : / whitespace (they would break the hash tag, the
+# key layout, task ids or URLs). Must start with a letter or digit so it can't look like an option.
+_QUEUE_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@+-]*")
+_WORKER_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@+:-]*")
+
+QUEUE_KINDS = (
+    "pending", "delayed", "active", "deadlines", "failed", "failures", "stats", "throughput",
+    "meta", "workers", "idle", "unique", "lockwaits", "results",
+)
+
+# Global keys (never used inside a Lua script).
+KNOWN_QUEUES = f"{PREFIX}:queues"
+WORKER_REGISTRY = f"{PREFIX}:workers"
+#: Channel for events that belong to no queue (workers coming and going).
+GLOBAL_EVENTS = f"{PREFIX}:events"
+#: Pattern matching every queue's event channel.
+ALL_QUEUE_EVENTS = f"{PREFIX}:{{*}}:events"
+
+
+def check_queue_name(name):
+    """Return ``name`` if it is a valid queue name, else raise InvalidQueueName."""
+    from .errors import InvalidQueueName
+
+    if not isinstance(name, str):
+        raise InvalidQueueName(f"queue name must be a string, not {type(name).__name__}")
+    if not name:
+        raise InvalidQueueName("queue name must not be empty")
+    if len(name) > QUEUE_NAME_MAX:
+        raise InvalidQueueName(f"queue name is longer than {QUEUE_NAME_MAX} characters")
+    if not _QUEUE_RE.fullmatch(name):
+        raise InvalidQueueName(
+            f"queue name {name!r} may only hold letters, digits and . _ - @ + "
+            "(no braces, colons, slashes or whitespace) and must start with a letter or digit"
+        )
+    return name
+
+
+def check_worker_name(name):
+    """Return ``name`` if it is a valid worker name, else raise InvalidWorkerName."""
+    from .errors import InvalidWorkerName
+
+    if not isinstance(name, str) or not name or len(name) > WORKER_NAME_MAX:
+        raise InvalidWorkerName(f"worker name must be 1 to {WORKER_NAME_MAX} characters")
+    if not _WORKER_RE.fullmatch(name):
+        raise InvalidWorkerName(
+            f"worker name {name!r} may only hold letters, digits and . _ - @ + :"
+        )
+    return name
+
+
+def check_lock_key(key):
+    """Return ``key`` if it can name a lock (any non-empty text up to 200 characters)."""
+    from .errors import InvalidTask
+
+    if not isinstance(key, str) or not key or len(key) > LOCK_KEY_MAX:
+        raise InvalidTask(f"lock key must be a non-empty string of at most {LOCK_KEY_MAX} characters")
+    return key
+
+
+def queue_key(queue, kind):
+    """``worqr:{<queue>}:<kind>``."""
+    return f"{PREFIX}:{{{queue}}}:{kind}"
+
+
+def queue_prefix(queue):
+    """``worqr:{<queue>}:``: scripts append ``task:<id>``, ``lock:<key>``... to it."""
+    return f"{PREFIX}:{{{queue}}}:"
+
+
+def task_key(queue, task_id):
+    return f"{PREFIX}:{{{queue}}}:task:{task_id}"
+
+
+def worker_tasks_key(queue, worker):
+    return f"{PREFIX}:{{{queue}}}:worker:{worker}"
+
+
+def lock_key(queue, lock):
+    return f"{PREFIX}:{{{queue}}}:lock:{lock}"
+
+
+def lock_wait_key(queue, lock):
+    return f"{PREFIX}:{{{queue}}}:lockwait:{lock}"
+
+
+def queue_events_channel(queue):
+    """The channel every transition of ``queue`` is published on (for dashboards)."""
+    return f"{PREFIX}:{{{queue}}}:events"
+
+
+def heartbeat_key(worker):
+    """The worker's heartbeat key: exists while the worker is alive (TTL refreshed each beat)."""
+    return f"{PREFIX}:heartbeat:{worker}"
+
+
+def worker_channel(worker):
+    """The one channel a worker listens on: wake-ups, cancels, pause/resume, drops."""
+    return f"{PREFIX}:control:{worker}"
+
+
+def queue_from_task_id(task_id):
+    """The queue a task id belongs to (ids are ``<queue>-<16 hex digits>``), or None."""
+    if not isinstance(task_id, str) or len(task_id) < 18 or task_id[-17] != "-":
+        return None
+    queue, suffix = task_id[:-17], task_id[-16:]
+    if not _HEX16.fullmatch(suffix):
+        return None
+    try:
+        return check_queue_name(queue)
+    except Exception:
+        return None
+
+
+_HEX16 = re.compile(r"[0-9a-f]{16}")

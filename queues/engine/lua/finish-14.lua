@@ -1,0 +1,45 @@
+-- A worker reports tasks done. Each (id, lease) pair is checked against the task's current
+-- lease: a stale one (the task was recovered and handed to someone else) is refused. A task
+-- that was asked to cancel while running counts as cancelled, its outcome discarded.
+-- Input: ARGV[3] worker, ARGV[4] n, ARGV[5] result TTL ms,
+--        then n triples: id, lease, result ('' to keep none; else kept for the result TTL)
+-- Output: one code per task: 1 completed, 2 cancelled, -1 stale lease or not active.
+-- Events: 'completed' {w, ids, n}, 'cancelled' {ids}
+local worker, n, result_ttl = ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5])
+local now = now_ms()
+local out, done, cancelled = {}, {}, {}
+for i = 0, n - 1 do
+  local id, lease, result = ARGV[6 + 3 * i], ARGV[7 + 3 * i], ARGV[8 + 3 * i]
+  local tk = task_key(id)
+  local f = rcall('HMGET', tk, 'l', 's', 'lk', 'w', 'x', 'u')
+  if f[1] ~= lease or f[2] ~= 'active' then
+    out[#out + 1] = -1
+  else
+    leave_active(id, lease, f[3], f[4])
+    if f[5] then
+      drop_cancelled(id, tk, f[6])
+      cancelled[#cancelled + 1] = id
+      out[#out + 1] = 2
+    else
+      clear_unique(id, f[6])
+      if result ~= '' then
+        rcall('HSET', tk, 's', 'completed', 'res', result, 'fin', now)
+        rcall('HDEL', tk, 'w')
+        rcall('PEXPIRE', tk, result_ttl)
+        rcall('ZADD', K.results, now + result_ttl, id)
+      else
+        rcall('DEL', tk)
+      end
+      done[#done + 1] = id
+      out[#out + 1] = 1
+    end
+  end
+end
+if #done > 0 then
+  rcall('HINCRBY', K.stats, 'completed', #done)
+  count_minute('c', now, #done)
+  publish({e = 'completed', w = worker, ids = done, n = #done})
+  if result_ttl > 0 then rcall('ZREMRANGEBYSCORE', K.results, '-inf', now) end
+end
+if #cancelled > 0 then publish({e = 'cancelled', ids = cancelled, n = #cancelled}) end
+return out

@@ -1,0 +1,13 @@
+"""The worker runtime, in Sidekiq-sized pieces:
+
+- ``launcher.Worker``: registration, heartbeat, the fetch loop, shutdown;
+- ``control.Listener``: the worker's control channel (wake-ups, cancels), resubscribing after
+  every reconnect;
+- ``processor``: runs one delivery (sync handlers on threads, async ones on the loop) under its
+  timeout and reports the outcome;
+- ``pool.ThreadPool``: daemon threads for sync handlers.
+"""
+
+from .launcher import Worker
+
+__all__ = ["Worker"]

@@ -1,0 +1,50 @@
+"""The worker's control channel: one subscription per worker, kept across reconnects.
+
+Messages (published from Lua): ``w <queue>`` work is there; ``d <queue> <ms>`` a delayed task
+is due in that many ms; ``c <queue> <id>`` stop that task. After every (re)subscribe the
+worker is told to check its queues, so a notification lost while disconnected strands nothing.
+"""
+
+import asyncio
+import logging
+
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+log = logging.getLogger("worqr.worker")
+
+NETWORK_ERRORS = (RedisConnectionError, RedisTimeoutError, ConnectionError, OSError, asyncio.TimeoutError)
+
+
+class Listener:
+    def __init__(self, client, channel, on_message, on_subscribed):
+        self.client, self.channel = client, channel
+        self.on_message, self.on_subscribed = on_message, on_subscribed
+
+    async def run(self):
+        backoff = 0.05
+        while True:
+            pubsub = self.client.pubsub()
+            try:
+                await pubsub.subscribe(self.channel)
+                while True:
+                    msg = await pubsub.get_message(ignore_subscribe_messages=False, timeout=30.0)
+                    if msg is None:
+                        await pubsub.ping()  # an idle link: make sure it is still there
+                        continue
+                    if msg["type"] == "subscribe":
+                        backoff = 0.05
+                        self.on_subscribed()
+                    elif msg["type"] == "message":
+                        self.on_message(msg["data"])
+            except asyncio.CancelledError:
+                raise
+            except NETWORK_ERRORS as exc:
+                log.warning("worqr: control channel lost (%s); resubscribing in %.1f s", exc, backoff)
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 2.0)
+            finally:
+                try:
+                    await asyncio.shield(pubsub.aclose())
+                except Exception:  # best effort: the connection may already be gone
+                    pass

@@ -1,0 +1,393 @@
+"""Worker: serves queues in priority order with N slots.
+
+1. Register: the heartbeat key (TTL), the worker registry, and each queue's worker set.
+2. Listen on the worker's control channel (``control.Listener``).
+3. Beat every HEARTBEAT_INTERVAL: refresh the key and, per queue, the deadline (which also reaps
+   dead workers and stuck tasks). A lost registration stops the running tasks and registers anew.
+4. Fetch: with free slots, ask each queue in order for that many tasks; when that leaves slots
+   free the worker is in every queue's idle set and sleeps until woken, a slot frees, or the next
+   delayed task is due. No polling.
+5. Acknowledge finished tasks in batches, one script call per queue.
+6. On stop: take no more work, let running tasks finish for up to ``grace`` seconds, give the
+   rest back to the front of their queues, deregister.
+"""
+
+import asyncio
+import json
+import logging
+import os
+import random
+import signal
+import socket
+import time
+from collections import defaultdict
+from datetime import datetime, timezone
+
+from .. import keys, scripts
+from ..errors import NoHandler
+from ..registry import get_handler
+from ..task import Task, decode_payload
+from . import processor
+from .control import NETWORK_ERRORS, Listener
+from .pool import ThreadPool
+
+log = logging.getLogger("worqr.worker")
+
+
+def default_name():
+    return f"{socket.gethostname()}.{os.getpid()}.{os.urandom(3).hex()}"
+
+
+class Worker:
+    def __init__(self, queues, connection, *, concurrency=1, name=None, grace=30.0):
+        if not queues:
+            raise NoHandler("no queue to serve: give queue names or register handlers")
+        self.queues = [keys.check_queue_name(q) for q in queues]
+        self.specs = {}
+        for q in self.queues:
+            spec = get_handler(q)
+            if spec is None:
+                raise NoHandler(f"queue {q!r} has no handler: define one with @handler({q!r})")
+            self.specs[q] = spec
+        if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+            raise ValueError("concurrency must be an integer >= 1")
+        self.connection, self.config = connection, connection.config
+        self.concurrency = concurrency
+        self.name = keys.check_worker_name(name or default_name())
+        self.grace = grace
+        self.running = {}
+        self.acks = defaultdict(list)
+        self.idle_in = set()
+        self.stopping = False
+        self.registered = False
+        self.processed = self.failed = 0
+        self.started_at = datetime.now(timezone.utc).isoformat()
+        self.exit_code = 0
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def run(self):
+        """Serve until SIGTERM/SIGINT; returns the exit code."""
+        asyncio.run(self.main())
+        return self.exit_code
+
+    def request_stop(self, *_):
+        if self.stopping:
+            log.warning("worqr: second stop signal: giving running tasks back now")
+            self.grace = 0
+        self.stopping = True
+        self.stop_event.set()
+        self.kick.set()
+        self.slot_freed.set()
+
+    async def main(self):
+        self.loop = asyncio.get_running_loop()
+        self.kick, self.slot_freed, self.ack_ready = asyncio.Event(), asyncio.Event(), asyncio.Event()
+        self.stop_event = asyncio.Event()
+        self.pool = ThreadPool(self.concurrency)
+        self.redis = self.connection.async_client(max_connections=self.concurrency + 8)
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            try:
+                self.loop.add_signal_handler(sig, self.request_stop)
+            except (NotImplementedError, RuntimeError):  # not the main thread (tests)
+                pass
+        await self._register_until_done()
+        listener = Listener(self.redis, keys.worker_channel(self.name), self._on_control, self.kick.set)
+        helpers = [asyncio.ensure_future(c) for c in (listener.run(), self._beat_loop(), self._ack_loop())]
+        log.info("worqr: worker %s serving %s with %d slot(s)", self.name, ", ".join(self.queues), self.concurrency)
+        try:
+            await self._fetch_loop()
+            await self._shutdown()
+        finally:
+            for h in helpers:
+                h.cancel()
+            await asyncio.gather(*helpers, return_exceptions=True)
+            self.pool.shutdown()
+            await self.redis.aclose()
+        log.info("worqr: worker %s stopped", self.name)
+
+    async def _register_until_done(self):
+        backoff = 0.05
+        while not self.stopping:
+            try:
+                await self._register()
+                return
+            except NETWORK_ERRORS as exc:
+                log.warning("worqr: cannot register (%s); retrying in %.1f s", exc, backoff)
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 2.0)
+
+    def _info(self):
+        return json.dumps({
+            "host": socket.gethostname(), "pid": os.getpid(), "queues": self.queues,
+            "concurrency": self.concurrency, "started_at": self.started_at,
+            "processed": self.processed, "failed": self.failed, "active": len(self.running),
+            "ttl_ms": self._ttl_ms,
+        })
+
+    @property
+    def _ttl_ms(self):
+        return int(self.config.heartbeat_ttl * 1000)
+
+    async def _register(self):
+        r = self.redis
+        await r.set(keys.heartbeat_key(self.name), self._info(), px=self._ttl_ms)
+        await r.sadd(keys.WORKER_REGISTRY, self.name)
+        for q in self.queues:
+            await scripts.arun(r, "register", q, self.name, self._ttl_ms)
+            await r.sadd(keys.KNOWN_QUEUES, q)
+        self.registered = True
+        self.last_beat = time.monotonic()
+        self.idle_in.clear()
+        self.kick.set()
+        self.slot_freed.set()
+
+    # -- heartbeat -------------------------------------------------------------------------
+
+    async def _beat_loop(self):
+        c = self.config
+        while True:
+            await asyncio.sleep(c.heartbeat_interval)
+            try:
+                lost = not await self.redis.set(keys.heartbeat_key(self.name), self._info(), px=self._ttl_ms, xx=True)
+                for q in self.queues:
+                    spec = self.specs[q]
+                    reply = await scripts.arun(
+                        self.redis, "heartbeat", q, self.name, self._ttl_ms, int(c.lock_ttl * 1000),
+                        _default(spec.retries, c.retries), _default(spec.backoff, c.backoff),
+                        c.backoff_max, random.random() * c.backoff_jitter, c.failure_history,
+                    )
+                    lost = lost or reply[0] == -1
+                self.last_beat = time.monotonic()
+            except NETWORK_ERRORS as exc:
+                log.warning("worqr: heartbeat failed: %s", exc)
+                lost = time.monotonic() - self.last_beat > c.heartbeat_ttl
+                if not lost:
+                    continue
+            if lost and not self.stopping:
+                self._registration_lost()
+                await self._register_until_done()
+
+    def _registration_lost(self):
+        """Our registration is gone: our tasks may already run elsewhere. Stop them, report nothing."""
+        if not self.registered:
+            return
+        log.warning("worqr: worker %s lost its registration; stopping %d task(s) and registering again",
+                    self.name, len(self.running))
+        self.registered = False
+        for d in self.running.values():
+            d.lost = True
+            d.cancel_locally()
+        self.acks.clear()
+
+    # -- fetching --------------------------------------------------------------------------
+
+    async def _fetch_loop(self):
+        backoff = 0.05
+        while not self.stopping:
+            free = self.concurrency - len(self.running)
+            if free <= 0 or not self.registered:
+                self.slot_freed.clear()
+                await _wait(self.slot_freed, 1.0 if not self.registered else None)
+                continue
+            self.kick.clear()
+            try:
+                taken, wait_ms = await self._fetch(free)
+                backoff = 0.05
+            except NETWORK_ERRORS as exc:
+                log.warning("worqr: fetch failed (%s); retrying in %.1f s", exc, backoff)
+                await _wait(self.stop_event, backoff)
+                backoff = min(backoff * 2, 2.0)
+                continue
+            for d in taken:
+                self.running[d.task.id] = d
+                asyncio.ensure_future(processor.run(self, d))
+            if len(taken) < free:
+                await _wait(self.kick, None if wait_ms < 0 else wait_ms / 1000)
+
+    async def _fetch(self, free):
+        taken, wait_ms = [], -1
+        c = self.config
+        for q in self.queues:
+            want = free - len(taken)
+            if want <= 0:
+                break
+            spec = self.specs[q]
+            reply = await scripts.arun(
+                self.redis, "start", q, self.name, want, int(c.lock_ttl * 1000),
+                int(c.timeout_grace * 1000), _default(spec.timeout, 0),
+            )
+            if reply[0] == -1:
+                self._registration_lost()
+                return [], -1
+            if reply[1] >= 0:
+                wait_ms = reply[1] if wait_ms < 0 else min(wait_ms, reply[1])
+            fields = reply[2:]
+            for i in range(0, len(fields), 9):
+                taken.append(processor.Delivery(_task_from(q, fields[i:i + 9]), spec))
+            if len(fields) // 9 < want:
+                self.idle_in.add(q)
+            else:
+                self.idle_in.discard(q)
+        if len(taken) >= free and self.idle_in:
+            # Full: leave the idle sets of the queues we did not get to, so wake-ups go to others.
+            p = self.redis.pipeline(transaction=False)
+            for q in self.idle_in:
+                p.srem(keys.queue_key(q, "idle"), self.name)
+            await p.execute()
+            self.idle_in.clear()
+        return taken, wait_ms
+
+    def _on_control(self, data):
+        kind, _, rest = data.decode("utf-8", "replace").partition(" ")
+        if kind == "w":
+            self.idle_in.discard(rest)
+            if self.concurrency - len(self.running) > 0 and not self.stopping:
+                self.kick.set()
+            elif rest in self.specs:  # full: pass the wake-up on to another idle worker
+                asyncio.ensure_future(self._pass_wake(rest))
+        elif kind == "d":
+            self.kick.set()
+        elif kind == "c":
+            queue, _, task_id = rest.partition(" ")
+            d = self.running.get(task_id)
+            if d is not None and not d.reported:
+                log.info("worqr: cancelling task %s of %s", task_id, queue)
+                d.cancel_locally()
+                if not d.is_async:  # a thread can't be stopped: report it now, discard its result
+                    d.reported = True
+                    self.report_done(d, "cancelled", "")
+
+    async def _pass_wake(self, queue):
+        try:
+            await scripts.arun(self.redis, "wake", queue, 1)
+        except NETWORK_ERRORS:  # best effort: the reaper and resubscribe checks cover a miss
+            pass
+
+    # -- outcomes --------------------------------------------------------------------------
+
+    def delivery_done(self, d):
+        self.running.pop(d.task.id, None)
+        self.slot_freed.set()
+        self.kick.set()
+
+    def _log(self, d, outcome):
+        if log.isEnabledFor(logging.INFO):
+            log.info("task %s queue=%s outcome=%s duration=%.1fms", d.task.id, d.task.queue, outcome,
+                     (time.monotonic() - d.started) * 1000)
+
+    def report_done(self, d, outcome, result):
+        """Completed or cancelled: acknowledged by the next batch."""
+        if d.lost:
+            return
+        self.processed += outcome == "completed"
+        self._log(d, outcome)
+        self.acks[d.task.queue].append((d.task.id, d.task.lease, result))
+        self.ack_ready.set()
+
+    async def report_failure(self, d, error, trace, retry_after=None):
+        if d.lost:
+            return
+        c, spec = self.config, d.spec
+        self.failed += retry_after is None
+        self._log(d, "deferred" if retry_after is not None else "failed")
+        code = await self._call_retrying(
+            "fail", d.task.queue, self.name, d.task.id, d.task.lease, error, trace,
+            _default(spec.retries, c.retries), _default(spec.backoff, c.backoff), c.backoff_max,
+            random.random() * c.backoff_jitter, c.failure_history,
+            "" if retry_after is None else max(0.0, retry_after),
+        )
+        if code == -1:
+            log.warning("worqr: task %s: lease %s is stale; failure not recorded", d.task.id, d.task.lease)
+
+    async def report_stop(self, d):
+        if d.lost:
+            return
+        self._log(d, "stopped")
+        await self._call_retrying("stop", d.task.queue, self.name, 1, d.task.id, d.task.lease)
+
+    async def _call_retrying(self, script, queue, *args, attempts=20):
+        backoff = 0.05
+        for _ in range(attempts):
+            try:
+                return await scripts.arun(self.redis, script, queue, *args)
+            except NETWORK_ERRORS as exc:
+                log.warning("worqr: %s failed (%s); retrying", script, exc)
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 2.0)
+        log.error("worqr: gave up on %s for queue %s; the lease will expire", script, queue)
+        return None
+
+    async def _ack_loop(self):
+        while True:
+            await self.ack_ready.wait()
+            self.ack_ready.clear()
+            await self._flush_acks()
+
+    async def _flush_acks(self):
+        ttl_ms = int(self.config.result_ttl * 1000)
+        for queue in list(self.acks):
+            batch = self.acks.pop(queue, [])
+            if not batch:
+                continue
+            args = [x for triple in batch for x in triple]
+            codes = await self._call_retrying("finish", queue, self.name, len(batch), ttl_ms, *args)
+            if codes is None:
+                continue
+            for (task_id, lease, _), code in zip(batch, codes):
+                if code == -1:
+                    log.warning("worqr: task %s: lease %s is stale; completion refused", task_id, lease)
+
+    # -- shutdown --------------------------------------------------------------------------
+
+    async def _shutdown(self):
+        deadline = time.monotonic() + self.grace
+        if self.running:
+            log.info("worqr: stopping: waiting up to %.0f s for %d task(s)", self.grace, len(self.running))
+        while self.running and time.monotonic() < deadline:
+            self.slot_freed.clear()
+            await _wait(self.slot_freed, max(0.0, deadline - time.monotonic()))
+        left = [d for d in self.running.values() if not d.reported]
+        for d in left:
+            d.stopping = True
+            if d.is_async:
+                d.handle.cancel()
+            else:
+                d.reported = True
+                await self.report_stop(d)
+        waits = [d.done.wait() for d in left if d.is_async]
+        if waits:
+            await asyncio.wait([asyncio.ensure_future(w) for w in waits], timeout=2.0)
+        await self._flush_acks()
+        try:
+            for q in self.queues:
+                await scripts.arun(self.redis, "unregister", q, self.name, "worker_left")
+            await self.redis.delete(keys.heartbeat_key(self.name))
+            await self.redis.srem(keys.WORKER_REGISTRY, self.name)
+        except NETWORK_ERRORS as exc:
+            log.error("worqr: could not deregister (%s); the reaper will recover our tasks", exc)
+
+
+def _default(value, fallback):
+    return fallback if value is None else value
+
+
+async def _wait(event, timeout):
+    if timeout is None:
+        await event.wait()
+        return
+    try:
+        await asyncio.wait_for(event.wait(), timeout)
+    except asyncio.TimeoutError:
+        pass
+
+
+def _task_from(queue, f):
+    task_id, payload, lease, attempt, timeout, callback, meta, retries, kind = f
+    timeout = float(timeout or 0)
+    return Task(
+        id=task_id.decode(), queue=queue, payload=decode_payload(payload, kind), state="active",
+        attempt=int(attempt), lease=int(lease), timeout=timeout if timeout > 0 else None,
+        callback=callback.decode() or None, meta=meta.decode() or None,
+        retries=int(retries) if retries else None,
+    )

@@ -1,0 +1,111 @@
+"""Runs one delivery and reports its outcome.
+
+1. Start the handler: an ``async def`` one as an asyncio task, a sync one on a pool thread.
+2. Wait for it, for at most the task's timeout.
+3. Report exactly one outcome, unless one was already reported (a cancel of a sync handler is
+   reported at once; the thread's eventual result is then discarded):
+   - returned: completed (acknowledged in batches by the launcher);
+   - raised RetryLater: deferred without using an attempt;
+   - raised anything else: a failed attempt (retried with backoff, or failed for good);
+   - timed out: cancelled like a user cancel, and reported as a failed attempt;
+   - cancelled by a user: finished as cancelled;
+   - stopped by shutdown: given back to the front of the queue.
+"""
+
+import asyncio
+import logging
+import time
+import traceback as tb_module
+
+from ..errors import RetryLater
+
+log = logging.getLogger("worqr.worker")
+
+
+class Delivery:
+    """A task handed to this worker: the task, its handler and its run state."""
+
+    __slots__ = ("task", "spec", "started", "handle", "reported", "stopping", "lost", "done")
+
+    def __init__(self, task, spec):
+        self.task, self.spec = task, spec
+        self.started = time.monotonic()
+        self.handle = None  # the asyncio task (async handler) or future (sync handler)
+        self.reported = False
+        self.stopping = False  # shutdown: give it back rather than cancel it
+        self.lost = False  # the worker lost its registration: report nothing
+        self.done = asyncio.Event()
+
+    @property
+    def is_async(self):
+        return self.spec.is_async
+
+    def cancel_locally(self):
+        """Ask the handler to stop: cancels an async one, flags a sync one."""
+        self.task._cancel.set()
+        if self.handle is not None and self.is_async:
+            self.handle.cancel()
+
+
+def _describe(exc):
+    text = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    return text[:2000]
+
+
+def _result_of(spec, value):
+    if not spec.keep_result or value is None:
+        return ""
+    return value if isinstance(value, (str, bytes)) else str(value)
+
+
+async def run(worker, d):
+    """Run delivery ``d`` on ``worker`` (a launcher.Worker) and report its outcome."""
+    task, spec = d.task, d.spec
+    try:
+        if d.is_async:
+            d.handle = asyncio.ensure_future(spec.func(task))
+        else:
+            d.handle = worker.pool.submit(worker.loop, spec.func, task)
+        timeout = task.timeout if task.timeout and task.timeout > 0 else None
+        done, _ = await asyncio.wait({d.handle}, timeout=timeout)
+        if not done:  # timed out
+            d.cancel_locally()
+            if not d.reported:
+                d.reported = True
+                await worker.report_failure(
+                    d, f"TaskTimeout: ran longer than its timeout of {timeout:g} s", ""
+                )
+            await asyncio.wait({d.handle})  # the slot is busy until the handler really ends
+            return
+        await _report(worker, d)
+    except Exception:  # a bug here must not kill the worker; the task is recovered by lease
+        log.exception("worqr: error while running task %s", task.id)
+    finally:
+        d.done.set()
+        worker.delivery_done(d)
+
+
+async def _report(worker, d):
+    handle = d.handle
+    if d.reported or d.lost:
+        return
+    d.reported = True
+    if handle.cancelled():
+        if d.stopping:
+            await worker.report_stop(d)
+        else:
+            worker.report_done(d, "cancelled", "")
+        return
+    exc = handle.exception()
+    if exc is None:
+        if d.task.cancelled:
+            worker.report_done(d, "cancelled", "")
+        else:
+            worker.report_done(d, "completed", _result_of(d.spec, handle.result()))
+    elif isinstance(exc, RetryLater):
+        await worker.report_failure(d, _describe(exc), "", retry_after=exc.seconds)
+    elif isinstance(exc, asyncio.CancelledError):
+        await worker.report_stop(d) if d.stopping else worker.report_done(d, "cancelled", "")
+    else:
+        trace = "".join(tb_module.format_exception(type(exc), exc, exc.__traceback__))
+        await worker.report_failure(d, _describe(exc), trace[-20000:])

@@ -1,0 +1,28 @@
+import json
+
+from django.core.management.base import BaseCommand
+
+from queues.conf import get_connection
+from queues.engine import readmodel
+
+
+class Command(BaseCommand):
+    help = "Show counts per queue and the live workers."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--json", action="store_true", help="print JSON")
+
+    def handle(self, *args, **options):
+        client = get_connection().client
+        queues, workers = readmodel.overview(client), readmodel.workers(client)
+        if options["json"]:
+            self.stdout.write(json.dumps({"queues": queues, "workers": workers}, indent=2, default=str))
+            return
+        cols = ("pending", "delayed", "active", "failed", "completed")
+        self.stdout.write(f"{'queue':<30}" + "".join(f"{c:>11}" for c in cols) + "  paused")
+        for q in queues:
+            self.stdout.write(f"{q['name']:<30}" + "".join(f"{q[c]:>11}" for c in cols) + f"  {'yes' if q['paused'] else ''}")
+        self.stdout.write(f"\n{len(workers)} worker(s)")
+        for w in workers:
+            self.stdout.write(f"  {w['name']}  queues={','.join(w['queues'])}  concurrency={w['concurrency']}"
+                              f"  active={w['active']}  processed={w['processed']}  heartbeat={w['heartbeat_age']:.1f}s ago")

@@ -1,0 +1,38 @@
+import logging
+
+from django.core.management.base import BaseCommand, CommandError
+
+from queues.conf import get_connection
+from queues.engine.errors import WorqrError
+from queues.engine.registry import all_handlers
+from queues.engine.worker import Worker
+
+
+class Command(BaseCommand):
+    help = "Run a worker: serves the queues in the order given (earlier = higher priority)."
+
+    def add_arguments(self, parser):
+        parser.add_argument("queues", nargs="*", help="queues to serve (default: every queue with a handler)")
+        parser.add_argument("--concurrency", "-c", type=int, default=1, help="tasks run at once (default 1)")
+        parser.add_argument("--name", help="worker name (default: host.pid.random)")
+        parser.add_argument("--grace", type=float, default=30.0,
+                            help="seconds running tasks get to finish on SIGTERM/SIGINT (default 30)")
+        parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+                            help="INFO logs one line per task; WARNING only problems")
+
+    def handle(self, *args, **options):
+        logging.basicConfig(format="%(asctime)s %(levelname)s %(message)s", level=options["log_level"])
+        logging.getLogger("worqr").setLevel(options["log_level"])
+        if options["concurrency"] < 1:
+            raise CommandError("--concurrency must be at least 1")
+        if options["grace"] < 0:
+            raise CommandError("--grace must not be negative")
+        queues = options["queues"] or sorted(all_handlers())
+        try:
+            worker = Worker(queues, get_connection(), concurrency=options["concurrency"],
+                            name=options["name"], grace=options["grace"])
+        except (WorqrError, ValueError) as exc:
+            raise CommandError(str(exc)) from exc
+        code = worker.run()
+        if code:
+            raise SystemExit(code)
