@@ -5,4 +5,6 @@ from django.views.generic import RedirectView
 urlpatterns = [
     path("", RedirectView.as_view(url="/queues/", permanent=False)),
     path("admin/", admin.site.urls),
+    # path("queues/", include("queues.dashboard.urls")),   # the dashboard (issue 5)
+    # path("api/", include("queues.api.urls")),            # the HTTP API (issue 6)
 ]

@@ -21,6 +21,7 @@ import signal
 import socket
 import time
 from collections import defaultdict
+from dataclasses import replace
 from datetime import datetime, timezone
 
 from .. import keys, scripts
@@ -39,16 +40,19 @@ def default_name():
 
 
 class Worker:
-    def __init__(self, queues, connection, *, concurrency=1, name=None, grace=30.0):
+    def __init__(self, queues, connection, *, concurrency=1, name=None, grace=30.0, callback_handler=None):
+        """``callback_handler`` (a HandlerSpec) runs tasks that carry a callback URL; with it, a
+        queue without a handler of its own may be served (for such tasks only)."""
         if not queues:
             raise NoHandler("no queue to serve: give queue names or register handlers")
         self.queues = [keys.check_queue_name(q) for q in queues]
+        self.callback_handler = callback_handler
         self.specs = {}
         for q in self.queues:
             spec = get_handler(q)
-            if spec is None:
+            if spec is None and callback_handler is None:
                 raise NoHandler(f"queue {q!r} has no handler: define one with @handler({q!r})")
-            self.specs[q] = spec
+            self.specs[q] = spec or _no_handler_spec(q, callback_handler)
         if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
             raise ValueError("concurrency must be an integer >= 1")
         self.connection, self.config = connection, connection.config
@@ -224,7 +228,9 @@ class Worker:
                 wait_ms = reply[1] if wait_ms < 0 else min(wait_ms, reply[1])
             fields = reply[2:]
             for i in range(0, len(fields), 9):
-                taken.append(processor.Delivery(_task_from(q, fields[i:i + 9]), spec))
+                task = _task_from(q, fields[i:i + 9])
+                use = self.callback_handler if task.callback and self.callback_handler else spec
+                taken.append(processor.Delivery(task, use))
             if len(fields) // 9 < want:
                 self.idle_in.add(q)
             else:
@@ -366,6 +372,15 @@ class Worker:
             await self.redis.srem(keys.WORKER_REGISTRY, self.name)
         except NETWORK_ERRORS as exc:
             log.error("worqr: could not deregister (%s); the reaper will recover our tasks", exc)
+
+
+def _no_handler_spec(queue, callback_handler):
+    """The spec of a queue served only for callback tasks: its other tasks fail clearly."""
+
+    def no_handler(task):
+        raise NoHandler(f"queue {queue!r} has no handler and task {task.id} has no callback")
+
+    return replace(callback_handler, queue=queue, func=no_handler, is_async=False)
 
 
 def _default(value, fallback):

@@ -1,0 +1,41 @@
+# make demo  - set up and start the dashboard, a worker and sample tasks (embedded Redis unless
+#              WORQR_REDIS_URL is set)
+# make test  - the whole test suite (installs what it needs first)
+# make bench - the benchmark, worqr beside RQ, Celery, Dramatiq, arq and huey
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+PORT ?= 8000
+
+.PHONY: demo test bench lint deps browser clean
+
+$(VENV)/.installed: requirements.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -r requirements.txt
+	touch $@
+
+deps: $(VENV)/.installed
+
+# Debian's chromium for the browser tests (Playwright's own browser download does not work here).
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	  else echo "chromium is missing: sudo apt-get install chromium"; exit 1; fi; }
+	@command -v redis-server >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null; fi; true; }
+
+test: deps browser
+	$(PY) -m pytest -q
+
+demo: deps
+	PY=$(PY) PORT=$(PORT) ./scripts/demo.sh
+
+bench: deps
+	PY=$(PY) ./bench/run.sh
+
+lint: deps
+	$(VENV)/bin/ruff check .
+
+clean:
+	rm -rf $(VENV) var/*.sqlite3 test-artifacts

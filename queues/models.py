@@ -1,0 +1,78 @@
+"""The few things worqr keeps in the database: the audit log of dashboard/API actions (whose
+Meta also carries the action permissions) and the HTTP API's tokens. Tasks live in Redis."""
+
+import hashlib
+import secrets
+
+from django.conf import settings
+from django.contrib.auth.models import Permission
+from django.db import models
+
+#: codename -> description of every action permission (dashboard and API alike).
+ACTION_PERMISSIONS = {
+    "view_dashboard": "Can view the queues dashboard",
+    "enqueue_task": "Can enqueue tasks",
+    "cancel_task": "Can cancel tasks",
+    "retry_task": "Can retry failed tasks",
+    "delete_task": "Can delete tasks",
+    "retry_all_failed": "Can retry all failed tasks of a queue",
+    "pause_queue": "Can pause and resume queues",
+    "purge_queue": "Can purge a queue's pending tasks",
+}
+
+
+class AuditLog(models.Model):
+    """Who did what to which task or queue, and when."""
+
+    at = models.DateTimeField(auto_now_add=True, db_index=True)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    token = models.ForeignKey("ApiToken", null=True, blank=True, on_delete=models.SET_NULL)
+    action = models.CharField(max_length=40)
+    queue = models.CharField(max_length=200, blank=True)
+    task_id = models.CharField(max_length=220, blank=True)
+    detail = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-at"]
+        default_permissions = ("view",)
+        permissions = list(ACTION_PERMISSIONS.items())
+
+    def __str__(self):
+        who = self.user or self.token or "?"
+        return f"{self.at:%Y-%m-%d %H:%M:%S} {who} {self.action} {self.queue} {self.task_id}".strip()
+
+
+def hash_token(raw):
+    return hashlib.sha256(raw.encode()).hexdigest()
+
+
+class ApiToken(models.Model):
+    """A bearer token for the HTTP API. Only its SHA-256 is stored; it carries permissions."""
+
+    name = models.CharField(max_length=100, unique=True)
+    key_hash = models.CharField(max_length=64, unique=True, editable=False)
+    prefix = models.CharField(max_length=8, editable=False, help_text="First characters, to tell tokens apart")
+    permissions = models.ManyToManyField(Permission, blank=True)
+    created = models.DateTimeField(auto_now_add=True)
+    last_used = models.DateTimeField(null=True, blank=True, editable=False)
+    revoked = models.BooleanField(default=False)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self):
+        return f"{self.name} ({self.prefix}…)"
+
+    @classmethod
+    def create(cls, name, permissions=None):
+        """Create a token; returns (token, raw key). The raw key is shown once, never stored."""
+        raw = "wq_" + secrets.token_urlsafe(32)
+        token = cls.objects.create(name=name, key_hash=hash_token(raw), prefix=raw[:8])
+        if permissions is not None:
+            token.permissions.set(permissions)
+        return token, raw
+
+    def has_perm(self, codename):
+        return not self.revoked and self.permissions.filter(
+            codename=codename, content_type__app_label="queues"
+        ).exists()

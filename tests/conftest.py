@@ -1,0 +1,130 @@
+"""Test session: a real Redis on a free port (started here, never mocked), the engine pointed at
+it, and helpers to run real worker processes."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.redis_server import RedisServer
+
+ROOT = Path(__file__).resolve().parent.parent
+ARTIFACTS = ROOT / "test-artifacts"
+
+_server = RedisServer().start()
+os.environ["WORQR_REDIS_URL"] = _server.url  # read by tests/settings.py and worker processes
+
+
+def pytest_unconfigure(config):
+    _server.stop()
+
+
+@pytest.fixture(scope="session")
+def redis_server():
+    return _server
+
+
+@pytest.fixture(autouse=True)
+def _engine(redis_server):
+    """Every test starts on an empty Redis, with the engine's connection pointing at it."""
+    from queues.engine import connection
+    from queues.conf import build_config
+
+    if redis_server.proc is None:
+        redis_server.start()
+    conn = connection.configure(build_config(), redis_server.url)
+    conn.client.flushall()
+    yield conn
+
+
+@pytest.fixture
+def client(_engine):
+    return _engine.client
+
+
+@pytest.fixture
+def conn(_engine):
+    return _engine
+
+
+class WorkerProcess:
+    """``python manage.py worker`` in its own process group, with its output kept."""
+
+    def __init__(self, queues, concurrency=1, name=None, grace=None, env=None, settings="tests.settings"):
+        self.log_path = ARTIFACTS / f"worker-{time.time_ns()}.log"
+        ARTIFACTS.mkdir(exist_ok=True)
+        args = [sys.executable, str(ROOT / "manage.py"), "worker", *queues, "--concurrency", str(concurrency)]
+        if name:
+            args += ["--name", name]
+        if grace is not None:
+            args += ["--grace", str(grace)]
+        full_env = dict(os.environ, DJANGO_SETTINGS_MODULE=settings, PYTHONUNBUFFERED="1", **(env or {}))
+        self.log = open(self.log_path, "w")
+        self.proc = subprocess.Popen(args, cwd=ROOT, env=full_env, stdout=self.log, stderr=subprocess.STDOUT,
+                                     start_new_session=True)
+        self.name = name
+
+    @property
+    def pid(self):
+        return self.proc.pid
+
+    def output(self):
+        return self.log_path.read_text()
+
+    def signal(self, sig):
+        os.kill(self.proc.pid, sig)
+
+    def kill(self):
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(10)
+
+    def wait(self, timeout=30):
+        return self.proc.wait(timeout)
+
+    def close(self):
+        self.kill()
+        self.log.close()
+
+
+@pytest.fixture
+def workers():
+    """Start worker processes: ``workers(["t1"], concurrency=4)``; all are killed at the end."""
+    started = []
+
+    def start(queues, **kwargs):
+        w = WorkerProcess(queues, **kwargs)
+        started.append(w)
+        return w
+
+    yield start
+    for w in started:
+        w.close()
+
+
+def wait_for(predicate, timeout=10.0, interval=0.02, message="condition"):
+    """Poll ``predicate`` until it returns a truthy value; fail the test after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout} s waiting for {message}")
+        time.sleep(interval)
+
+
+def records(client, queue):
+    return [json.loads(r) for r in client.lrange(f"test:log:{queue}", 0, -1)]
+
+
+def wait_registered(client, name, timeout=15.0):
+    from queues.engine import readmodel
+
+    return wait_for(lambda: any(w["name"] == name for w in readmodel.workers(client)), timeout,
+                    message=f"worker {name} to register")

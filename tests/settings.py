@@ -1,0 +1,24 @@
+"""Test settings: the project's, with the test handlers instead of the demo's, and fast timings."""
+
+import os
+
+from worqr_site.settings import *  # noqa: F403
+
+INSTALLED_APPS = [a for a in INSTALLED_APPS if a != "sample"] + ["tests.testapp"]  # noqa: F405
+
+DATABASES = {
+    "default": {
+        "ENGINE": "django.db.backends.sqlite3",
+        "NAME": os.environ.get("WORQR_TEST_DB", "/tmp/worqr-test.sqlite3"),
+        "TEST": {"NAME": os.environ.get("WORQR_TEST_DB", "/tmp/worqr-test.sqlite3")},
+    }
+}
+
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+WORQR = {
+    # The test session starts its own redis-server and exports its URL before Django starts.
+    "REDIS_URL": os.environ.get("WORQR_REDIS_URL", ""),
+    "TIMEOUT_GRACE": float(os.environ.get("WORQR_TEST_TIMEOUT_GRACE", "2")),
+    "BACKOFF": 0.2,
+}

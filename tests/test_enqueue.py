@@ -1,0 +1,114 @@
+"""Enqueue, read back, cancel and count: the producer side of the engine, on a real Redis."""
+
+import subprocess
+import sys
+
+import pytest
+
+from queues import Queue
+from queues.engine import keys, scripts
+from queues.engine.errors import InvalidInput, InvalidQueueName, InvalidTask, PayloadTooLarge, TaskNotFound
+
+
+def test_enqueue_returns_ids_and_tasks_are_pending_in_fifo_order(client):
+    """Ids come back in order, the tasks are pending, and the pending list is FIFO."""
+    q = Queue("t1")
+    ids = q.enqueue_many(["a", "b", "c"])
+    assert len(set(ids)) == 3 and all(i.startswith("t1-") for i in ids)
+    assert [t.payload for t in (q.get(i) for i in ids)] == ["a", "b", "c"]
+    assert q.get(ids[0]).state == "pending"
+    assert [i.decode() for i in client.lrange(keys.queue_key("t1", "pending"), 0, -1)] == ids
+    assert q.counts()["pending"] == 3
+
+
+def test_payloads_are_stored_raw_byte_for_byte(client):
+    """No envelope: the hash holds exactly the producer's bytes; bytes stay bytes, text stays text."""
+    q = Queue("t1")
+    blob = bytes(range(256)) * 4
+    text = 'héllo {"json": [1, 2]} \x00 end'
+    bid, tid = q.enqueue(blob), q.enqueue(text)
+    assert client.hget(keys.task_key("t1", bid), "p") == blob
+    assert client.hget(keys.task_key("t1", tid), "p") == text.encode()
+    assert q.get(bid).payload == blob and q.get(tid).payload == text
+
+
+def test_cancel_pending_removes_it(client):
+    """A cancelled pending task is gone from the list and the store; cancel again is False."""
+    q = Queue("t1")
+    a, b = q.enqueue_many(["a", "b"])
+    assert q.cancel(a) is True
+    assert q.get(a) is None
+    assert client.lrange(keys.queue_key("t1", "pending"), 0, -1) == [b.encode()]
+    assert q.cancel(a) is False
+    assert q.counts()["cancelled"] == 1
+
+
+@pytest.mark.parametrize("name", ["", "a b", "a{b", "a}b", "a:b", "x" * 201, "tab\tq", "new\nline", "/slash"])
+def test_bad_queue_names_are_refused(client, name):
+    """Empty names, braces, colons, whitespace and over-long names are clear errors."""
+    with pytest.raises(InvalidQueueName):
+        Queue(name)
+    assert client.dbsize() == 0
+
+
+def test_queue_name_of_200_characters_is_fine(client):
+    q = Queue("x" * 200)
+    assert q.get(q.enqueue("p")).payload == "p"
+
+
+def test_oversized_payload_is_refused_and_nothing_is_written(client, conn):
+    """A payload over MAX_PAYLOAD_BYTES is an error naming the limit, and Redis stays empty."""
+    limit = conn.config.max_payload_bytes
+    q = Queue("t1")
+    with pytest.raises(PayloadTooLarge, match=str(limit)):
+        q.enqueue_many(["ok", "x" * (limit + 1)])
+    assert client.dbsize() == 0
+    q.enqueue("x" * limit)  # exactly the limit is accepted
+
+
+@pytest.mark.parametrize("payload", [None, 42, {"a": 1}, ["x"]])
+def test_non_text_payloads_are_refused(client, payload):
+    with pytest.raises(InvalidTask, match="str or bytes"):
+        Queue("t1").enqueue(payload)
+    assert client.dbsize() == 0
+
+
+def test_unknown_and_foreign_task_ids(client):
+    """An unknown id reads as None and cancels as False; an id of another queue is an error."""
+    q = Queue("t1")
+    assert q.get("t1-0123456789abcdef") is None
+    assert q.cancel("t1-0123456789abcdef") is False
+    with pytest.raises(TaskNotFound):
+        q.retry("t1-0123456789abcdef")
+    with pytest.raises(InvalidInput):
+        q.get("t2-0123456789abcdef")
+    with pytest.raises(InvalidInput):
+        q.cancel("nonsense")
+    assert client.dbsize() == 0
+
+
+def test_stale_lease_is_refused(client, conn):
+    """A delivery recovered from a worker presumed dead can't be completed by that worker."""
+    q = Queue("t1")
+    tid = q.enqueue("p")
+    scripts.run(client, "register", "t1", "w-old", 3000)
+    reply = scripts.run(client, "start", "t1", "w-old", 1, 35000, 1000, 0)
+    old_lease = reply[4]
+    scripts.run(client, "unregister", "t1", "w-old", "worker_failed")  # presumed dead: requeued
+    assert q.get(tid).state == "pending"
+    scripts.run(client, "register", "t1", "w-new", 3000)
+    new_lease = scripts.run(client, "start", "t1", "w-new", 1, 35000, 1000, 0)[4]
+    assert new_lease > old_lease
+    assert scripts.run(client, "finish", "t1", "w-old", 1, 0, tid, old_lease, "") == [-1]
+    assert q.get(tid).state == "active" and q.get(tid).worker == "w-new"
+    assert scripts.run(client, "finish", "t1", "w-new", 1, 0, tid, new_lease, "") == [1]
+    assert q.get(tid) is None and q.counts()["completed"] == 1
+
+
+def test_engine_imports_without_django():
+    """queues.engine is plain Python + Lua: importing it never imports Django."""
+    code = (
+        "import sys; import queues.engine, queues.engine.worker, queues.engine.readmodel; "
+        "assert not any(m == 'django' or m.startswith('django.') for m in sys.modules), 'django imported'"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=str(__import__("pathlib").Path(__file__).parent.parent))

@@ -1,0 +1,90 @@
+"""Handlers the tests run in real worker processes.
+
+Payloads are JSON objects of directives (any other payload is just recorded):
+  sleep  seconds to run (sync handlers check task.cancelled every 10 ms)
+  fail   "always", or the number of first attempts that raise
+  log    Redis list to RPUSH a record to: id, payload, attempt, pid, start, end (time.time())
+  defer  seconds: raise RetryLater on the first attempt
+Every handler also RPUSHes the record to "test:log:<queue>".
+"""
+
+import asyncio
+import json
+import os
+import time
+
+from queues import RetryLater, handler
+from queues.engine.connection import get_default
+
+
+def _directives(payload):
+    try:
+        d = json.loads(payload)
+        return d if isinstance(d, dict) else {}
+    except (ValueError, TypeError):
+        return {}
+
+
+def _record(task, start, outcome):
+    rec = {
+        "id": task.id, "queue": task.queue, "attempt": task.attempt, "pid": os.getpid(),
+        "start": start, "end": time.time(), "outcome": outcome,
+        "payload": task.payload.hex() if isinstance(task.payload, bytes) else task.payload,
+        "bytes": isinstance(task.payload, bytes),
+    }
+    client = get_default().client
+    client.rpush(f"test:log:{task.queue}", json.dumps(rec))
+    d = _directives(task.payload) if isinstance(task.payload, str) else {}
+    if d.get("log"):
+        client.rpush(d["log"], json.dumps(rec))
+
+
+def _fail_if_asked(task, d):
+    fail = d.get("fail")
+    if fail == "always" or (isinstance(fail, int) and task.attempt <= fail):
+        raise ValueError(f"asked to fail on attempt {task.attempt}")
+    if d.get("defer") and task.attempt == 1 and not get_default().client.set(f"test:deferred:{task.id}", 1, nx=True) is None:
+        raise RetryLater(d["defer"])
+
+
+def run_sync(task):
+    start = time.time()
+    d = _directives(task.payload) if isinstance(task.payload, str) else {}
+    end = start + float(d.get("sleep", 0))
+    while time.time() < end:
+        if task.cancelled:
+            _record(task, start, "cancelled")
+            return
+        time.sleep(0.01)
+    try:
+        _fail_if_asked(task, d)
+    except Exception:
+        _record(task, start, "raised")
+        raise
+    _record(task, start, "ok")
+
+
+async def run_async(task):
+    start = time.time()
+    d = _directives(task.payload) if isinstance(task.payload, str) else {}
+    try:
+        await asyncio.sleep(float(d.get("sleep", 0)))
+    except asyncio.CancelledError:
+        _record(task, start, "cancelled")
+        raise
+    try:
+        _fail_if_asked(task, d)
+    except Exception:
+        _record(task, start, "raised")
+        raise
+    _record(task, start, "ok")
+
+
+for name in ("t1", "t2", "t3", "t4", "t5", "t6", "high", "mid", "low", "locks", "priority"):
+    handler(name)(run_sync)
+for name in ("a1", "a2", "a3"):
+    handler(name)(run_async)
+handler("retries", retries=3, backoff=0.3)(run_sync)
+handler("timeouts", timeout=1, retries=1, backoff=0.1)(run_sync)
+handler("atimeouts", timeout=1, retries=1, backoff=0.1)(run_async)
+handler("bylock", lock=lambda task: task.payload.split(":")[0])(run_sync)
