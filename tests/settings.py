@@ -6,11 +6,15 @@ from worqr_site.settings import *  # noqa: F403
 
 INSTALLED_APPS = [a for a in INSTALLED_APPS if a != "sample"] + ["tests.testapp"]  # noqa: F405
 
+# One SQLite file per test session (sessions may run side by side); worker and server processes
+# that the session starts inherit the variable, so they share the session's database.
+os.environ.setdefault("WORQR_TEST_DB", f"/tmp/worqr-test-{os.getpid()}.sqlite3")
+
 DATABASES = {
     "default": {
         "ENGINE": "django.db.backends.sqlite3",
-        "NAME": os.environ.get("WORQR_TEST_DB", "/tmp/worqr-test.sqlite3"),
-        "TEST": {"NAME": os.environ.get("WORQR_TEST_DB", "/tmp/worqr-test.sqlite3")},
+        "NAME": os.environ["WORQR_TEST_DB"],
+        "TEST": {"NAME": os.environ["WORQR_TEST_DB"]},
     }
 }
 
