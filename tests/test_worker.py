@@ -1,0 +1,86 @@
+"""Real worker processes: every task exactly once, FIFO, async handlers, and the worker command's
+bad-input errors."""
+
+import json
+import subprocess
+import sys
+from collections import Counter
+
+from queues import Queue
+from tests.conftest import ROOT, records, wait_for
+
+
+def test_20000_tasks_three_workers_each_task_runs_exactly_once(client, workers):
+    """3 worker processes at concurrency 4 drain 20,000 tasks; each runs once, none is lost."""
+    q = Queue("t1")
+    ids = []
+    for start in range(0, 20000, 5000):
+        ids += q.enqueue_many([f"task {i}" for i in range(start, start + 5000)])
+    for i in range(3):
+        workers(["t1"], concurrency=4, name=f"bulk-{i}")
+    wait_for(lambda: q.counts()["completed"] == 20000, timeout=120, interval=0.2, message="20,000 completions")
+    runs = Counter(r["id"] for r in records(client, "t1"))
+    assert set(runs) == set(ids)
+    assert max(runs.values()) == 1
+    assert len({r["pid"] for r in records(client, "t1")}) == 3  # all three took part
+    counts = q.counts()
+    assert (counts["pending"], counts["active"], counts["failed"]) == (0, 0, 0)
+
+
+def test_fifo_with_one_worker_at_concurrency_1(client, workers):
+    """One worker with one slot runs tasks in the order they were enqueued."""
+    q = Queue("t2")
+    ids = q.enqueue_many([str(i) for i in range(300)])
+    workers(["t2"], concurrency=1)
+    wait_for(lambda: q.counts()["completed"] == 300, timeout=60, message="300 completions")
+    assert [r["id"] for r in records(client, "t2")] == ids
+
+
+def test_async_handler_and_raw_bytes_payload(client, workers):
+    """An async def handler runs, and a bytes payload reaches it byte for byte, as bytes."""
+    q = Queue("a1")
+    blob = bytes(range(256))
+    q.enqueue(blob)
+    q.enqueue('{"sleep": 0.05}')
+    workers(["a1"], concurrency=2)
+    wait_for(lambda: q.counts()["completed"] == 2, timeout=20, message="2 completions")
+    recs = {r["bytes"]: r for r in records(client, "a1")}
+    assert bytes.fromhex(recs[True]["payload"]) == blob
+    assert json.loads(recs[False]["payload"]) == {"sleep": 0.05}
+
+
+def _manage(*args):
+    return subprocess.run([sys.executable, str(ROOT / "manage.py"), *args], cwd=ROOT, capture_output=True,
+                          text=True, timeout=60, env=dict(__import__("os").environ, DJANGO_SETTINGS_MODULE="tests.settings"))
+
+
+def test_worker_refuses_a_queue_without_handler(client):
+    """Asking a worker to serve a queue with no handler is a clear error, and nothing is written."""
+    result = _manage("worker", "nohandler")
+    assert result.returncode != 0
+    assert "has no handler" in result.stderr
+    assert client.dbsize() == 0
+
+
+def test_worker_refuses_a_bad_queue_name(client):
+    result = _manage("worker", "bad:name")
+    assert result.returncode != 0 and "queue name" in result.stderr
+    assert client.dbsize() == 0
+
+
+def test_enqueue_and_queues_commands(client):
+    """`enqueue` prints one id per line (stdin with '-'); `queues --json` shows the counts."""
+    out = subprocess.run([sys.executable, str(ROOT / "manage.py"), "enqueue", "t3", "one", "-"], cwd=ROOT,
+                         input="two\nthree\n", capture_output=True, text=True, timeout=60,
+                         env=dict(__import__("os").environ, DJANGO_SETTINGS_MODULE="tests.settings"))
+    assert out.returncode == 0, out.stderr
+    ids = out.stdout.split()
+    assert len(ids) == 3 and all(i.startswith("t3-") for i in ids)
+    assert [Queue("t3").get(i).payload for i in ids] == ["one", "two", "three"]
+    data = json.loads(_manage("queues", "--json").stdout)
+    assert {q["name"]: q["pending"] for q in data["queues"]} == {"t3": 3}
+    bad = subprocess.run([sys.executable, str(ROOT / "manage.py"), "enqueue", "t3", "-"], cwd=ROOT,
+                         input="x" * (1024 * 1024 + 1) + "\n", capture_output=True, text=True, timeout=60,
+                         env=dict(__import__("os").environ, DJANGO_SETTINGS_MODULE="tests.settings"))
+    assert bad.returncode != 0 and "over the limit" in bad.stderr
+    assert Queue("t3").counts()["pending"] == 3

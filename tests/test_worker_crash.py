@@ -1,0 +1,110 @@
+"""Faults for real: kill -9 of a worker, SIGTERM with tasks running, Redis restarted under an
+idle worker."""
+
+import signal
+import time
+
+import pytest
+
+from queues import Queue
+from queues.engine import keys, readmodel
+from tests.conftest import records, wait_for, wait_registered
+
+
+def _active_on(q, worker, n):
+    return lambda: len([t for t in readmodel.active(q.client, q.name) if t.worker == worker]) == n
+
+
+def test_kill_9_puts_the_tasks_back_at_the_front_and_leaves_others_alone(client, workers):
+    """A kill -9'd worker's tasks are back at the front within TTL + 2 s and are finished by
+    another worker; the other worker's own task is never touched."""
+    q = Queue("t1")
+    a = workers(["t1"], concurrency=2, name="crash-a")
+    s1, s2 = q.enqueue_many(['{"sleep": 2}', '{"sleep": 2.1}'])
+    wait_for(_active_on(q, "crash-a", 2), message="both slow tasks on worker a")
+    workers(["t1"], concurrency=1, name="crash-b")
+    b1 = q.enqueue('{"sleep": 6}')
+    wait_for(_active_on(q, "crash-b", 1), message="b's own task running")
+    quick = q.enqueue_many(["q1", "q2", "q3"])
+    a.kill()
+    killed_at = time.monotonic()
+    head = wait_for(lambda: _head_is(client, [s1, s2]), timeout=8, interval=0.02, message="s1, s2 back at the front")
+    assert head and time.monotonic() - killed_at <= 3 + 2
+    assert q.get(b1).state == "active" and q.get(b1).worker == "crash-b"  # untouched
+    wait_for(lambda: q.counts()["completed"] == 6, timeout=40, message="all six completed")
+    done = {r["id"]: r for r in records(client, "t1") if r["outcome"] == "ok"}
+    assert set(done) == {s1, s2, b1, *quick}
+    b_pid = done[b1]["pid"]
+    assert done[s1]["pid"] == b_pid and done[s2]["pid"] == b_pid
+    order = [r["id"] for r in records(client, "t1")]
+    assert order.index(s1) < order.index(quick[0])  # recovered tasks ran before the queued ones
+    assert not any(w["name"] == "crash-a" for w in readmodel.workers(client))
+
+
+def _head_is(client, ids):
+    head = [i.decode() for i in client.lrange(keys.queue_key("t1", "pending"), 0, len(ids) - 1)]
+    return head == ids
+
+
+@pytest.mark.parametrize("queue", ["t2", "a2"])
+def test_sigterm_lets_tasks_finish_within_grace_then_requeues_the_rest(client, workers, queue):
+    """SIGTERM: no new work, the short task finishes, the long one goes back to the front after
+    the grace period, the worker deregisters and exits 0."""
+    q = Queue(queue)
+    w = workers([queue], concurrency=2, name=f"term-{queue}", grace=1.5)
+    short, long = q.enqueue_many(['{"sleep": 0.5}', '{"sleep": 60}'])
+    wait_for(lambda: q.counts()["active"] == 2, message="both running")
+    waiting = q.enqueue("never started")
+    w.signal(signal.SIGTERM)
+    assert w.wait(timeout=15) == 0
+    assert q.get(short) is None and q.counts()["completed"] == 1
+    assert q.get(long).state == "pending" and q.get(long).attempt == 0
+    assert [i.decode() for i in client.lrange(keys.queue_key(queue, "pending"), 0, -1)] == [long, waiting]
+    assert readmodel.workers(client) == []
+    assert client.zcard(keys.queue_key(queue, "workers")) == 0
+    assert "outcome=completed" in w.output() and "outcome=stopped" in w.output()
+
+
+def test_redis_restart_under_an_idle_worker(client, workers, redis_server):
+    """Redis stopped and restarted: the worker reconnects, re-registers and resubscribes, and a
+    task enqueued afterwards runs within 5 s."""
+    q = Queue("t3")
+    workers(["t3"], concurrency=1, name="restart")
+    wait_registered(client, "restart")
+    redis_server.restart(down_for=1.0)
+    enqueued_at = time.monotonic()
+    tid = q.enqueue("after restart")
+    wait_for(lambda: any(r["id"] == tid for r in records(client, "t3")), timeout=5, message="the task to run")
+    assert time.monotonic() - enqueued_at <= 5
+    wait_registered(client, "restart")
+
+
+def test_cancel_pending_never_runs(client, workers):
+    q = Queue("t4")
+    doomed, kept = q.enqueue_many(["doomed", "kept"])
+    assert q.cancel(doomed) is True
+    workers(["t4"])
+    wait_for(lambda: q.counts()["completed"] == 1, message="kept to complete")
+    time.sleep(0.3)
+    assert [r["payload"] for r in records(client, "t4")] == ["kept"]
+    assert q.counts()["cancelled"] == 1
+
+
+@pytest.mark.parametrize("queue", ["t5", "a3"])
+def test_cancel_active_stops_it_and_does_not_requeue(client, workers, queue):
+    """Cancelling a running task tells its worker at once: an async handler is cancelled, a sync
+    one sees task.cancelled; the task is gone, not re-queued, and the worker carries on."""
+    q = Queue(queue)
+    workers([queue], concurrency=1)
+    tid = q.enqueue('{"sleep": 30}')
+    wait_for(lambda: q.counts()["active"] == 1, message="the task to start")
+    asked = time.monotonic()
+    assert q.cancel(tid) is True
+    wait_for(lambda: q.get(tid) is None, timeout=3, message="the task to leave")
+    wait_for(lambda: records(client, queue), timeout=3, message="the handler to stop")
+    assert records(client, queue)[0]["outcome"] == "cancelled"
+    assert time.monotonic() - asked < 3
+    counts = q.counts()
+    assert (counts["pending"], counts["active"], counts["cancelled"], counts["completed"]) == (0, 0, 1, 0)
+    nxt = q.enqueue("next")
+    wait_for(lambda: q.get(nxt) is None and q.counts()["completed"] == 1, message="the worker to carry on")
