@@ -80,7 +80,7 @@ async def run_async(task):
     _record(task, start, "ok")
 
 
-for name in ("t1", "t2", "t3", "t4", "t5", "t6", "high", "mid", "low", "locks", "priority"):
+for name in ("t1", "t2", "t3", "t4", "t5", "t6", "d1", "high", "mid", "low", "locks", "priority"):
     handler(name)(run_sync)
 for name in ("a1", "a2", "a3"):
     handler(name)(run_async)
@@ -88,3 +88,4 @@ handler("retries", retries=3, backoff=0.3)(run_sync)
 handler("timeouts", timeout=1, retries=1, backoff=0.1)(run_sync)
 handler("atimeouts", timeout=1, retries=1, backoff=0.1)(run_async)
 handler("bylock", lock=lambda task: task.payload.split(":")[0])(run_sync)
+handler("stuck", timeout=2, retries=2, backoff=0.1)(run_sync)

@@ -152,8 +152,12 @@ class Worker:
         c = self.config
         while True:
             await asyncio.sleep(c.heartbeat_interval)
+            if not self.registered:
+                await self._register_until_done()
+                continue
             try:
-                lost = not await self.redis.set(keys.heartbeat_key(self.name), self._info(), px=self._ttl_ms, xx=True)
+                key_alive = await self.redis.set(keys.heartbeat_key(self.name), self._info(), px=self._ttl_ms, xx=True)
+                reaped = []
                 for q in self.queues:
                     spec = self.specs[q]
                     reply = await scripts.arun(
@@ -161,28 +165,27 @@ class Worker:
                         _default(spec.retries, c.retries), _default(spec.backoff, c.backoff),
                         c.backoff_max, random.random() * c.backoff_jitter, c.failure_history,
                     )
-                    lost = lost or reply[0] == -1
-                self.last_beat = time.monotonic()
+                    if reply[0] == -1:
+                        reaped.append(q)
             except NETWORK_ERRORS as exc:
                 log.warning("worqr: heartbeat failed: %s", exc)
-                lost = time.monotonic() - self.last_beat > c.heartbeat_ttl
-                if not lost:
-                    continue
-            if lost and not self.stopping:
-                self._registration_lost()
+                continue
+            if reaped:
+                self._reaped(reaped)
+            if (reaped or not key_alive) and not self.stopping:
+                log.warning("worqr: worker %s found its registration gone; registering again", self.name)
+                self.registered = False
                 await self._register_until_done()
 
-    def _registration_lost(self):
-        """Our registration is gone: our tasks may already run elsewhere. Stop them, report nothing."""
-        if not self.registered:
-            return
-        log.warning("worqr: worker %s lost its registration; stopping %d task(s) and registering again",
-                    self.name, len(self.running))
+    def _reaped(self, queues):
+        """We were presumed dead in ``queues``: our tasks there went back to the queue and may
+        already run elsewhere. Ask them to stop; their leases are void, so whatever they report
+        is refused by Redis."""
         self.registered = False
         for d in self.running.values():
-            d.lost = True
-            d.cancel_locally()
-        self.acks.clear()
+            if d.task.queue in queues:
+                log.warning("worqr: task %s was taken from this worker (presumed dead); stopping it", d.task.id)
+                d.cancel_locally()
 
     # -- fetching --------------------------------------------------------------------------
 
@@ -222,8 +225,8 @@ class Worker:
                 int(c.timeout_grace * 1000), _default(spec.timeout, 0),
             )
             if reply[0] == -1:
-                self._registration_lost()
-                return [], -1
+                self._reaped([q])
+                return taken, -1
             if reply[1] >= 0:
                 wait_ms = reply[1] if wait_ms < 0 else min(wait_ms, reply[1])
             fields = reply[2:]
@@ -284,16 +287,12 @@ class Worker:
 
     def report_done(self, d, outcome, result):
         """Completed or cancelled: acknowledged by the next batch."""
-        if d.lost:
-            return
         self.processed += outcome == "completed"
         self._log(d, outcome)
         self.acks[d.task.queue].append((d.task.id, d.task.lease, result))
         self.ack_ready.set()
 
     async def report_failure(self, d, error, trace, retry_after=None):
-        if d.lost:
-            return
         c, spec = self.config, d.spec
         self.failed += retry_after is None
         self._log(d, "deferred" if retry_after is not None else "failed")
@@ -304,11 +303,9 @@ class Worker:
             "" if retry_after is None else max(0.0, retry_after),
         )
         if code == -1:
-            log.warning("worqr: task %s: lease %s is stale; failure not recorded", d.task.id, d.task.lease)
+            log.warning("worqr: task %s: lease %s is stale; failure refused", d.task.id, d.task.lease)
 
     async def report_stop(self, d):
-        if d.lost:
-            return
         self._log(d, "stopped")
         await self._call_retrying("stop", d.task.queue, self.name, 1, d.task.id, d.task.lease)
 

@@ -25,7 +25,7 @@ log = logging.getLogger("worqr.worker")
 class Delivery:
     """A task handed to this worker: the task, its handler and its run state."""
 
-    __slots__ = ("task", "spec", "started", "handle", "reported", "stopping", "lost", "done")
+    __slots__ = ("task", "spec", "started", "handle", "reported", "stopping", "done")
 
     def __init__(self, task, spec):
         self.task, self.spec = task, spec
@@ -33,7 +33,6 @@ class Delivery:
         self.handle = None  # the asyncio task (async handler) or future (sync handler)
         self.reported = False
         self.stopping = False  # shutdown: give it back rather than cancel it
-        self.lost = False  # the worker lost its registration: report nothing
         self.done = asyncio.Event()
 
     @property
@@ -87,7 +86,7 @@ async def run(worker, d):
 
 async def _report(worker, d):
     handle = d.handle
-    if d.reported or d.lost:
+    if d.reported:
         return
     d.reported = True
     if handle.cancelled():

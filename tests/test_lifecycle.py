@@ -1,0 +1,228 @@
+"""Task lifecycle: retries with backoff, the failure history, delays, timeouts, a frozen worker,
+counters, pause/resume and drop."""
+
+import random
+import signal
+import time
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from queues import Queue
+from queues.engine import keys
+from queues.engine.errors import InvalidState, InvalidTask
+from tests.conftest import records, wait_for, wait_registered
+
+
+def test_retry_with_backoff_then_success(client, workers):
+    """Fails twice then succeeds with retries=3: completed on attempt 3, and the gaps between
+    attempts follow backoff * 2**(attempt-1) (0.3 s, 0.6 s; jitter adds at most 10 %)."""
+    q = Queue("retries")
+    tid = q.enqueue('{"fail": 2}')
+    workers(["retries"])
+    wait_for(lambda: q.counts()["completed"] == 1, timeout=15, message="completion")
+    runs = [r for r in records(client, "retries") if r["id"] == tid]
+    assert [r["attempt"] for r in runs] == [1, 2, 3]
+    assert [r["outcome"] for r in runs] == ["raised", "raised", "ok"]
+    gap1 = runs[1]["start"] - runs[0]["end"]
+    gap2 = runs[2]["start"] - runs[1]["end"]
+    assert 0.3 <= gap1 < 0.3 * 1.1 + 0.25
+    assert 0.6 <= gap2 < 0.6 * 1.1 + 0.25
+    counts = q.counts()
+    assert (counts["retried"], counts["failures"], counts["failed"]) == (2, 2, 0)
+
+
+def test_always_failing_task_ends_in_failures_with_traceback(client, workers):
+    q = Queue("retries")
+    tid = q.enqueue('{"fail": "always"}', retries=1)
+    workers(["retries"])
+    wait_for(lambda: q.counts()["failed"] == 1, timeout=15, message="the task to fail for good")
+    task = q.get(tid)
+    assert task.state == "failed" and task.attempt == 2
+    assert "ValueError: asked to fail on attempt 2" in task.error
+    newest = q.failures()[0]
+    assert newest["id"] == tid and newest["attempts"] == 2
+    assert "Traceback (most recent call last)" in newest["traceback"] and "ValueError" in newest["traceback"]
+    assert newest["payload"] == '{"fail": "always"}' and newest["worker"]
+    assert isinstance(newest["failed_at"], datetime)
+    assert [f["id"] for f in q.failures()] == [tid, tid]  # both attempts, newest first
+    q.retry(tid)  # back to pending, attempts reset
+    assert q.get(tid).state == "pending"
+
+
+def test_delayed_tasks_start_on_time(client, workers):
+    """200 tasks with random delays of 0.5-3 s start no earlier than due and at most 250 ms late."""
+    q = Queue("d1")
+    workers(["d1"], concurrency=4, name="delay-a")
+    workers(["d1"], concurrency=4, name="delay-b")
+    wait_registered(client, "delay-a")
+    wait_registered(client, "delay-b")
+    rng = random.Random(7)
+    due = {}
+    for i in range(200):
+        tid = q.enqueue(str(i), delay=rng.uniform(0.5, 3.0))
+        due[tid] = int(client.hget(keys.task_key("d1", tid), "due"))
+    assert q.counts()["delayed"] == 200
+    wait_for(lambda: q.counts()["completed"] == 200, timeout=20, message="200 delayed tasks")
+    lateness = {r["id"]: r["start"] * 1000 - due[r["id"]] for r in records(client, "d1")}
+    assert min(lateness.values()) >= -1  # Redis TIME is whole ms
+    assert max(lateness.values()) <= 250, sorted(lateness.values())[-5:]
+
+
+def test_long_delays_and_eta(client):
+    """A task delayed two days is kept with the right due time (no 24 h limit)."""
+    q = Queue("d1")
+    now_ms = int(client.time()[0]) * 1000
+    tid = q.enqueue("later", delay=2 * 86400)
+    score = client.zscore(keys.queue_key("d1", "delayed"), tid)
+    assert abs(score - (now_ms + 2 * 86400 * 1000)) < 5000
+    eta = datetime.now(timezone.utc) + timedelta(days=3)
+    tid2 = q.enqueue("eta", eta=eta)
+    assert abs(client.zscore(keys.queue_key("d1", "delayed"), tid2) - eta.timestamp() * 1000) < 2
+    assert q.get(tid2).state == "delayed" and q.counts()["delayed"] == 2
+
+
+@pytest.mark.parametrize("queue", ["timeouts", "atimeouts"])
+def test_timeouts_stop_the_handler_and_count_as_failed_attempts(client, workers, queue):
+    """A sync and an async handler that run past their 1 s timeout are stopped and retried; out
+    of retries, the task fails with a TaskTimeout error."""
+    q = Queue(queue)
+    tid = q.enqueue('{"sleep": 30}')
+    workers([queue], concurrency=1)
+    wait_for(lambda: q.counts()["failed"] == 1, timeout=15, message="two timed-out attempts")
+    runs = records(client, queue)
+    assert [r["outcome"] for r in runs] == ["cancelled", "cancelled"]
+    assert all(0.9 <= r["end"] - r["start"] < 2.0 for r in runs)
+    assert q.get(tid).attempt == 2 and "TaskTimeout" in q.get(tid).error
+    assert [f["error"].split(":")[0] for f in q.failures()] == ["TaskTimeout", "TaskTimeout"]
+
+
+def test_frozen_worker_loses_its_task_and_its_late_finish_is_refused(client, workers):
+    """SIGSTOP a worker mid-task: past timeout + grace (or its heartbeat TTL) another worker gets
+    the task with a new lease; after SIGCONT the frozen worker's outcome is refused."""
+    q = Queue("stuck")
+    a = workers(["stuck"], name="frozen")
+    wait_registered(client, "frozen")
+    tid = q.enqueue('{"sleep": 1.5}')
+    wait_for(lambda: q.get(tid) and q.get(tid).state == "active", message="the task to start")
+    a.signal(signal.SIGSTOP)
+    lease_a = q.get(tid).lease
+    workers(["stuck"], name="rescuer")
+    wait_for(lambda: (t := q.get(tid)) is not None and t.worker == "rescuer", timeout=10, message="rescue")
+    assert q.get(tid).lease > lease_a
+    a.signal(signal.SIGCONT)
+    wait_for(lambda: q.counts()["completed"] == 1, timeout=10, message="the rescued run to complete")
+    wait_for(lambda: "refused" in a.output(), timeout=10, message="the frozen worker's report to be refused")
+    time.sleep(0.5)
+    assert q.counts()["completed"] == 1
+    # The frozen handler may well run to its end once thawed (at-least-once), but Redis counted
+    # exactly one completion: the rescuer's, on attempt 2.
+    rescued = [r for r in records(client, "stuck") if r["outcome"] == "ok" and r["pid"] != a.pid]
+    assert len(rescued) == 1 and rescued[0]["attempt"] == 2
+
+
+def test_failure_history_is_capped(client, conn):
+    """The history keeps FAILURE_HISTORY entries, trimmed in the failing script itself."""
+    from queues.engine import connection
+
+    small = connection.configure(conn.config.with_(failure_history=5), conn.url)
+    q = Queue("t1", small)
+    from queues.engine import scripts
+
+    scripts.run(small.client, "register", "t1", "w", 3000)
+    for i in range(8):
+        q.enqueue(str(i))
+        _, _, tid, _, lease, *_ = scripts.run(small.client, "start", "t1", "w", 1, 35000, 1000, 0)
+        scripts.run(small.client, "fail", "t1", "w", tid, lease, f"E{i}", "tb", 0, 1, 10, 0, 5, "")
+    assert [f["error"] for f in q.failures()] == ["E7", "E6", "E5", "E4", "E3"]
+    assert q.counts()["failed"] == 8
+
+
+def test_counters_add_up_after_a_mixed_run(client, workers):
+    """completed + failed + cancelled + pending + delayed + active == enqueued."""
+    q = Queue("t6")
+    q.enqueue_many(["ok"] * 30)
+    q.enqueue_many(['{"fail": "always"}'] * 5)
+    q.enqueue_many(["later"] * 4, delay=3600)
+    cancel_me = q.enqueue_many(["cancel"] * 3)
+    for tid in cancel_me:
+        q.cancel(tid)
+    q.enqueue_many(['{"sleep": 30}'] * 2)
+    workers(["t6"], concurrency=2)
+    wait_for(lambda: q.counts()["active"] == 2 and q.counts()["pending"] == 0, timeout=15, message="steady state")
+    c = q.counts()
+    assert c["enqueued"] == 44
+    assert c["completed"] + c["failed"] + c["cancelled"] + c["pending"] + c["delayed"] + c["active"] == 44
+    assert (c["completed"], c["failed"], c["cancelled"], c["delayed"], c["active"]) == (30, 5, 3, 4, 2)
+
+
+def test_pause_stops_new_starts_on_all_workers_and_resume_restarts(client, workers):
+    q = Queue("t4")
+    for name in ("p1", "p2"):
+        workers(["t4"], concurrency=2, name=name)
+        wait_registered(client, name)
+    assert q.pause() is True and q.is_paused()
+    paused_at = time.time()
+    q.enqueue_many([str(i) for i in range(20)])
+    time.sleep(1.0)
+    assert records(client, "t4") == [] and q.counts()["pending"] == 20
+    assert q.resume() is True
+    wait_for(lambda: q.counts()["completed"] == 20, timeout=10, message="work after resume")
+    assert min(r["start"] for r in records(client, "t4")) > paused_at + 1.0
+    assert {r["pid"] for r in records(client, "t4")}.__len__() == 2
+
+
+def test_pause_takes_effect_within_100_ms(client, workers):
+    """Tasks enqueued 100 ms after pause never start, on any worker."""
+    q = Queue("t5")
+    for name in ("fast1", "fast2"):
+        workers(["t5"], concurrency=2, name=name)
+        wait_registered(client, name)
+    q.enqueue_many(["warm"] * 4)
+    wait_for(lambda: q.counts()["completed"] == 4, message="warm-up")
+    q.pause()
+    time.sleep(0.1)
+    q.enqueue_many(["blocked"] * 10)
+    time.sleep(0.8)
+    assert q.counts()["completed"] == 4 and q.counts()["pending"] == 10
+
+
+def test_drop_leaves_no_key_of_the_queue(client, workers):
+    q = Queue("t3")
+    q.enqueue_many(["a"] * 10)
+    q.enqueue_many(["b"] * 3, delay=60)
+    q.enqueue("x", lock="L1")
+    q.enqueue("u", unique=True)
+    q.pause()
+    other = Queue("t2")
+    keep = other.enqueue("kept")
+    q.drop()
+    left = [k.decode() for k in client.scan_iter(match="*{t3}*")]
+    assert left == []
+    assert not client.sismember(keys.KNOWN_QUEUES, "t3")
+    assert other.get(keep).payload == "kept"
+    assert q.counts()["pending"] == 0 and q.counts()["enqueued"] == 0
+
+
+def test_drop_stops_running_tasks(client, workers):
+    q = Queue("t5")
+    workers(["t5"])
+    q.enqueue('{"sleep": 30}')
+    wait_for(lambda: q.counts()["active"] == 1, message="start")
+    q.drop()
+    wait_for(lambda: records(client, "t5"), timeout=3, message="the handler to stop")
+    assert records(client, "t5")[0]["outcome"] == "cancelled"
+
+
+def test_bad_lifecycle_input_is_refused_and_writes_nothing(client):
+    q = Queue("t1")
+    for kwargs in ({"delay": -1}, {"retries": 1.5}, {"retries": "3"}, {"retries": -1}, {"timeout": 0},
+                   {"timeout": -5}, {"backoff": -1}, {"delay": float("nan")}, {"delay": 1, "eta": datetime.now()},
+                   {"eta": "tomorrow"}, {"delay": True}):
+        with pytest.raises(InvalidTask):
+            q.enqueue("p", **kwargs)
+    assert client.dbsize() == 0
+    tid = q.enqueue("p")
+    with pytest.raises(InvalidState, match="not failed"):
+        q.retry(tid)
+    assert q.get(tid).state == "pending"
