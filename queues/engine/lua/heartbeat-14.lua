@@ -37,12 +37,13 @@ for _, id in ipairs(rcall('ZRANGEBYSCORE', K.deadlines, '-inf', now, 'LIMIT', 0,
   if f[2] ~= 'active' then
     rcall('ZREM', K.deadlines, id)
   else
-    leave_active(id, f[1], f[3], f[4])
+    local requeue = not f[5] and tonumber(f[7] or '0') <= tonumber(f[8] or ARGV[6])
+    leave_active(id, f[1], f[3], f[4], requeue)
     rcall('HINCRBY', tk, 'l', 1)
     if f[4] then rcall('PUBLISH', CONTROL .. f[4], 'c ' .. QUEUE .. ' ' .. id) end
     if f[5] then
       drop_cancelled(id, tk, f[6])
-    elseif tonumber(f[7] or '0') <= tonumber(f[8] or ARGV[6]) then
+    elseif requeue then
       requeue_front(id, tk, false, f[6])
       recovered[#recovered + 1] = id
     else

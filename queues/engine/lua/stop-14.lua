@@ -14,7 +14,7 @@ for i = n - 1, 0, -1 do
   if f[1] ~= lease or f[2] ~= 'active' then
     out[i + 1] = -1
   else
-    leave_active(id, lease, f[3], f[4])
+    leave_active(id, lease, f[3], f[4], not f[5])
     rcall('HINCRBY', tk, 'a', -1)
     if requeue_front(id, tk, f[5], f[6]) == 1 then
       requeued[#requeued + 1] = id

@@ -19,8 +19,9 @@ local function promote_waiter(lk)
 end
 
 -- Release lock lk if the delivery (id, lease) holds it; if the lock is then free, its next
--- waiter becomes runnable. A lock held by another delivery is left alone.
-local function release_lock(id, lease, lk)
+-- waiter becomes runnable, unless `requeued`: the task itself goes back to the front and will
+-- take the lock again first, so its waiters keep their turn behind it.
+local function release_lock(id, lease, lk, requeued)
   if not lk then return end
   local key = lock_key(lk)
   local holder = rcall('GET', key)
@@ -28,16 +29,16 @@ local function release_lock(id, lease, lk)
     rcall('DEL', key)
     holder = false
   end
-  if not holder then promote_waiter(lk) end
+  if not holder and not requeued then promote_waiter(lk) end
 end
 
 -- Take an active task out of the active state (not out of Redis): off the active and
--- deadline sets and the holder's set, its lock released. f holds HMGET l, lk, w.
-local function leave_active(id, lease, lk, w)
+-- deadline sets and the holder's set, its lock released (see release_lock for `requeued`).
+local function leave_active(id, lease, lk, w, requeued)
   rcall('ZREM', K.active, id)
   rcall('ZREM', K.deadlines, id)
   if w then rcall('SREM', worker_tasks_key(w), id) end
-  release_lock(id, lease, lk)
+  release_lock(id, lease, lk, requeued)
 end
 
 -- Delete a task that is not active (pending, delayed, waiting or failed) from wherever it is.
@@ -46,7 +47,10 @@ local function remove_inactive(id)
   local tk = task_key(id)
   local f = rcall('HMGET', tk, 's', 'lk', 'u')
   local s = f[1]
-  if s == 'pending' then rcall('LREM', K.pending, 1, id)
+  if s == 'pending' then
+    rcall('LREM', K.pending, 1, id)
+    -- it may have been first in line for a free lock (requeued ahead of its waiters)
+    if f[2] and rcall('EXISTS', lock_key(f[2])) == 0 then promote_waiter(f[2]) end
   elseif s == 'delayed' then rcall('ZREM', K.delayed, id)
   elseif s == 'failed' then rcall('ZREM', K.failed, id)
   elseif s == 'waiting' then
@@ -108,7 +112,9 @@ end
 -- asked for, drop it). Returns 1 if it was requeued.
 local function requeue_front(id, tk, x, uk)
   if x then
+    local lk = rcall('HGET', tk, 'lk')
     drop_cancelled(id, tk, uk)
+    if lk and rcall('EXISTS', lock_key(lk)) == 0 then promote_waiter(lk) end
     return 0
   end
   rcall('HSET', tk, 's', 'pending')

@@ -12,7 +12,7 @@ local function fail_worker(w, reason)
     local tk = task_key(id)
     local f = rcall('HMGET', tk, 'l', 'lk', 'w', 's', 'x', 'u')
     if f[4] == 'active' and f[3] == w then
-      leave_active(id, f[1], f[2], w)
+      leave_active(id, f[1], f[2], w, not f[5])
       rcall('HINCRBY', tk, 'l', 1)  -- fence: the old holder's lease is void from now on
       if requeue_front(id, tk, f[5], f[6]) == 1 then requeued[#requeued + 1] = id end
     end
