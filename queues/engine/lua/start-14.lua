@@ -48,7 +48,8 @@ while #taken < count do
       local attempt = rcall('HINCRBY', tk, 'a', 1)
       if lk then rcall('SET', lock_key(lk), id .. ':' .. lease, 'PX', lock_ttl) end
       rcall('HSET', tk, 's', 'active', 'w', worker, 'st', now)
-      rcall('ZADD', K.active, now, id)
+      -- the fraction keeps the start order of one batch (a requeue restores it)
+      rcall('ZADD', K.active, now + math.min(#taken, 999) / 1000, id)
       rcall('SADD', wk, id)
       local timeout = tonumber(f[3] or default_timeout)
       if timeout > 0 then rcall('ZADD', K.deadlines, now + timeout * 1000 + grace, id) end
