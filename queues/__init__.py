@@ -1,9 +1,19 @@
 """worqr: a reliable, atomic work queue on Redis, run from Django.
 
 ``from queues import Queue, handler`` is the public API; the engine below ``queues.engine``
-imports nothing from Django.
+imports nothing from Django. ``Queue`` is the engine's Queue plus ``on_commit=True``
+(``queues.transactions``); it is imported lazily so that importing ``queues.engine`` alone never
+imports Django.
 """
 
-from .engine import Queue, RetryLater, Task, handler
+from .engine import RetryLater, Task, handler
 
 __all__ = ["Queue", "RetryLater", "Task", "handler"]
+
+
+def __getattr__(name):
+    if name == "Queue":
+        from .transactions import Queue
+
+        return Queue
+    raise AttributeError(f"module 'queues' has no attribute {name!r}")

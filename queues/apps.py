@@ -1,4 +1,5 @@
 from django.apps import AppConfig
+from django.conf import settings
 from django.utils.module_loading import autodiscover_modules
 
 
@@ -18,3 +19,7 @@ class QueuesConfig(AppConfig):
             return  # reported by the system check queues.E001
         setup()
         autodiscover_modules("tasks")
+        if getattr(settings, "TASKS", None):  # handlers of the Tasks framework backend's queues
+            from .backends import register_handlers
+
+            register_handlers()

@@ -32,8 +32,8 @@ def redis_server():
 @pytest.fixture(autouse=True)
 def _engine(redis_server):
     """Every test starts on an empty Redis, with the engine's connection pointing at it."""
-    from queues.engine import connection
     from queues.conf import build_config
+    from queues.engine import connection
 
     if redis_server.proc is None:
         redis_server.start()

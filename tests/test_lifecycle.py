@@ -4,7 +4,7 @@ counters, pause/resume and drop."""
 import random
 import signal
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -76,7 +76,7 @@ def test_long_delays_and_eta(client):
     tid = q.enqueue("later", delay=2 * 86400)
     score = client.zscore(keys.queue_key("d1", "delayed"), tid)
     assert abs(score - (now_ms + 2 * 86400 * 1000)) < 5000
-    eta = datetime.now(timezone.utc) + timedelta(days=3)
+    eta = datetime.now(UTC) + timedelta(days=3)
     tid2 = q.enqueue("eta", eta=eta)
     assert abs(client.zscore(keys.queue_key("d1", "delayed"), tid2) - eta.timestamp() * 1000) < 2
     assert q.get(tid2).state == "delayed" and q.counts()["delayed"] == 2

@@ -3,8 +3,18 @@
 from .config import Config
 from .connection import Connection, configure, get_default
 from .errors import (
-    ConfigurationError, InvalidInput, InvalidQueueName, InvalidState, InvalidTask, NoHandler,
-    PayloadTooLarge, RetryLater, StaleLease, TaskNotFound, WorkerLost, WorqrError,
+    ConfigurationError,
+    InvalidInput,
+    InvalidQueueName,
+    InvalidState,
+    InvalidTask,
+    NoHandler,
+    PayloadTooLarge,
+    RetryLater,
+    StaleLease,
+    TaskNotFound,
+    WorkerLost,
+    WorqrError,
 )
 from .queue import Queue
 from .registry import handler

@@ -4,7 +4,7 @@ import hashlib
 import math
 import os
 import random
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from . import keys, scripts
 from .connection import get_default
@@ -136,7 +136,7 @@ class Queue:
             if not isinstance(eta, datetime):
                 raise InvalidTask(f"eta must be a datetime, not {eta!r}")
             if eta.tzinfo is None:
-                eta = eta.replace(tzinfo=timezone.utc)
+                eta = eta.replace(tzinfo=UTC)
             return f"@{int(eta.timestamp() * 1000)}"
         return ""
 

@@ -8,7 +8,7 @@ channel names are still built in one module.
 """
 
 import hashlib
-from functools import lru_cache
+from functools import cache, lru_cache
 from pathlib import Path
 
 from redis.exceptions import NoScriptError, ResponseError
@@ -30,7 +30,7 @@ class Script:
         return f"<Script {self.name}-{self.numkeys}>"
 
 
-@lru_cache(maxsize=None)
+@cache
 def load_all():
     """{name: Script} for every script file, read once per process."""
     prelude = "\n".join(p.read_text() for p in sorted((LUA_DIR / "includes").glob("*.lua")))

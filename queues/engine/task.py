@@ -22,13 +22,13 @@ result lasts). Finished tasks are otherwise deleted.
 
 import threading
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 
 def ms_to_datetime(ms):
     if ms in (None, b"", ""):
         return None
-    return datetime.fromtimestamp(int(float(ms)) / 1000, tz=timezone.utc)
+    return datetime.fromtimestamp(int(float(ms)) / 1000, tz=UTC)
 
 
 def decode_payload(raw, kind):

@@ -43,7 +43,7 @@ def _fail_if_asked(task, d):
     fail = d.get("fail")
     if fail == "always" or (isinstance(fail, int) and task.attempt <= fail):
         raise ValueError(f"asked to fail on attempt {task.attempt}")
-    if d.get("defer") and task.attempt == 1 and not get_default().client.set(f"test:deferred:{task.id}", 1, nx=True) is None:
+    if d.get("defer") and task.attempt == 1 and get_default().client.set(f"test:deferred:{task.id}", 1, nx=True) is not None:
         raise RetryLater(d["defer"])
 
 

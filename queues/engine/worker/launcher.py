@@ -22,7 +22,7 @@ import socket
 import time
 from collections import defaultdict
 from dataclasses import replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from .. import keys, scripts
 from ..errors import NoHandler
@@ -65,7 +65,7 @@ class Worker:
         self.stopping = False
         self.registered = False
         self.processed = self.failed = 0
-        self.started_at = datetime.now(timezone.utc).isoformat()
+        self.started_at = datetime.now(UTC).isoformat()
         self.exit_code = 0
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -390,7 +390,7 @@ async def _wait(event, timeout):
         return
     try:
         await asyncio.wait_for(event.wait(), timeout)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         pass
 
 

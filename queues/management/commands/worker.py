@@ -1,11 +1,13 @@
 import logging
 
+from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError
 
 from queues.conf import get_connection
 from queues.engine.errors import WorqrError
 from queues.engine.registry import all_handlers
 from queues.engine.worker import Worker
+from queues.webhooks import worker_callback_handler
 
 
 class Command(BaseCommand):
@@ -30,8 +32,9 @@ class Command(BaseCommand):
         queues = options["queues"] or sorted(all_handlers())
         try:
             worker = Worker(queues, get_connection(), concurrency=options["concurrency"],
-                            name=options["name"], grace=options["grace"])
-        except (WorqrError, ValueError) as exc:
+                            name=options["name"], grace=options["grace"],
+                            callback_handler=worker_callback_handler())
+        except (WorqrError, ValueError, ImproperlyConfigured) as exc:
             raise CommandError(str(exc)) from exc
         code = worker.run()
         if code:

@@ -1,0 +1,134 @@
+"""``/metrics``: worqr's state in Prometheus' text format, read from Redis on each scrape.
+
+``WorqrCollector`` reads the read model (never the task hashes) and yields, per queue:
+
+- gauges ``worqr_queue_pending`` (including tasks waiting for a lock), ``worqr_queue_delayed``,
+  ``worqr_queue_active``, ``worqr_queue_failed`` (the failed set), ``worqr_queue_paused``,
+  ``worqr_queue_workers`` (live workers serving it);
+- counters ``worqr_tasks_enqueued_total``, ``worqr_tasks_completed_total``,
+  ``worqr_tasks_failed_total`` (out of attempts), ``worqr_task_failures_total`` (failed
+  attempts), ``worqr_tasks_retried_total``, ``worqr_tasks_cancelled_total``;
+- the histogram ``worqr_task_duration_seconds`` (``queues.durations``: runs of Tasks framework
+  tasks, until the engine records every run);
+
+and ``worqr_workers_online``. Access: a staff user with ``queues.view_dashboard`` (superusers
+have it), or ``Authorization: Bearer <token>`` of an API token with that permission.
+"""
+
+from datetime import timedelta
+
+from django.http import HttpResponse
+from django.utils import timezone
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+
+from . import durations
+from .conf import get_connection
+from .engine import readmodel
+from .models import ApiToken, hash_token
+
+VIEW_PERMISSION = "view_dashboard"
+
+_GAUGES = (
+    ("pending", "Tasks waiting to run now (including those waiting for a lock)."),
+    ("delayed", "Tasks waiting for their due time (deferred, or retrying after a backoff)."),
+    ("active", "Tasks running on a worker."),
+    ("failed", "Tasks out of attempts, kept in the failed set until retried or deleted."),
+)
+_COUNTERS = (
+    ("tasks_enqueued", "enqueued", "Tasks enqueued."),
+    ("tasks_completed", "completed", "Tasks completed."),
+    ("tasks_failed", "total_failed", "Tasks that failed for good (out of attempts)."),
+    ("task_failures", "failures", "Failed attempts, retried or not."),
+    ("tasks_retried", "retried", "Failed attempts that were retried."),
+    ("tasks_cancelled", "cancelled", "Tasks cancelled."),
+)
+
+
+class WorqrCollector:
+    """A prometheus_client collector reading worqr's read model at collect time."""
+
+    def __init__(self, client):
+        self.client = client
+
+    def describe(self):
+        return []  # unknown until Redis is read; keeps registration free of Redis calls
+
+    def collect(self):
+        queues = readmodel.overview(self.client)
+        workers = readmodel.workers(self.client)
+        names = [q["name"] for q in queues]
+        for state, doc in _GAUGES:
+            family = GaugeMetricFamily(f"worqr_queue_{state}", doc, labels=["queue"])
+            for q in queues:
+                family.add_metric([q["name"]], q[state])
+            yield family
+        paused = GaugeMetricFamily("worqr_queue_paused", "1 if the queue is paused.", labels=["queue"])
+        serving = GaugeMetricFamily("worqr_queue_workers", "Live workers serving the queue.", labels=["queue"])
+        for q in queues:
+            paused.add_metric([q["name"]], int(q["paused"]))
+            serving.add_metric([q["name"]], sum(1 for w in workers if q["name"] in w.get("queues", ())))
+        yield paused
+        yield serving
+        for name, field, doc in _COUNTERS:
+            family = CounterMetricFamily(f"worqr_{name}", doc, labels=["queue"])
+            for q in queues:
+                family.add_metric([q["name"]], q[field])
+            yield family
+        histogram = HistogramMetricFamily(
+            "worqr_task_duration_seconds", "How long task runs took (Tasks framework tasks).", labels=["queue"]
+        )
+        for queue, (buckets, total) in durations.read(self.client, names).items():
+            histogram.add_metric([queue], buckets, total)
+        yield histogram
+        yield GaugeMetricFamily("worqr_workers_online", "Workers with a live heartbeat.", value=len(workers))
+
+
+def render(client):
+    """The exposition text of worqr's metrics."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(WorqrCollector(client))
+    return generate_latest(registry)
+
+
+def _token(request):
+    scheme, _, raw = request.headers.get("Authorization", "").partition(" ")
+    raw = raw.strip()
+    if scheme.lower() != "bearer" or not raw or len(raw) > 200 or not raw.isascii():
+        return None
+    token = ApiToken.objects.filter(key_hash=hash_token(raw), revoked=False).first()
+    if token is not None and (token.last_used is None or timezone.now() - token.last_used > timedelta(minutes=1)):
+        ApiToken.objects.filter(pk=token.pk).update(last_used=timezone.now())
+    return token
+
+
+def refusal(request):
+    """None if the request may read the metrics, else the status to answer: 401 without valid
+    credentials, 403 when they lack ``queues.view_dashboard``."""
+    if "Authorization" in request.headers:
+        token = _token(request)
+        if token is None:
+            return 401
+        return None if token.has_perm(VIEW_PERMISSION) else 403
+    user = getattr(request, "user", None)
+    if user is None or not user.is_authenticated:
+        return 401
+    if user.is_active and user.is_staff and user.has_perm(f"queues.{VIEW_PERMISSION}"):
+        return None
+    return 403
+
+
+def metrics_view(request):
+    """GET /metrics."""
+    if request.method not in ("GET", "HEAD"):
+        return HttpResponse(status=405, headers={"Allow": "GET, HEAD"})
+    status = refusal(request)
+    if status is not None:
+        response = HttpResponse(
+            "authentication required\n" if status == 401 else "forbidden\n", status=status,
+            content_type="text/plain",
+        )
+        if status == 401:
+            response["WWW-Authenticate"] = 'Bearer realm="worqr metrics"'
+        return response
+    return HttpResponse(render(get_connection().client), content_type=CONTENT_TYPE_LATEST)
