@@ -123,8 +123,9 @@ class WorqrBackend(BaseTaskBackend):
     def _result(self, task, wtask, data):
         status = _STATUS.get(wtask.state, TaskResultStatus.READY)
         errors, workers = self._history(wtask) if wtask.error else ([], [])
-        if wtask.worker:
-            workers.append(wtask.worker)
+        kept = json.loads(wtask.result) if status == TaskResultStatus.SUCCESSFUL and wtask.result else None
+        if wtask.worker or kept:
+            workers.append(wtask.worker or kept.get("worker", ""))
         workers = ([""] * wtask.attempt + workers)[-wtask.attempt:] if wtask.attempt else []
         attempted = wtask.started_at or wtask.failed_at
         result = TaskResult(
@@ -134,8 +135,8 @@ class WorqrBackend(BaseTaskBackend):
             args=data["args"], kwargs=data["kwargs"], backend=self.alias, errors=errors,
             worker_ids=workers,
         )
-        if status == TaskResultStatus.SUCCESSFUL and wtask.result is not None:
-            object.__setattr__(result, "_return_value", json.loads(wtask.result)["value"])
+        if kept is not None:
+            object.__setattr__(result, "_return_value", kept["value"])
         return result
 
     def _history(self, wtask):

@@ -12,8 +12,9 @@ The payload is JSON text (so the dashboard shows it as it is)::
 2. sends ``task_started``, calls the function (an ``async def`` one on its own event loop, which
    is cancelled when worqr cancels the task or it times out; a sync one in the worker's thread),
    with a ``TaskContext`` first if the task takes context (its ``attempt`` is worqr's);
-3. returns ``{"value": <return value as JSON>}`` for worqr to keep as the result (never empty,
-   so a task returning None still has a result); a value that is not JSON fails the task;
+3. returns ``{"value": <return value as JSON>, "worker": <name>}`` for worqr to keep as the
+   result (never empty, so a task returning None still has a result; worqr forgets the worker
+   of a completed task, the result remembers it); a value that is not JSON fails the task;
 4. lets an exception propagate, so worqr's retries, backoff and failed set apply unchanged;
 5. records the run's duration (``queues.durations``) and sends ``task_finished`` once the task
    is finished for good (succeeded, or failed with no retries left).
@@ -26,7 +27,7 @@ import logging
 import time
 import traceback
 from dataclasses import replace
-from datetime import datetime
+from datetime import UTC, datetime
 
 from django.db import close_old_connections
 from django.utils import timezone
@@ -153,7 +154,7 @@ def run(wtask):
     now = timezone.now()
     result = TaskResult(
         task=fw_task, id=wtask.id, status=TaskResultStatus.RUNNING,
-        enqueued_at=datetime.fromtimestamp(int(created) / 1000, tz=timezone.utc) if created else None,
+        enqueued_at=datetime.fromtimestamp(int(created) / 1000, tz=UTC) if created else None,
         started_at=now, last_attempted_at=now, finished_at=None, args=data["args"],
         kwargs=data["kwargs"], backend=data["backend"], errors=[],
         worker_ids=[""] * (wtask.attempt - 1) + [(worker or b"").decode()],
@@ -168,7 +169,7 @@ def run(wtask):
         else:
             value = fw_task.func(*args, **result.kwargs)
         value = normalize_json(value)
-        out = json.dumps({"value": value})
+        out = json.dumps({"value": value, "worker": result.worker_ids[-1]})
     except BaseException as exc:
         _finished(client, wtask, result, started, exc)
         raise

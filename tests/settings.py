@@ -5,6 +5,7 @@ import os
 from worqr_site.settings import *  # noqa: F403
 
 INSTALLED_APPS = [a for a in INSTALLED_APPS if a != "sample"] + ["tests.testapp"]  # noqa: F405
+INSTALLED_APPS += ["django_tasks", "tests.tasksapp"]  # the Tasks framework backend's tests
 
 # One SQLite file per test session (sessions may run side by side); worker and server processes
 # that the session starts inherit the variable, so they share the session's database.
@@ -25,4 +26,18 @@ WORQR = {
     "REDIS_URL": os.environ.get("WORQR_REDIS_URL", ""),
     "TIMEOUT_GRACE": float(os.environ.get("WORQR_TEST_TIMEOUT_GRACE", "2")),
     "BACKOFF": 0.2,
+    # Webhooks: off unless a test turns them on (tests/test_webhooks.py sets these variables for
+    # its worker processes and overrides the setting in-process), so workers keep refusing
+    # queues without a handler elsewhere.
+    "CALLBACK_ALLOWED_HOSTS": [h for h in os.environ.get("WORQR_TEST_CALLBACK_HOSTS", "").split(",") if h],
+    "CALLBACK_TIMEOUT": float(os.environ.get("WORQR_TEST_CALLBACK_TIMEOUT", "10")),
+}
+
+# The Tasks framework backend (tests/test_tasks_backend.py, functions in tests/tasksapp/tasks.py).
+TASKS = {
+    "default": {"BACKEND": "queues.backends.WorqrBackend", "QUEUES": ["dt-default", "dt-emails"]},
+    "retrying": {
+        "BACKEND": "queues.backends.WorqrBackend", "QUEUES": ["dt-retry"],
+        "OPTIONS": {"RETRIES": 2, "BACKOFF": 0.05},
+    },
 }

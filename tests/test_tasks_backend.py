@@ -1,0 +1,200 @@
+"""The Tasks framework (django.tasks / django-tasks) on worqr: WorqrBackend, end to end with real
+worker processes running the functions of tests/tasksapp/tasks.py."""
+
+import asyncio
+import json
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from queues import Queue
+from queues.framework import (
+    InvalidTaskError,
+    TaskResultDoesNotExist,
+    TaskResultStatus,
+    task_backends,
+    task_enqueued,
+)
+from tests.conftest import wait_for
+from tests.tasksapp import tasks
+
+try:
+    from django.tasks.exceptions import TaskResultMismatch
+except ImportError:
+    from django_tasks.exceptions import TaskResultMismatch
+
+QUEUES = ["dt-default", "dt-emails", "dt-retry"]
+
+
+def finished(result, timeout=20.0):
+    def done():
+        result.refresh()
+        return result.is_finished
+
+    wait_for(done, timeout, interval=0.05, message=f"task {result.id} to finish")
+    return result
+
+
+def traces(client, name):
+    return [json.loads(r) for r in client.lrange(f"test:dt:{name}", 0, -1)]
+
+
+def test_enqueue_runs_on_a_worker_and_keeps_the_return_value(workers, client):
+    """enqueue() gives a READY result with a worqr id; a worker runs it; refresh() and
+    get_result() show SUCCESSFUL with the return value, timestamps and the worker."""
+    result = tasks.add.enqueue(2, 3)
+    assert result.status == TaskResultStatus.READY
+    assert result.id.startswith("dt-default-") and result.backend == "default"
+    assert result.args == [2, 3] and result.enqueued_at is not None
+    assert Queue("dt-default").get(result.id).state == "pending"
+    none = tasks.returns_none.enqueue()
+    workers(QUEUES)
+    finished(result)
+    assert result.status == TaskResultStatus.SUCCESSFUL
+    assert result.return_value == {"sum": 5, "args": [2, 3]}
+    assert result.enqueued_at <= result.started_at <= result.finished_at
+    assert result.attempts == 1 and result.worker_ids[0]
+    again = tasks.add.get_result(result.id)
+    assert again.return_value == {"sum": 5, "args": [2, 3]} and again.task.func is tasks.add.func
+    assert task_backends["default"].get_result(result.id).status == TaskResultStatus.SUCCESSFUL
+    (trace,) = traces(client, "add")
+    assert trace["a"] == 2 and trace["pid"] != __import__("os").getpid()
+    assert finished(none).status == TaskResultStatus.SUCCESSFUL and none.return_value is None
+
+
+def test_failure_is_kept_with_the_error(workers):
+    """An exception fails the task (no retries on this backend): FAILED, with the exception's
+    class and traceback; it sits in worqr's failed set like any failed task."""
+    result = tasks.fails.enqueue("boom")
+    bad_value = tasks.returns_object.enqueue()
+    workers(QUEUES)
+    finished(result)
+    assert result.status == TaskResultStatus.FAILED
+    (error,) = result.errors
+    assert error.exception_class is ValueError
+    assert "ValueError: boom" in error.traceback and "tasksapp/tasks.py" in error.traceback
+    with pytest.raises(ValueError, match="Task failed"):
+        _ = result.return_value
+    assert result.finished_at is not None
+    finished(bad_value)
+    assert bad_value.status == TaskResultStatus.FAILED  # a return value that is not JSON
+    assert bad_value.errors[0].exception_class is TypeError
+    assert Queue("dt-default").get(result.id).state == "failed"
+    assert Queue("dt-default").counts()["failed"] == 2
+
+
+def test_run_after_defers_the_run(workers):
+    """run_after maps to worqr's eta: the task is delayed and does not start before it."""
+    workers(QUEUES)
+    run_after = timezone.now() + timedelta(seconds=1.5)
+    result = tasks.add.using(run_after=run_after).enqueue(1, 1)
+    assert Queue("dt-default").get(result.id).state == "delayed"
+    result.refresh()
+    assert result.status == TaskResultStatus.READY and result.task.run_after == run_after
+    finished(result)
+    assert result.return_value["sum"] == 2
+    assert result.started_at >= run_after - timedelta(milliseconds=50)
+
+
+def test_async_task_function(workers):
+    """An async def task runs on the worker and its return value is kept."""
+    result = tasks.async_double.enqueue(21)
+    workers(QUEUES)
+    assert finished(result).return_value == 42
+
+
+def test_takes_context_sees_the_attempt_number(workers, client):
+    """A takes_context task gets TaskContext; its attempt is worqr's attempt, and failed attempts
+    are retried with the backend's RETRIES, their errors listed on the result."""
+    result = tasks.flaky.enqueue(3)
+    workers(QUEUES)
+    finished(result)
+    assert result.status == TaskResultStatus.SUCCESSFUL and result.return_value == 3
+    assert [t["attempt"] for t in traces(client, "flaky")] == [1, 2, 3]
+    assert {t["result_id"] for t in traces(client, "flaky")} == {result.id}
+    assert result.attempts == 3
+    assert [e.exception_class for e in result.errors] == [RuntimeError, RuntimeError]
+    assert "attempt 2 fails" in result.errors[-1].traceback
+
+
+async def test_aenqueue_and_arefresh(workers):
+    """The async twins: aenqueue() and arefresh()/aget_result()."""
+    workers(QUEUES)
+    result = await tasks.add.aenqueue(4, 5)
+    for _ in range(400):
+        await result.arefresh()
+        if result.is_finished:
+            break
+        await asyncio.sleep(0.05)
+    assert result.return_value["sum"] == 9
+    assert (await tasks.add.aget_result(result.id)).status == TaskResultStatus.SUCCESSFUL
+
+
+def test_arguments_that_are_not_json_are_refused_at_enqueue(client):
+    """The framework's own error (TaskResult's normalisation) refuses the call; nothing is added."""
+    with pytest.raises(TypeError, match="Unsupported type"):
+        tasks.add.enqueue(object(), 1)
+    with pytest.raises(ValueError, match="Unsupported value"):
+        tasks.add.enqueue(b"\xff", 1)
+    assert Queue("dt-default").counts()["enqueued"] == 0
+
+
+def test_tuples_and_bytes_arrive_as_json(workers):
+    """Arguments are normalised like the framework does (tuples to lists, UTF-8 bytes to str)."""
+    result = tasks.add.enqueue((1,), (2,))
+    assert result.args == [[1], [2]]
+    workers(QUEUES)
+    assert finished(result).return_value == {"sum": [1, 2], "args": [[1], [2]]}
+
+
+def test_priority_is_accepted_validated_and_kept():
+    """priority is accepted (within -100..100) and kept with the task; queues stay FIFO."""
+    assert tasks.send_welcome.priority == 10
+    result = tasks.send_welcome.enqueue(42)
+    assert tasks.send_welcome.get_result(result.id).task.priority == 10
+    assert json.loads(Queue("dt-emails").get(result.id).payload)["priority"] == 10
+    with pytest.raises(InvalidTaskError):
+        tasks.send_welcome.using(priority=101)
+
+
+def test_queue_must_be_one_of_the_backend(client):
+    """A queue not in the backend's QUEUES is refused by the framework's validation."""
+    with pytest.raises(InvalidTaskError):
+        tasks.add.using(queue_name="dt-elsewhere")
+
+
+def test_unknown_and_foreign_ids_do_not_exist():
+    """get_result raises TaskResultDoesNotExist for unknown ids, ids of other queues, and worqr
+    tasks that were not enqueued through the framework; a result of another task mismatches."""
+    backend = task_backends["default"]
+    plain = Queue("dt-default").enqueue("not a framework call")
+    for bad in ("nope", "dt-default-0123456789abcdef", "t1-0123456789abcdef", plain):
+        with pytest.raises(TaskResultDoesNotExist):
+            backend.get_result(bad)
+    other = tasks.add.enqueue(1, 2)
+    with pytest.raises(TaskResultMismatch):
+        tasks.fails.get_result(other.id)
+
+
+def test_cancel_like_any_worqr_task():
+    """A framework task is an ordinary worqr task: cancelling it removes it (and its result)."""
+    result = tasks.add.using(run_after=timezone.now() + timedelta(minutes=5)).enqueue(1, 2)
+    assert Queue("dt-default").cancel(result.id) is True
+    with pytest.raises(TaskResultDoesNotExist):
+        result.refresh()
+
+
+def test_task_enqueued_signal():
+    """The framework's task_enqueued signal is sent with the result."""
+    seen = []
+
+    def receiver(sender, task_result, **kwargs):
+        seen.append(task_result.id)
+
+    task_enqueued.connect(receiver)
+    try:
+        result = tasks.add.enqueue(1, 2)
+    finally:
+        task_enqueued.disconnect(receiver)
+    assert seen == [result.id]
