@@ -41,9 +41,13 @@ class Connection:
             )
         return self._client
 
-    def async_client(self, **kwargs):
-        """A new asyncio client (one per event loop)."""
-        return redis.asyncio.Redis.from_url(self.url, socket_keepalive=True, **kwargs)
+    def async_client(self, max_connections=None):
+        """A new asyncio client (one per event loop). Its pool makes callers wait for a free
+        connection rather than fail when all are busy."""
+        pool = redis.asyncio.BlockingConnectionPool.from_url(
+            self.url, max_connections=max_connections or 50, timeout=None, socket_keepalive=True
+        )
+        return redis.asyncio.Redis.from_pool(pool)
 
     def close(self):
         if self._client is not None:

@@ -225,7 +225,10 @@ class Queue:
         return True
 
     def pause(self):
-        return bool(self._run("pause", "1"))
+        """Stop starting tasks (enqueues are still accepted); durable, seen by every worker at once."""
+        changed = bool(self._run("pause", "1"))
+        self.client.sadd(keys.KNOWN_QUEUES, self.name)
+        return changed
 
     def resume(self):
         return bool(self._run("pause", "0"))
