@@ -14,13 +14,13 @@ for i = 1, n do
   elseif s == 'active' then
     out[i] = -1
   else
-    if s == 'completed' then
+    if s == 'completed' then  -- a kept result: the task already counts as completed
       rcall('ZREM', K.results, id)
       rcall('DEL', tk)
     else
       remove_inactive(id)
+      deleted[#deleted + 1] = id
     end
-    deleted[#deleted + 1] = id
     out[i] = 1
   end
 end
