@@ -1,0 +1,102 @@
+"""What each live view subscribes to, which events concern it, and how it is refreshed.
+
+A feed names the pub/sub channels (or patterns) of what its page shows, filters their raw
+messages without decoding them, and builds the page's snapshot (sync: it runs in a thread).
+"""
+
+from ..engine import keys
+from ..engine.errors import InvalidInput, TaskNotFound
+from . import queries
+
+
+class Feed:
+    """Base feed: subscribe to ``channels``/``patterns``; every message makes the view dirty."""
+
+    channels = ()
+    patterns = ()
+    #: Seconds after the last event for one trailing refresh (None: none). Workers report
+    #: their processed/failed counts in their heartbeat, which lags the events by up to a beat.
+    settle = None
+
+    def __init__(self, client):
+        self.client = client
+
+    def wants(self, data):
+        return True
+
+    def snapshot(self):
+        raise NotImplementedError
+
+
+class OverviewFeed(Feed):
+    patterns = (keys.ALL_QUEUE_EVENTS,)
+    settle = 1.5
+
+    def snapshot(self):
+        return queries.overview(self.client)
+
+
+class WorkersFeed(Feed):
+    patterns = (keys.ALL_QUEUE_EVENTS,)
+    settle = 1.5
+
+    def snapshot(self):
+        return {"view": "workers", "now_ms": queries.server_ms(self.client), "workers": queries.workers(self.client)}
+
+
+class QueueFeed(Feed):
+    def __init__(self, client, name, page=1):
+        super().__init__(client)
+        self.name, self.page = name, page
+        self.channels = (keys.queue_events_channel(name),)
+        self.cache = queries.FailureCache()
+
+    def snapshot(self):
+        return queries.queue(self.client, self.name, self.page, cache=self.cache)
+
+
+class TaskFeed(Feed):
+    """One task: only events naming it, or bulk events (more ids than listed, or none)."""
+
+    def __init__(self, client, task_id, full=False):
+        super().__init__(client)
+        self.task_id, self.full = task_id, full
+        self.channels = (keys.queue_events_channel(keys.queue_from_task_id(task_id)),)
+        self._needle = f'"{task_id}"'.encode()
+
+    def wants(self, data):
+        return self._needle in data or b'"ids"' not in data or b'"more"' in data
+
+    def snapshot(self):
+        return queries.task(self.client, self.task_id, full=self.full)
+
+
+def parse_page(value):
+    """A 1-based page number from a query string value; InvalidInput if it is not one."""
+    if value in (None, ""):
+        return 1
+    if not str(value).isdigit() or not 0 < int(value) < 10**9:
+        raise InvalidInput(f"page must be a positive integer, not {value!r}")
+    return int(value)
+
+
+def feed_for(client, view, arg=None, params=None):
+    """The feed of a view: ``overview``, ``workers``, ``queue`` (arg: name) or ``task`` (arg: id).
+
+    Raises InvalidInput for a malformed name, id or page and TaskNotFound for an unknown queue.
+    """
+    params = params or {}
+    if view == "overview":
+        return OverviewFeed(client)
+    if view == "workers":
+        return WorkersFeed(client)
+    if view == "queue":
+        name = keys.check_queue_name(arg)
+        if not queries.queue_exists(client, name):
+            raise TaskNotFound(f"no queue {name!r}")
+        return QueueFeed(client, name, parse_page(params.get("page")))
+    if view == "task":
+        if keys.queue_from_task_id(arg) is None:
+            raise InvalidInput(f"{arg!r} is not a task id")
+        return TaskFeed(client, arg, full=params.get("full") == "1")
+    raise InvalidInput(f"unknown view {view!r}")

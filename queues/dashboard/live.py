@@ -1,0 +1,118 @@
+"""The pump between Redis pub/sub and one websocket: events mark the view dirty, and at most
+every ``min_interval`` seconds a fresh snapshot is sent, so a burst of thousands of events a
+second becomes a few messages a second. Nothing here runs on a timer: an idle view issues no
+Redis command (the one exception is a feed's single trailing ``settle`` refresh after a burst).
+
+Messages sent: ``{"type": "update", "full": bool, "data": {...}}`` where ``data`` holds the
+snapshot's sections that changed since the last message (all of them when ``full``), and
+``{"type": "status", "redis": "down" | "up"}`` when the link to Redis drops or comes back.
+"""
+
+import asyncio
+import json
+import logging
+
+from asgiref.sync import sync_to_async
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+log = logging.getLogger("worqr.dashboard")
+
+NETWORK_ERRORS = (RedisConnectionError, RedisTimeoutError, ConnectionError, OSError)
+ALWAYS_SENT = ("view", "now_ms")
+
+
+class LivePump:
+    """Runs ``feed`` against the asyncio Redis client ``redis``, sending dicts with ``send``."""
+
+    def __init__(self, redis, feed, send, min_interval=0.4, debounce=0.05):
+        self.redis, self.feed, self.send = redis, feed, send
+        self.min_interval, self.debounce = min_interval, debounce
+        self._dirty = asyncio.Event()
+        self._full = True
+        self._sent = {}
+        self._events = 0
+        self._last_event = 0.0
+        self.messages = 0
+
+    def mark_dirty(self, full=False, event=False):
+        self._full = self._full or full
+        if event:
+            self._events += 1
+            self._last_event = asyncio.get_running_loop().time()
+        self._dirty.set()
+
+    async def run(self):
+        """Listen and push until cancelled."""
+        listener = asyncio.create_task(self._listen())
+        try:
+            await self._push()
+        finally:
+            listener.cancel()
+            await asyncio.gather(listener, return_exceptions=True)
+
+    async def _listen(self):
+        backoff, down = 0.1, False
+        while True:
+            pubsub = self.redis.pubsub()
+            try:
+                if self.feed.channels:
+                    await pubsub.subscribe(*self.feed.channels)
+                if self.feed.patterns:
+                    await pubsub.psubscribe(*self.feed.patterns)
+                if down:
+                    await self.send({"type": "status", "redis": "up"})
+                backoff, down = 0.1, False
+                self.mark_dirty(full=True)  # the first snapshot, or a resync after a lost link
+                async for msg in pubsub.listen():
+                    if msg["type"] in ("message", "pmessage") and self.feed.wants(msg["data"]):
+                        self.mark_dirty(event=True)
+            except NETWORK_ERRORS as exc:
+                log.warning("worqr dashboard: event subscription lost (%s); retrying in %.1f s", exc, backoff)
+                if not down:
+                    down = True
+                    await self.send({"type": "status", "redis": "down"})
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 5.0)
+            finally:
+                try:
+                    await asyncio.shield(pubsub.aclose())
+                except Exception:  # best effort: the connection may already be gone
+                    pass
+
+    async def _push(self):
+        loop = asyncio.get_running_loop()
+        last_sent = -1e9
+        settle_at = None
+        while True:
+            if settle_at is None:
+                await self._dirty.wait()
+            else:
+                try:
+                    await asyncio.wait_for(self._dirty.wait(), max(0.0, settle_at - loop.time()))
+                except TimeoutError:
+                    pass  # the trailing refresh after a burst
+                settle_at = None
+            await asyncio.sleep(max(self.debounce, last_sent + self.min_interval - loop.time()))
+            self._dirty.clear()
+            events, self._events = self._events, 0
+            full, self._full = self._full, False
+            try:
+                snapshot = await sync_to_async(self.feed.snapshot, thread_sensitive=False)()
+            except NETWORK_ERRORS as exc:
+                log.warning("worqr dashboard: snapshot failed (%s)", exc)
+                self._full = True  # the listener resyncs once Redis is back
+                continue
+            last_sent = loop.time()
+            await self._send_changes(snapshot, full)
+            if events and self.feed.settle:
+                settle_at = self._last_event + self.feed.settle
+
+    async def _send_changes(self, snapshot, full):
+        encoded = {key: json.dumps(value, sort_keys=True) for key, value in snapshot.items()}
+        changed = [k for k, v in encoded.items() if full or self._sent.get(k) != v or k in ALWAYS_SENT]
+        self._sent = encoded
+        if not full and all(k in ALWAYS_SENT for k in changed):
+            return  # nothing the page shows has changed
+        self.messages += 1
+        await self.send({"type": "update", "full": full, "data": {k: snapshot[k] for k in changed}})

@@ -1,0 +1,217 @@
+"""Page snapshots: what each dashboard page shows, as JSON-friendly dicts, built from the
+engine's read model (plus a few pipelined reads by key where it has no call).
+
+The views render them into templates and the live feeds push them over the websocket, so a
+page and its updates always show the same thing. Nothing here touches Django's UI.
+Times are strings in UTC (``YYYY-MM-DD HH:MM:SS``) with epoch milliseconds beside them where
+the browser needs to compute (elapsed times, due in).
+"""
+
+import math
+
+from ..engine import keys, readmodel
+from .failures import group_failures
+
+PER_PAGE = 50
+PAYLOAD_PREVIEW = 120
+TRACEBACK_MAX = 6000
+THROUGHPUT_MINUTES = 60
+ACTIVE_MAX = 200
+
+
+def fmt(dt):
+    return dt.strftime("%Y-%m-%d %H:%M:%S") if dt else ""
+
+
+def epoch_ms(dt):
+    return int(dt.timestamp() * 1000) if dt else None
+
+
+def preview(text, limit=PAYLOAD_PREVIEW):
+    if text is None:
+        return ""
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", "replace")
+    text = text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def server_ms(client):
+    seconds, micros = client.time()
+    return int(seconds) * 1000 + int(micros) // 1000
+
+
+def task_row(task):
+    """One task as a table row."""
+    return {
+        "id": task.id, "state": task.state, "payload": preview(task.payload), "attempt": task.attempt,
+        "worker": task.worker or "", "lock": task.lock or "", "error": preview(task.error, 200),
+        "created": fmt(task.created_at), "started": fmt(task.started_at), "started_ms": epoch_ms(task.started_at),
+        "due": fmt(task.due_at), "due_ms": epoch_ms(task.due_at), "failed": fmt(task.failed_at),
+        "cancelling": task.cancel_requested,
+    }
+
+
+def throughput(client, queues, minutes=THROUGHPUT_MINUTES, now_ms=None):
+    """Completed and failed per minute over the last ``minutes``, summed over ``queues``, in one
+    round trip (the read model's ``throughput`` takes one queue and two round trips)."""
+    now_ms = server_ms(client) if now_ms is None else now_ms
+    m_now = now_ms // 60000
+    span = range(m_now - minutes + 1, m_now + 1)
+    fields = [f"{kind}{m}" for m in span for kind in ("c", "f")]
+    p = client.pipeline(transaction=False)
+    for q in queues:
+        p.hmget(keys.queue_key(q, "throughput"), fields)
+    completed, failed = [0] * minutes, [0] * minutes
+    for values in p.execute():
+        for i in range(minutes):
+            completed[i] += int(values[2 * i] or 0)
+            failed[i] += int(values[2 * i + 1] or 0)
+    return {"start_ms": span[0] * 60000, "completed": completed, "failed": failed}
+
+
+def _worker_row(info):
+    return {
+        "name": info["name"], "host": info.get("host", ""), "pid": info.get("pid", ""),
+        "queues": list(info.get("queues") or []), "concurrency": info.get("concurrency", ""),
+        "heartbeat_age": round(float(info.get("heartbeat_age", 0)), 1), "active": 0,
+        "processed": info.get("processed", 0), "failed": info.get("failed", 0),
+        "started": (info.get("started_at") or "")[:19].replace("T", " "),
+    }
+
+
+def workers(client):
+    """Live workers; tasks in process counted from Redis now (the heartbeat's count lags)."""
+    rows = [_worker_row(info) for info in readmodel.workers(client)]
+    p = client.pipeline(transaction=False)
+    pairs = [(row, q) for row in rows for q in row["queues"] if _valid_queue(q)]
+    for row, q in pairs:
+        p.scard(keys.worker_tasks_key(q, row["name"]))
+    for (row, _), n in zip(pairs, p.execute()):
+        row["active"] += n
+    return rows
+
+
+def _valid_queue(name):
+    try:
+        keys.check_queue_name(name)
+        return True
+    except ValueError:
+        return False
+
+
+_COUNT_NAMES = ("pending", "delayed", "active", "failed", "completed", "waiting", "failures", "enqueued")
+
+
+def overview(client):
+    """Every queue's counts, totals, throughput of all queues, and the workers online."""
+    now = server_ms(client)
+    names = readmodel.known_queues(client)
+    queues = []
+    for name in names:
+        c = readmodel.queue_counts(client, name)
+        queues.append({"name": name, "paused": c["paused"], **{k: c[k] for k in _COUNT_NAMES}})
+    totals = {k: sum(q[k] for q in queues) for k in _COUNT_NAMES}
+    totals["paused"] = sum(q["paused"] for q in queues)
+    ws = workers(client)
+    return {
+        "view": "overview", "now_ms": now, "queues": queues, "totals": totals,
+        "throughput": throughput(client, names, now_ms=now),
+        "workers": {"online": len(ws), "busy": sum(w["active"] for w in ws),
+                    "slots": sum(int(w["concurrency"] or 0) for w in ws)},
+    }
+
+
+def queue_exists(client, name):
+    return bool(client.sismember(keys.KNOWN_QUEUES, name))
+
+
+def page_count(total, per_page=PER_PAGE):
+    return max(1, math.ceil(total / per_page))
+
+
+class FailureCache:
+    """Keeps the grouped failure history of one queue until the history changes.
+
+    The history only grows at its head (LPUSH then LTRIM), so its length and newest entry
+    tell whether it changed without reading the (up to 100, tracebacks included) entries.
+    """
+
+    def __init__(self):
+        self.signature, self.groups = None, []
+
+    def groups_for(self, client, queue):
+        key = keys.queue_key(queue, "failures")
+        p = client.pipeline(transaction=False)
+        p.llen(key)
+        p.lindex(key, 0)
+        signature = tuple(p.execute())
+        if signature != self.signature:
+            self.groups = [_group_json(g) for g in group_failures(readmodel.failures(client, queue))]
+            self.signature = signature
+        return self.groups
+
+
+def _failure_json(entry):
+    return {
+        "id": entry.get("id", ""), "error": entry.get("error") or "", "attempts": entry.get("attempts"),
+        "worker": entry.get("worker") or "", "failed": fmt(entry.get("failed_at")),
+        "payload": preview(entry.get("payload")),
+        "traceback": (entry.get("traceback") or "")[-TRACEBACK_MAX:],
+    }
+
+
+def _group_json(group):
+    return {
+        "key": group["key"], "type": group["type"], "shape": group["shape"], "count": group["count"],
+        "first_seen": fmt(group["first_seen"]), "last_seen": fmt(group["last_seen"]),
+        "example": preview(group["example"], 300), "failures": [_failure_json(e) for e in group["failures"]],
+    }
+
+
+def queue(client, name, page=1, cache=None):
+    """The queue page: counts, one page of pending, delayed, in process, failed, locks, grouped
+    failure history and throughput. Reads one page of each list, never a whole list."""
+    now = server_ms(client)
+    counts = readmodel.queue_counts(client, name)
+    listed = max(0, counts["pending"] - counts["waiting"])  # LLEN of the pending list
+    pages = page_count(listed)
+    page = min(max(1, page), pages)
+    offset = (page - 1) * PER_PAGE
+    active = readmodel.active(client, name, limit=ACTIVE_MAX)
+    return {
+        "view": "queue", "queue": name, "now_ms": now,
+        "counts": {"paused": counts["paused"], **{k: counts[k] for k in _COUNT_NAMES}},
+        "pending": {"page": page, "pages": pages, "offset": offset, "total": listed,
+                    "tasks": [task_row(t) for t in readmodel.pending(client, name, offset, PER_PAGE)]},
+        "delayed": {"total": counts["delayed"],
+                    "tasks": [task_row(t) for t in readmodel.delayed(client, name, 0, PER_PAGE)]},
+        "active": {"total": counts["active"], "tasks": [task_row(t) for t in active]},
+        "failed": {"total": counts["failed"],
+                   "tasks": [task_row(t) for t in readmodel.failed(client, name, 0, PER_PAGE)]},
+        "locks": readmodel.locks(client, name),
+        "failure_groups": (cache or FailureCache()).groups_for(client, name),
+        "throughput": throughput(client, [name], now_ms=now),
+    }
+
+
+def task(client, task_id, full=False, payload_limit=4000):
+    """The task page: the task (None once finished) and its entries in the failure history."""
+    found = readmodel.task(client, task_id)
+    queue_name = keys.queue_from_task_id(task_id)
+    history = [_failure_json(e) for e in readmodel.failures(client, queue_name) if e.get("id") == task_id]
+    out = {"view": "task", "id": task_id, "queue": queue_name, "now_ms": server_ms(client),
+           "task": None, "failures": history}
+    if found is not None:
+        d = found.as_dict()
+        payload = d["payload"] or ""
+        row = task_row(found)
+        row.update(
+            payload=payload if full else payload[:payload_limit], payload_size=len(payload),
+            truncated=not full and len(payload) > payload_limit, retries=d["retries"],
+            timeout=d["timeout"], error=d["error"] or "", traceback=found.traceback or "",
+            unique_key=found.unique_key or "", callback=found.callback or "", finished=fmt(found.finished_at),
+            is_bytes=isinstance(found.payload, bytes),
+        )
+        out["task"] = row
+    return out

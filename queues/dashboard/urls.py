@@ -1,0 +1,22 @@
+"""The dashboard's URLs, mounted at ``/queues/`` (namespace ``queues``)."""
+
+from django.urls import path
+
+from .views import actions, overview, queue, task, workers
+
+app_name = "queues"
+
+urlpatterns = [
+    path("", overview.overview, name="overview"),
+    path("workers/", workers.workers, name="workers"),
+    path("q/<str:name>/", queue.queue, name="queue"),
+    path("q/<str:name>/pause/", actions.queue_pause, name="queue-pause"),
+    path("q/<str:name>/resume/", actions.queue_resume, name="queue-resume"),
+    path("q/<str:name>/purge/", actions.queue_purge, name="queue-purge"),
+    path("q/<str:name>/retry-all/", actions.queue_retry_all, name="queue-retry-all"),
+    path("task/", task.lookup, name="lookup"),
+    path("task/<str:task_id>/", task.task, name="task"),
+    path("task/<str:task_id>/cancel/", actions.task_cancel, name="task-cancel"),
+    path("task/<str:task_id>/retry/", actions.task_retry, name="task-retry"),
+    path("task/<str:task_id>/delete/", actions.task_delete, name="task-delete"),
+]

@@ -1,0 +1,116 @@
+"""The dashboard's actions: POST only (CSRF-checked by Django's middleware), each behind its own
+permission, each recorded in the audit log. Input is checked before it reaches Redis; an
+action that cannot be done answers 400/404/409 with a message, never 500.
+
+A form post is answered with a redirect back (``next``) and a message; a request that accepts
+JSON (the page's script) gets ``{"ok": bool, "message": str}``.
+"""
+
+from django.contrib import messages
+from django.http import JsonResponse
+from django.shortcuts import redirect
+from django.urls import reverse
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.views.decorators.http import require_POST
+
+from ...engine import Queue, keys
+from ...engine.errors import InvalidInput, InvalidState, TaskNotFound
+from ...models import AuditLog
+from ..access import action_required
+from .common import BadInput, check_queue, check_task_id, error_page
+
+# action name in the URL -> (permission, engine call, message)
+TASK_ACTIONS = {
+    "cancel": ("cancel_task", "cancel", "cancelled"),
+    "retry": ("retry_task", "retry", "queued again"),
+    "delete": ("delete_task", "delete", "deleted"),
+}
+QUEUE_ACTIONS = {
+    "pause": ("pause_queue", "pause"),
+    "resume": ("pause_queue", "resume"),
+    "purge": ("purge_queue", "purge"),
+    "retry-all": ("retry_all_failed", "retry_all"),
+}
+
+
+def _wants_json(request):
+    return "application/json" in request.headers.get("Accept", "")
+
+
+def _done(request, message, fallback, level=messages.SUCCESS):
+    if _wants_json(request):
+        return JsonResponse({"ok": True, "message": message})
+    messages.add_message(request, level, message)
+    target = request.POST.get("next") or ""
+    if not url_has_allowed_host_and_scheme(target, {request.get_host()}, request.is_secure()):
+        target = fallback
+    return redirect(target)
+
+
+def _refused(request, exc):
+    if _wants_json(request):
+        return JsonResponse({"ok": False, "message": exc.message}, status=exc.status)
+    return error_page(request, exc)
+
+
+def _audit(request, action, queue="", task_id="", detail=""):
+    AuditLog.objects.create(user=request.user, action=action, queue=queue, task_id=task_id, detail=detail)
+
+
+def _task_action(action):
+    codename, method, verb = TASK_ACTIONS[action]
+
+    @require_POST
+    @action_required(codename)
+    def view(request, task_id):
+        try:
+            check_task_id(task_id)
+            name = keys.queue_from_task_id(task_id)
+            try:
+                result = getattr(Queue(name), method)(task_id)
+            except TaskNotFound:
+                raise BadInput(f"There is no task {task_id}.", status=404) from None
+            except InvalidState as exc:
+                raise BadInput(str(exc), status=409) from None
+            except InvalidInput as exc:
+                raise BadInput(str(exc)) from None
+            if result is False:  # cancel of an unknown (or finished) task
+                raise BadInput(f"There is no task {task_id} to cancel (it may have finished).", status=404)
+        except BadInput as exc:
+            return _refused(request, exc)
+        detail = "stopping (it was running)" if action == "cancel" and result == 2 else ""
+        _audit(request, method, name, task_id, detail)
+        return _done(request, f"Task {task_id} {verb}.", reverse("queues:queue", args=[name]))
+
+    view.__name__ = f"task_{action}"
+    return view
+
+
+def _queue_action(action):
+    codename, method = QUEUE_ACTIONS[action]
+
+    @require_POST
+    @action_required(codename)
+    def view(request, name):
+        try:
+            check_queue(name)
+            if action == "purge" and request.POST.get("confirm", "") != name:
+                raise BadInput(f"To purge, type the queue's name ({name}) in the confirmation box.")
+        except BadInput as exc:
+            return _refused(request, exc)
+        result = getattr(Queue(name), method)()
+        if action in ("pause", "resume"):
+            message = f"Queue {name} {action}d." if result else f"Queue {name} was already {action}d."
+            detail = "" if result else "no change"
+        else:
+            noun = "pending tasks purged" if action == "purge" else "failed tasks queued again"
+            message, detail = f"Queue {name}: {result} {noun}.", f"{result} tasks"
+        _audit(request, method, name, "", detail)
+        return _done(request, message, reverse("queues:queue", args=[name]))
+
+    view.__name__ = f"queue_{action.replace('-', '_')}"
+    return view
+
+
+task_cancel, task_retry, task_delete = (_task_action(a) for a in TASK_ACTIONS)
+queue_pause, queue_resume, queue_purge, queue_retry_all = (_queue_action(a) for a in QUEUE_ACTIONS)

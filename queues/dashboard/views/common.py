@@ -1,0 +1,73 @@
+"""What every dashboard page shares: the admin's look, the live socket's address, input checks
+that turn bad input into 400/404 pages with a message."""
+
+from django.contrib import admin
+from django.shortcuts import render
+
+from ...conf import get_connection
+from ...engine import keys
+from .. import access
+
+
+class BadInput(Exception):
+    """Bad input from the browser: shown as a page with ``status`` and ``message``."""
+
+    def __init__(self, message, status=400):
+        super().__init__(message)
+        self.message, self.status = message, status
+
+
+def client():
+    return get_connection().client
+
+
+def render_page(request, template, context, status=200):
+    """Render a dashboard page inside the admin's frame (header, user links, theme)."""
+    ctx = admin.site.each_context(request)
+    ctx.update(title="Queues", dashboard_actions=access.allowed_actions(request.user))
+    ctx.update(context)
+    return render(request, template, ctx, status=status)
+
+
+def error_page(request, exc):
+    return render_page(request, "queues/error.html", {"title": "Error", "message": exc.message}, status=exc.status)
+
+
+def check_queue(name, must_exist=True):
+    """A valid queue name (else 400) that is known (else 404)."""
+    try:
+        keys.check_queue_name(name)
+    except ValueError as exc:
+        raise BadInput(str(exc)) from None
+    if must_exist and not client().sismember(keys.KNOWN_QUEUES, name):
+        raise BadInput(f"There is no queue {name!r}.", status=404)
+    return name
+
+
+def check_task_id(task_id):
+    """A well-formed task id (``<queue>-<16 hex digits>``), else 400."""
+    if keys.queue_from_task_id(task_id) is None:
+        raise BadInput(f"{task_id!r} is not a task id (task ids look like <queue>-<16 hex digits>).")
+    return task_id
+
+
+def handles_bad_input(view):
+    """Turn BadInput raised by ``view`` into an error page."""
+
+    def wrapper(request, *args, **kwargs):
+        try:
+            return view(request, *args, **kwargs)
+        except BadInput as exc:
+            return error_page(request, exc)
+
+    wrapper.__name__, wrapper.__doc__ = view.__name__, view.__doc__
+    return wrapper
+
+
+def live_path(view, arg=None, **params):
+    """The websocket path of a view."""
+    from urllib.parse import urlencode
+
+    path = f"/ws/queues/{view}/" + (f"{arg}/" if arg else "")
+    params = {k: v for k, v in params.items() if v is not None}
+    return path + ("?" + urlencode(params) if params else "")

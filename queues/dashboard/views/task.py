@@ -1,0 +1,34 @@
+"""The task page and the look-up by id."""
+
+from django.shortcuts import redirect
+from django.urls import reverse
+
+from .. import queries
+from ..access import staff_required
+from .common import BadInput, check_task_id, client, handles_bad_input, live_path, render_page
+
+
+@staff_required
+@handles_bad_input
+def lookup(request):
+    """``?id=<task id>``: to the task's page (400 if it is no task id)."""
+    task_id = (request.GET.get("id") or "").strip()
+    if not task_id:
+        raise BadInput("Give a task id to look up.")
+    check_task_id(task_id)
+    return redirect(reverse("queues:task", args=[task_id]))
+
+
+@staff_required
+@handles_bad_input
+def task(request, task_id):
+    check_task_id(task_id)
+    full = request.GET.get("full") == "1"
+    snapshot = queries.task(client(), task_id, full=full)
+    if snapshot["task"] is None and not snapshot["failures"]:
+        raise BadInput(f"There is no task {task_id} (finished tasks are deleted, unless their result is kept).",
+                       status=404)
+    return render_page(request, "queues/task.html", {
+        "title": f"Task {task_id}", "task_id": task_id, "queue": snapshot["queue"], "snap": snapshot,
+        "live": live_path("task", task_id, full="1" if full else None), "full": full,
+    })
