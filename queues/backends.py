@@ -97,7 +97,7 @@ class WorqrBackend(BaseTaskBackend):
             task_enqueued.send(type(self), task_result=result)
 
         if self.on_commit and in_transaction(self.using):
-            queue.check([payload], **options)
+            queue.check_enqueue([payload], **options)
             transaction.on_commit(send, using=self.using)
         else:
             send()

@@ -56,12 +56,12 @@ class Queue(engine_queue.Queue):
                 f"queue {self.name}: unique cannot be combined with on_commit inside a "
                 "transaction (the task id is returned before commit); enqueue after commit instead"
             )
-        self.check(payloads, **options)
+        self.check_enqueue(payloads, **options)
         ids = [engine_queue.new_task_id(self.name) for _ in payloads]
         transaction.on_commit(lambda: self._enqueue_with_ids(payloads, ids, options), using=using)
         return ids
 
-    def check(self, payloads, *, delay=None, eta=None, retries=None, timeout=None, backoff=None,
+    def check_enqueue(self, payloads, *, delay=None, eta=None, retries=None, timeout=None, backoff=None,
               lock=None, unique=False, callback=None, meta=None):
         """Raise what ``enqueue_many`` would raise for these payloads and options, adding nothing.
 

@@ -198,3 +198,33 @@ def test_task_enqueued_signal():
     finally:
         task_enqueued.disconnect(receiver)
     assert seen == [result.id]
+
+
+def test_exception_class_paths_from_worqr_errors():
+    """The class of a failure is read from the traceback's last line; worqr's own errors (a
+    timeout, a lost worker) map to real classes."""
+    from queues.dispatch import exception_path
+
+    chained = (
+        "Traceback (most recent call last):\n  File \"a.py\", line 1\nKeyError: 'k'\n\n"
+        "During handling of the above exception, another exception occurred:\n\n"
+        "Traceback (most recent call last):\n  File \"b.py\", line 2\n    x()\n"
+        "myapp.errors.Oops: bad\n"
+    )
+    assert exception_path("Oops: bad", chained) == "myapp.errors.Oops"
+    assert exception_path("TaskTimeout: ran longer than its timeout of 1 s", "") == "builtins.TimeoutError"
+    assert exception_path("WorkerLost: gone", "") == "queues.engine.errors.WorkerLost"
+    assert exception_path("ValueError: x", "") == "builtins.ValueError"
+    assert exception_path("who knows", "") == "builtins.Exception"
+
+
+def test_a_queue_with_its_own_handler_cannot_be_a_tasks_queue():
+    """A backend queue whose name already has a worqr handler is a configuration error."""
+    from django.core.exceptions import ImproperlyConfigured
+
+    from queues.backends import WorqrBackend
+
+    with pytest.raises(ImproperlyConfigured, match="already has a handler"):
+        WorqrBackend("clash", {"QUEUES": ["t1"]})
+    with pytest.raises(ImproperlyConfigured, match="queue name"):
+        WorqrBackend("bad", {"QUEUES": ["no spaces"]})
