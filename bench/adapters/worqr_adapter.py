@@ -1,0 +1,60 @@
+"""worqr (this project): Lua scripts on Redis; an idle worker waits on its pub/sub control channel.
+
+Workers are the project's own `manage.py worker`, run with the project's virtualenv (redis-py 8,
+hiredis) and bench/worqr_settings.py, which installs bench/worqr_tasks.py (the no-op handler).
+The producer imports the project's engine (`queues.engine`, which imports no Django) into the
+harness's producer process, so the timed calls are worqr's own `Queue.enqueue` and
+`Queue.enqueue_many`, on this venv's redis-py 5.3.1 + hiredis like every other producer here
+(measured by hand: the same enqueue rates as with the project's redis-py 8.1).
+"""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import common
+
+BENCH = Path(__file__).resolve().parent.parent
+PROJECT = BENCH.parent
+PROJECT_PY = PROJECT / ".venv" / "bin" / "python"
+if str(PROJECT) not in sys.path:
+    sys.path.append(str(PROJECT))  # after the bench folder, so `bench.py` never shadows anything
+
+from queues.engine import Connection, Queue  # noqa: E402
+
+# Slots per worker process (`manage.py worker --concurrency`); one asyncio loop per process.
+CONCURRENCY = int(os.environ.get("WORQR_BENCH_CONCURRENCY", "8"))
+VERSION = subprocess.run(["git", "-C", str(PROJECT), "describe", "--always", "--dirty"],
+                         capture_output=True, text=True).stdout.strip() or "unknown"
+DIST = "worqr"
+VARIANTS = {
+    "worqr": f"manage.py worker --concurrency {CONCURRENCY}, sync handler (a pool thread per slot); "
+             "N procs = N workers",
+    "worqr-async": f"manage.py worker --concurrency {CONCURRENCY}, `async def` handler on the worker's loop; "
+                   "N procs = N workers",
+}
+BULK = "Queue.enqueue_many (one Lua call per 5,000 tasks)"
+QUEUE = "bench"
+
+
+class Producer:
+    def __init__(self):
+        self.queue = Queue(QUEUE, Connection(common.REDIS_URL))
+
+    def plain(self, n, payload):
+        for _ in range(n):
+            self.queue.enqueue(payload)
+
+    def bulk(self, n, payload):
+        self.queue.enqueue_many([payload] * n)
+
+    def one(self, payload, ts):
+        self.queue.enqueue(f"{ts!r}|{payload}")  # bench/worqr_tasks.py splits ts off again
+
+
+def worker_cmds(variant, procs):
+    env = ["env", "DJANGO_SETTINGS_MODULE=bench.worqr_settings", f"WORQR_REDIS_URL={common.REDIS_URL}",
+           f"WORQR_BENCH_ASYNC={1 if variant == 'worqr-async' else 0}"]
+    cmd = [str(PROJECT_PY), str(PROJECT / "manage.py"), "worker", QUEUE, "--concurrency", str(CONCURRENCY),
+           "--log-level", "WARNING"]
+    return [env + cmd] * procs
