@@ -5,9 +5,12 @@
 - ApiToken: registered by the HTTP API (issue 6) below.
 """
 
-from django.contrib import admin
+import secrets
 
-from .models import AuditLog
+from django.contrib import admin, messages
+from django.contrib.auth.models import Permission
+
+from .models import ACTION_PERMISSIONS, ApiToken, AuditLog, hash_token
 
 
 @admin.register(AuditLog)
@@ -29,3 +32,37 @@ class AuditLogAdmin(admin.ModelAdmin):
 
 
 # -- ApiToken (HTTP API, issue 6) ---------------------------------------------------------------
+
+
+@admin.register(ApiToken)
+class ApiTokenAdmin(admin.ModelAdmin):
+    """Tokens are created here or with ``manage.py api_token``; the key is shown once."""
+
+    list_display = ("name", "prefix", "created", "last_used", "revoked")
+    list_filter = ("revoked",)
+    search_fields = ("name", "prefix")
+    fields = ("name", "permissions", "revoked", "prefix", "created", "last_used")
+    readonly_fields = ("prefix", "created", "last_used")
+    filter_horizontal = ("permissions",)
+    actions = ["revoke"]
+
+    def formfield_for_manytomany(self, db_field, request, **kwargs):
+        if db_field.name == "permissions":  # only the actions the API checks
+            kwargs["queryset"] = Permission.objects.filter(
+                content_type__app_label="queues", codename__in=ACTION_PERMISSIONS
+            )
+        return super().formfield_for_manytomany(db_field, request, **kwargs)
+
+    def save_model(self, request, obj, form, change):
+        if change:
+            return super().save_model(request, obj, form, change)
+        raw = "wq_" + secrets.token_urlsafe(32)  # the format of ApiToken.create
+        obj.key_hash, obj.prefix = hash_token(raw), raw[:8]
+        super().save_model(request, obj, form, change)
+        self.message_user(request, f"The token of {obj.name!r} is {raw} . Copy it now: it is stored hashed "
+                                   "and will not be shown again.", messages.WARNING)
+
+    @admin.action(description="Revoke the selected tokens")
+    def revoke(self, request, queryset):
+        count = queryset.update(revoked=True)
+        self.message_user(request, f"{count} token(s) revoked.")

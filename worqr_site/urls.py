@@ -9,5 +9,5 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("metrics", metrics_view, name="worqr-metrics"),  # Prometheus (queues.metrics)
     path("queues/", include("queues.dashboard.urls")),   # the dashboard (issue 5)
-    # path("api/", include("queues.api.urls")),            # the HTTP API (issue 6)
+    path("api/", include("queues.api.urls")),   # the HTTP API (issue 6)
 ]

@@ -1,0 +1,22 @@
+"""Routes of the HTTP API, included under ``api/`` by the project's urls."""
+
+from django.urls import path, re_path
+
+from . import compat, openapi, views
+from .http import not_found
+
+app_name = "queues-api"
+
+urlpatterns = [
+    path("tasks", views.tasks, name="tasks"),
+    path("tasks/<str:task_id>", views.task, name="task"),
+    path("queues", views.queues, name="queues"),
+    path("queues/<str:name>", views.queue, name="queue"),
+    path("queues/<str:name>/pause", views.pause, name="pause"),
+    path("queues/<str:name>/resume", views.resume, name="resume"),
+    path("create", compat.create, name="seed-create"),
+    path("query", compat.query, name="seed-query"),
+    path("delete", compat.delete, name="seed-delete"),
+    path("openapi.json", openapi.openapi_json, name="openapi"),
+    re_path(r"^.*$", not_found),
+]

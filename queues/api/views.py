@@ -1,0 +1,152 @@
+"""The endpoints: tasks (create, read, cancel/delete) and queues (list, read, pause, resume).
+
+Reads go through the engine's read model and ``Queue``; every state change writes an AuditLog
+row with the token in the same database transaction as the change is made, so a change that
+fails leaves no audit row (the Redis side of each change is one atomic script).
+"""
+
+import json
+from contextlib import contextmanager
+
+from django.db import transaction
+from django.urls import reverse
+
+from ..conf import get_connection
+from ..engine import Queue, keys, readmodel
+from ..models import AuditLog
+from .auth import require
+from .errors import NotFound
+from .http import endpoint, json_body, respond
+from .validation import create_options, queue_name
+
+#: States a DELETE cancels (permission cancel_task); the others are deleted (delete_task).
+CANCELLABLE = ("pending", "delayed", "waiting", "active")
+
+
+@contextmanager
+def audited(token, action, queue, task_id="", detail=""):
+    """Write the audit row and make the change in one transaction: no row if the change fails."""
+    with transaction.atomic():
+        entry = AuditLog.objects.create(token=token, action=action, queue=queue, task_id=task_id,
+                                        detail=detail or "via the HTTP API")
+        yield entry
+
+
+# -- tasks ---------------------------------------------------------------------------------
+
+
+def task_json(task):
+    d = task.as_dict()
+    return {
+        "id": task.id, "queue": task.queue, "payload": d["payload"], "state": task.state,
+        "attempts": task.attempt, "retries": task.retries, "timeout": task.timeout,
+        "backoff": task.backoff, "callback": task.callback, "worker": task.worker, "error": task.error,
+        "created_at": d["created_at"], "due_at": d["due_at"], "started_at": d["started_at"],
+        "failed_at": d["failed_at"], "finished_at": d["finished_at"],
+        "cancel_requested": task.cancel_requested,
+    }
+
+
+def create_task(token, body):
+    """Validate a create body and enqueue it; returns the task id."""
+    queue, payload, options = create_options(body)
+    with audited(token, "enqueue", queue, detail=json.dumps(options, sort_keys=True)) as entry:
+        task_id = Queue(queue, get_connection()).enqueue(payload, **options)
+        entry.task_id = task_id
+        entry.save(update_fields=["task_id"])
+    return task_id
+
+
+def find_task(task_id):
+    task = readmodel.task(get_connection().client, task_id)
+    if task is None:
+        raise NotFound(f"no task {task_id!r} (unknown, or finished and gone)")
+    return task
+
+
+def remove_task(token, task):
+    """Cancel a pending, delayed, waiting or running task; delete a failed or completed one
+    (the dashboard's rules); returns the response body."""
+    q = Queue(task.queue, get_connection())
+    if task.state in CANCELLABLE:
+        require(token, "cancel_task")
+        with audited(token, "cancel", task.queue, task.id):
+            if not q.cancel(task.id):
+                raise NotFound(f"task {task.id} finished before it could be cancelled")
+        result = "cancelled"
+    else:
+        require(token, "delete_task")
+        with audited(token, "delete", task.queue, task.id):
+            q.delete(task.id)
+        result = "deleted"
+    return {"id": task.id, "queue": task.queue, "result": result}
+
+
+@endpoint(POST="enqueue_task")
+def tasks(request, token):
+    task_id = create_task(token, json_body(request))
+    response = respond({"id": task_id}, status=201)
+    response["Location"] = reverse("queues-api:task", args=[task_id])
+    return response
+
+
+@endpoint(GET="view_dashboard", DELETE=None)
+def task(request, token, task_id):
+    found = find_task(task_id)
+    if request.method == "GET":
+        return respond(task_json(found))
+    return respond(remove_task(token, found))
+
+
+# -- queues --------------------------------------------------------------------------------
+
+
+def queue_json(counts, workers):
+    counts = dict(counts)
+    name, paused = counts.pop("name"), counts.pop("paused")
+    serving = [
+        {k: w.get(k) for k in ("name", "host", "pid", "concurrency", "active", "processed", "failed",
+                               "started_at", "heartbeat_age")}
+        for w in workers if name in w.get("queues", ())
+    ]
+    return {"name": name, "paused": paused, "counts": counts, "workers": serving}
+
+
+def known_queue(name):
+    """The Queue named in the URL: 400 if the name is invalid, 404 if it never had tasks or workers."""
+    name = queue_name(name)
+    client = get_connection().client
+    if not client.sismember(keys.KNOWN_QUEUES, name):
+        raise NotFound(f"no queue {name!r}")
+    return Queue(name, get_connection())
+
+
+@endpoint(GET="view_dashboard")
+def queues(request, token):
+    client = get_connection().client
+    workers = readmodel.workers(client)
+    return respond({"queues": [queue_json(c, workers) for c in readmodel.overview(client)]})
+
+
+@endpoint(GET="view_dashboard")
+def queue(request, token, name):
+    q = known_queue(name)
+    client = q.client
+    counts = dict(readmodel.queue_counts(client, q.name), name=q.name)
+    return respond(queue_json(counts, readmodel.workers(client)))
+
+
+@endpoint(POST="pause_queue")
+def pause(request, token, name):
+    q = known_queue(name)
+    with audited(token, "pause", q.name):
+        q.pause()
+    return respond({"name": q.name, "paused": True})
+
+
+@endpoint(POST="pause_queue")
+def resume(request, token, name):
+    q = known_queue(name)
+    with audited(token, "resume", q.name):
+        q.resume()
+    return respond({"name": q.name, "paused": False})
