@@ -36,18 +36,19 @@ class Connection:
     @property
     def client(self):
         if self._client is None:
-            self._client = redis.Redis.from_url(
-                self.url, socket_keepalive=True, health_check_interval=30
-            )
+            self._client = redis.Redis.from_url(self.url, health_check_interval=30, **self._tcp_options())
         return self._client
 
     def async_client(self, max_connections=None):
         """A new asyncio client (one per event loop). Its pool makes callers wait for a free
         connection rather than fail when all are busy."""
         pool = redis.asyncio.BlockingConnectionPool.from_url(
-            self.url, max_connections=max_connections or 50, timeout=None, socket_keepalive=True
+            self.url, max_connections=max_connections or 50, timeout=None, **self._tcp_options()
         )
         return redis.asyncio.Redis.from_pool(pool)
+
+    def _tcp_options(self):
+        return {} if self.url.startswith("unix:") else {"socket_keepalive": True}
 
     def close(self):
         if self._client is not None:
