@@ -1,0 +1,208 @@
+"""Webhook delivery: tasks created over the API with a callback, run by a real worker process,
+POSTed to a real HTTP server in this test process (127.0.0.1, free port)."""
+
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from queues import Queue
+from tests.conftest import wait_for
+from tests.redis_server import free_port
+from tests.test_api import Api, error, hooks, make_token  # noqa: F401  (hooks: a fixture)
+
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("hooks")]
+
+WEBHOOK_ENV = {"WORQR_TEST_CALLBACK_HOSTS": "127.0.0.1,localhost", "WORQR_TEST_CALLBACK_TIMEOUT": "1"}
+
+
+class Receiver:
+    """Records every POST; answers each path from its plan of (status, body, headers, sleep)
+    steps, the last step repeating."""
+
+    def __init__(self):
+        self.received, self.plans, self.lock = [], {}, threading.Lock()
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                with receiver.lock:
+                    plan = receiver.plans.get(self.path, [(200, "", {}, 0)])
+                    status, reply, headers, sleep = plan.pop(0) if len(plan) > 1 else plan[0]
+                    receiver.received.append({"path": self.path, "at": time.time(), "headers": dict(self.headers),
+                                              "body": json.loads(body)})
+                time.sleep(sleep)
+                try:
+                    self.send_response(status)
+                    for k, v in headers.items():
+                        self.send_header(k, v)
+                    data = reply.encode() if isinstance(reply, str) else json.dumps(reply).encode()
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                except OSError:  # the worker gave up waiting (timeout test)
+                    pass
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def url(self, path):
+        return f"http://127.0.0.1:{self.server.server_address[1]}{path}"
+
+    def plan(self, path, *steps):
+        self.plans[path] = [(s + ({}, 0)[len(s) - 2:]) if len(s) < 4 else s for s in steps]
+        return self.url(path)
+
+    def on(self, path):
+        with self.lock:
+            return [r for r in self.received if r["path"] == path]
+
+    def wait(self, path, n, timeout=10):
+        return wait_for(lambda: len(self.on(path)) >= n and self.on(path), timeout, message=f"{n} POSTs to {path}")
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def receiver():
+    r = Receiver()
+    yield r
+    r.close()
+
+
+@pytest.fixture
+def api():
+    return Api(make_token("all", name="hooks"))
+
+
+def create(api, queue, callback, **fields):
+    r = api.post("/api/tasks", {"queue": queue, "payload": fields.pop("payload", "hi"), "callback": callback,
+                                "backoff": 0.1, **fields})
+    assert r.status_code == 201, r.content
+    return r.json()["id"]
+
+
+def attempts(records):
+    return [r["headers"]["X-Worqr-Attempt"] for r in records]
+
+
+def test_delivery_posts_the_task_with_id_and_attempt_headers(api, receiver, workers):
+    """A 2xx reply completes the task; the POST carries the task, seed aliases and headers."""
+    tid = create(api, "hooks", receiver.plan("/ok", (204, "")), payload='{"order": 7}')
+    workers(["hooks"], env=WEBHOOK_ENV)
+    got = receiver.wait("/ok", 1)[0]
+    assert got["body"] == {"id": tid, "queue": "hooks", "payload": '{"order": 7}', "topic": "hooks",
+                           "content": '{"order": 7}'}
+    h = got["headers"]
+    assert (h["X-Worqr-Task"], h["X-Worqr-Queue"], h["X-Worqr-Attempt"], h["Idempotency-Key"]) == (
+        tid, "hooks", "1", tid)
+    assert h["Content-Type"] == "application/json"
+    wait_for(lambda: Queue("hooks").counts()["completed"] == 1, message="completion")
+    error(api.get(f"/api/tasks/{tid}"), 404)
+    time.sleep(0.3)
+    assert len(receiver.on("/ok")) == 1
+
+
+def test_too_many_requests_is_retried_without_using_an_attempt(api, receiver, workers):
+    """{"code": 101} (after the backoff) and HTTP 429 (after its Retry-After) are delivered again
+    with the same attempt number, though the tasks have no retries: no attempt was used up."""
+    busy = receiver.plan("/busy", (200, {"code": 101}), (200, {"code": 101}), (200, {"code": 100}))
+    limited = receiver.plan("/limited", (429, "slow down", {"Retry-After": "1"}), (200, {"code": 100}))
+    a, b = create(api, "hooks", busy, retries=0), create(api, "hooks", limited, retries=0)
+    workers(["hooks"], concurrency=2, env=WEBHOOK_ENV)
+    wait_for(lambda: Queue("hooks").counts()["completed"] == 2, message="both deliveries")
+    busy_runs, limited_runs = receiver.on("/busy"), receiver.on("/limited")
+    assert attempts(busy_runs) == ["1", "1", "1"] and {r["body"]["id"] for r in busy_runs} == {a}
+    assert attempts(limited_runs) == ["1", "1"] and {r["body"]["id"] for r in limited_runs} == {b}
+    assert limited_runs[1]["at"] - limited_runs[0]["at"] >= 1.0  # Retry-After honoured
+    assert busy_runs[1]["at"] - busy_runs[0]["at"] >= 0.1  # the backoff
+    counts = Queue("hooks").counts()
+    assert (counts["failures"], counts["failed"]) == (0, 0)
+
+
+def test_server_error_then_success(api, receiver, workers):
+    """A 500 is a failed attempt, retried with backoff; the second attempt succeeds."""
+    tid = create(api, "hooks", receiver.plan("/flaky", (500, "database down"), (200, "ok")), retries=2)
+    workers(["hooks"], env=WEBHOOK_ENV)
+    wait_for(lambda: Queue("hooks").counts()["completed"] == 1, message="the retried delivery")
+    assert attempts(receiver.on("/flaky")) == ["1", "2"]
+    failure = Queue("hooks").failures()[0]
+    assert failure["id"] == tid and "HTTP 500: database down" in failure["error"]
+
+
+def test_a_reply_slower_than_the_callback_timeout_is_a_failed_attempt(api, receiver, workers):
+    """CALLBACK_TIMEOUT is 1 s for these workers: a receiver taking 3 s fails the attempt after
+    about 1 s; the retry succeeds."""
+    slow = receiver.plan("/slow", (200, "", {}, 3), (200, ""))
+    tid = create(api, "hooks", slow, retries=1)
+    workers(["hooks"], env=WEBHOOK_ENV)
+    wait_for(lambda: Queue("hooks").counts()["completed"] == 1, message="the delivery after a timeout")
+    runs = receiver.on("/slow")
+    assert attempts(runs) == ["1", "2"]
+    assert 1.0 <= runs[1]["at"] - runs[0]["at"] < 2.5
+    failure = Queue("hooks").failures()[0]
+    assert failure["id"] == tid and "timed out" in failure["error"]
+
+
+def test_after_the_last_retry_the_task_is_kept_as_failed(api, receiver, workers, settings):
+    """Always 500, and a refused connection: out of retries, each task stays in the failed set
+    and the failure history (never silently deleted) and can be read, then deleted, over the API."""
+    always = create(api, "hooks", receiver.plan("/down", (500, "")), retries=1)
+    refused = create(api, "hooks", f"http://127.0.0.1:{free_port()}/", retries=0)
+    workers(["hooks"], env=WEBHOOK_ENV)
+    q = Queue("hooks")
+    wait_for(lambda: q.counts()["failed"] == 2, message="both tasks to fail for good")
+    assert attempts(receiver.on("/down")) == ["1", "2"]
+    history = q.failures()
+    assert [f["id"] for f in history].count(always) == 2 and [f["id"] for f in history].count(refused) == 1
+    assert any("refused" in f["error"].lower() for f in history if f["id"] == refused)
+    body = api.get(f"/api/tasks/{always}").json()
+    assert (body["state"], body["attempts"]) == ("failed", 2) and "HTTP 500" in body["error"]
+    assert api.delete(f"/api/tasks/{always}").json()["result"] == "deleted"
+
+
+def test_hosts_outside_the_allow_list_are_refused_at_creation_and_at_delivery(api, receiver, workers, settings):
+    """The API refuses the URL; a task enqueued from Python (which skips the API) with such a URL
+    fails at delivery without any request being made."""
+    error(api.post("/api/tasks", {"queue": "hooks", "payload": "x", "callback": "http://10.0.0.1/"}), 400, "callback")
+    tid = Queue("hooks").enqueue("x", callback="http://internal.example:8080/admin", retries=0)
+    workers(["hooks"], env=WEBHOOK_ENV)
+    wait_for(lambda: Queue("hooks").counts()["failed"] == 1, message="the refused delivery")
+    assert "not in WORQR['CALLBACK_ALLOWED_HOSTS']" in Queue("hooks").get(tid).error
+    assert receiver.received == []
+
+
+def test_the_seed_create_query_delete_flow_in_its_own_field_names(receiver, workers):
+    """A client written for the seed: /create, /query, /delete with topic/content/retry/delay,
+    a receiver answering {"code": 100}; only the base URL and the token are new."""
+    seed = Api(make_token("enqueue_task", "view_dashboard", "cancel_task", name="seed-client"))
+    target = receiver.plan("/later", (200, {"code": 100}))
+    r = seed.post("/api/create", {"topic": "order", "delay": 1, "retry": 3, "callback": target, "content": "hello"})
+    assert r.status_code == 200 and set(r.json()) == {"id"}
+    tid = r.json()["id"]
+    q = seed.post("/api/query", {"id": tid})
+    assert q.status_code == 200
+    task = q.json()
+    assert {k: task[k] for k in ("id", "topic", "content", "callback", "max_retry", "has_retry")} == {
+        "id": tid, "topic": "order", "content": "hello", "callback": target, "max_retry": 3, "has_retry": 0}
+    assert 0 <= task["execute_time"] - task["creat_time"] <= 2
+    gone = seed.post("/api/create", {"topic": "order", "delay": 30, "retry": 1, "callback": target,
+                                     "content": "never"}).json()["id"]
+    assert seed.post("/api/delete", {"id": gone}).json()["result"] == "cancelled"
+    error(seed.post("/api/query", {"id": gone}), 404)
+    workers(["order"], env=WEBHOOK_ENV)
+    got = receiver.wait("/later", 1, timeout=10)[0]
+    assert got["at"] >= time.time() - 30 and got["body"]["topic"] == "order" and got["body"]["content"] == "hello"
+    wait_for(lambda: Queue("order").counts()["completed"] == 1, message="completion")
+    error(seed.post("/api/query", {"id": tid}), 404)
+    time.sleep(0.3)
+    assert [r["body"]["id"] for r in receiver.received] == [tid]
