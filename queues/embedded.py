@@ -13,6 +13,8 @@ import time
 from pathlib import Path
 
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 
 def redis_server_binary():
@@ -30,9 +32,13 @@ def redis_server_binary():
     return path
 
 
+def _client(sock):
+    return redis.Redis(unix_socket_path=str(sock), socket_connect_timeout=0.5, retry=Retry(NoBackoff(), 0))
+
+
 def _alive(sock):
     try:
-        return redis.Redis(unix_socket_path=str(sock), socket_connect_timeout=0.5).ping()
+        return _client(sock).ping()
     except (redis.RedisError, OSError):
         return False
 
@@ -72,7 +78,7 @@ def stop(var_dir):
     if not _alive(sock):
         return False
     try:
-        redis.Redis(unix_socket_path=str(sock)).shutdown(save=True)
+        _client(sock).shutdown(save=True)
     except redis.ConnectionError:
         pass
     return True

@@ -64,6 +64,7 @@ class Worker:
         self.idle_in = set()
         self.stopping = False
         self.registered = False
+        self.reconcile = False
         self.processed = self.failed = 0
         self.started_at = datetime.now(UTC).isoformat()
         self.exit_code = 0
@@ -199,9 +200,14 @@ class Worker:
                 continue
             self.kick.clear()
             try:
+                if self.reconcile:
+                    await self._reconcile()
                 taken, wait_ms = await self._fetch(free)
                 backoff = 0.05
             except NETWORK_ERRORS as exc:
+                # The start script may have run with its reply lost: tasks held in Redis but
+                # unknown here would be stranded, so compare and give those back.
+                self.reconcile = True
                 log.warning("worqr: fetch failed (%s); retrying in %.1f s", exc, backoff)
                 await _wait(self.stop_event, backoff)
                 backoff = min(backoff * 2, 2.0)
@@ -246,6 +252,20 @@ class Worker:
             await p.execute()
             self.idle_in.clear()
         return taken, wait_ms
+
+    async def _reconcile(self):
+        """Give back to the front of their queues the tasks Redis says we hold but we don't run."""
+        for q in self.queues:
+            held = await self.redis.smembers(keys.worker_tasks_key(q, self.name))
+            for raw in held:
+                task_id = raw.decode()
+                if task_id in self.running:
+                    continue
+                lease = await self.redis.hget(keys.task_key(q, task_id), "l")
+                if lease is not None:
+                    log.warning("worqr: giving back task %s, taken by a start whose reply was lost", task_id)
+                    await scripts.arun(self.redis, "stop", q, self.name, 1, task_id, int(lease))
+        self.reconcile = False
 
     def _on_control(self, data):
         kind, _, rest = data.decode("utf-8", "replace").partition(" ")
