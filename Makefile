@@ -32,7 +32,8 @@ demo: deps
 	PY=$(PY) PORT=$(PORT) ./scripts/demo.sh
 
 bench: deps
-	PY=$(PY) ./bench/run.sh
+	PY=$(PY) ./bench/run.sh $(BENCH_ARGS)
+	$(PY) bench/scale.py $(SCALE_ARGS)
 
 lint: deps
 	$(VENV)/bin/ruff check .
