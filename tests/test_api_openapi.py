@@ -1,0 +1,146 @@
+"""/api/openapi.json is kept true: every route of queues/api/urls.py is described with its
+methods, and every status code documented for an operation is produced by a real request here
+(and no request here produces an undocumented one)."""
+
+import re
+
+import pytest
+from django.urls import URLPattern
+
+from queues import Queue
+from queues.api import openapi, urls
+from queues.engine import connection
+from queues.engine.task import Task
+from tests.test_api import Api, make_token
+
+pytestmark = pytest.mark.django_db
+
+UNKNOWN = "t1-0123456789abcdef"
+GOOD = {"queue": "t1", "payload": "x"}
+
+
+def test_served_without_a_token_and_equal_to_the_description():
+    r = Api().get("/api/openapi.json")
+    assert r.status_code == 200 and r.json() == openapi.describe()
+    assert r.json()["openapi"].startswith("3.")
+
+
+def _template(route):
+    return "/api/" + re.sub(r"<(?:\w+:)?\w+>", "{}", route)
+
+
+def test_every_route_and_method_is_described():
+    routes = {}
+    for p in urls.urlpatterns:
+        if isinstance(p, URLPattern) and p.name:  # the unnamed catch-all only answers 404
+            methods = getattr(p.callback, "api_methods", ["GET"])
+            routes[_template(str(p.pattern))] = {m.lower() for m in methods}
+    described = {re.sub(r"\{\w+\}", "{}", path): set(ops) for path, ops in openapi.describe()["paths"].items()}
+    assert described == routes
+
+
+class Ctx:
+    def __init__(self, monkeypatch):
+        self.admin, self.noperm, self.anon = Api(make_token("all")), Api(make_token()), Api()
+        self.monkeypatch = monkeypatch
+        self.tid = Queue("t1").enqueue("kept")
+
+    def fresh(self):
+        return Queue("t1").enqueue("fresh")
+
+    def stale(self):
+        """A running task the API will read as failed: its delete then conflicts (409)."""
+        from queues.api import views
+        from queues.engine import scripts
+
+        tid = Queue("t9").enqueue("x")
+        client = connection.get_default().client
+        scripts.run(client, "register", "t9", "w", 3000)
+        scripts.run(client, "start", "t9", "w", 1, 35000, 1000, 0)
+        self.monkeypatch.setattr(views.readmodel, "task", lambda c, i: Task(id=i, queue="t9", state="failed"))
+        return tid
+
+    def big(self):
+        return {"queue": "t1", "payload": "x" * 80000}
+
+
+def specific(c):
+    """(path, method, status) -> a request producing it (401, 403 and 503 are generic)."""
+    a = c.admin
+    return {
+        ("/api/tasks", "post", 201): lambda: a.post("/api/tasks", GOOD),
+        ("/api/tasks", "post", 400): lambda: a.post("/api/tasks", {"queue": "t1"}),
+        ("/api/tasks", "post", 413): lambda: a.post("/api/tasks", c.big()),
+        ("/api/tasks", "post", 415): lambda: a.post("/api/tasks", "queue=t1", content_type="text/plain"),
+        ("/api/tasks/{id}", "get", 200): lambda: a.get(f"/api/tasks/{c.tid}"),
+        ("/api/tasks/{id}", "get", 404): lambda: a.get(f"/api/tasks/{UNKNOWN}"),
+        ("/api/tasks/{id}", "delete", 200): lambda: a.delete(f"/api/tasks/{c.fresh()}"),
+        ("/api/tasks/{id}", "delete", 404): lambda: a.delete(f"/api/tasks/{UNKNOWN}"),
+        ("/api/tasks/{id}", "delete", 409): lambda: a.delete(f"/api/tasks/{c.stale()}"),
+        ("/api/queues", "get", 200): lambda: a.get("/api/queues"),
+        ("/api/queues/{name}", "get", 200): lambda: a.get("/api/queues/t1"),
+        ("/api/queues/{name}", "get", 400): lambda: a.get("/api/queues/bad{q"),
+        ("/api/queues/{name}", "get", 404): lambda: a.get("/api/queues/nosuch"),
+        ("/api/queues/{name}/pause", "post", 200): lambda: a.post("/api/queues/t1/pause"),
+        ("/api/queues/{name}/pause", "post", 400): lambda: a.post("/api/queues/bad{q/pause"),
+        ("/api/queues/{name}/pause", "post", 404): lambda: a.post("/api/queues/nosuch/pause"),
+        ("/api/queues/{name}/resume", "post", 200): lambda: a.post("/api/queues/t1/resume"),
+        ("/api/queues/{name}/resume", "post", 400): lambda: a.post("/api/queues/bad{q/resume"),
+        ("/api/queues/{name}/resume", "post", 404): lambda: a.post("/api/queues/nosuch/resume"),
+        ("/api/create", "post", 200): lambda: a.post("/api/create", {"topic": "t1", "content": "x"}),
+        ("/api/create", "post", 400): lambda: a.post("/api/create", {"topic": "t1", "content": 5}),
+        ("/api/create", "post", 413): lambda: a.post("/api/create", c.big()),
+        ("/api/create", "post", 415): lambda: a.post("/api/create", "x", content_type="text/plain"),
+        ("/api/query", "post", 200): lambda: a.post("/api/query", {"id": c.tid}),
+        ("/api/query", "post", 400): lambda: a.post("/api/query", {"id": 5}),
+        ("/api/query", "post", 404): lambda: a.post("/api/query", {"id": UNKNOWN}),
+        ("/api/query", "post", 415): lambda: a.post("/api/query", "x", content_type="text/plain"),
+        ("/api/delete", "post", 200): lambda: a.post("/api/delete", {"id": c.fresh()}),
+        ("/api/delete", "post", 400): lambda: a.post("/api/delete", {"id": c.tid, "force": True}),
+        ("/api/delete", "post", 404): lambda: a.post("/api/delete", {"id": UNKNOWN}),
+        ("/api/delete", "post", 409): lambda: a.post("/api/delete", {"id": c.stale()}),
+        ("/api/delete", "post", 415): lambda: a.post("/api/delete", "x", content_type="text/plain"),
+        ("/api/openapi.json", "get", 200): lambda: c.anon.get("/api/openapi.json"),
+    }
+
+
+def generic(api, path, method, c):
+    """The operation called by ``api`` with a plausible body."""
+    url = path.replace("{id}", c.tid).replace("{name}", "t1")
+    body = {"/api/tasks": GOOD, "/api/create": GOOD}.get(path, {"id": c.tid} if path in ("/api/query", "/api/delete") else None)
+    return api.call(method.upper(), url, body)
+
+
+def test_every_documented_status_is_produced_and_nothing_else(conn, monkeypatch, redis_server):
+    connection.configure(conn.config.with_(max_payload_bytes=1000), conn.url)  # 413 at ~70 KB
+    c = Ctx(monkeypatch)
+    documented = {(path, method, int(code)) for path, ops in openapi.describe()["paths"].items()
+                  for method, op in ops.items() for code in op["responses"]}
+    cases = specific(c)
+    for path, method, code in sorted(documented):
+        if code in (401, 403, 503):
+            continue
+        assert (path, method, code) in cases, f"no request produces the documented {code} of {method} {path}"
+        with monkeypatch.context() as m:
+            c.monkeypatch = m
+            r = cases[(path, method, code)]()
+        assert r.status_code == code, (path, method, code, r.content)
+    assert set(cases) <= documented, set(cases) - documented
+    for path, method, code in sorted(documented):
+        if code in (401, 403):
+            r = generic(c.anon if code == 401 else c.noperm, path, method, c)
+            assert r.status_code == code, (path, method, code, r.content)
+    redis_server.stop()
+    try:
+        for path, method, code in sorted(documented):
+            if code == 503:
+                r = generic(c.admin, path, method, c)
+                assert r.status_code == 503, (path, method, r.content)
+    finally:
+        redis_server.start()
+
+
+def test_operations_without_a_documented_auth_status_are_only_the_public_description():
+    for path, ops in openapi.describe()["paths"].items():
+        for method, op in ops.items():
+            assert ("401" in op["responses"]) == (path != "/api/openapi.json"), (path, method)
