@@ -206,3 +206,43 @@ def test_the_seed_create_query_delete_flow_in_its_own_field_names(receiver, work
     error(seed.post("/api/query", {"id": tid}), 404)
     time.sleep(0.3)
     assert [r["body"]["id"] for r in receiver.received] == [tid]
+
+
+# -- the delivery function itself, in this process (same real server, no worker) -----------
+
+
+def _task(url, attempt=1):
+    from queues.engine.task import Task
+
+    return Task(id="hooks-0123456789abcdef", queue="hooks", payload="p", attempt=attempt, callback=url)
+
+
+def test_redirects_are_not_followed(receiver):
+    """A redirect could lead past the allow-list: it is a failed attempt and is not followed."""
+    from queues.webhooks import DeliveryFailed, deliver
+
+    target = receiver.plan("/target", (200, ""))
+    moved = receiver.plan("/moved", (302, "", {"Location": target}))
+    with pytest.raises(DeliveryFailed, match="HTTP 302"):
+        deliver(_task(moved))
+    assert receiver.on("/target") == []
+
+
+def test_reply_judgement(receiver, conn):
+    """A 2xx or code 100 succeeds, even with an odd status; code 101 waits the backoff
+    (0.2 s * 2**(attempt-1) in the test settings); Retry-After dates are understood."""
+    from email.utils import formatdate
+
+    from queues import RetryLater
+    from queues.webhooks import DeliveryFailed, deliver, retry_after
+
+    deliver(_task(receiver.plan("/a", (201, "not json"))))
+    deliver(_task(receiver.plan("/b", (503, {"code": 100}))))
+    with pytest.raises(RetryLater) as busy:
+        deliver(_task(receiver.plan("/c", (200, {"code": 101})), attempt=3))
+    assert busy.value.seconds == pytest.approx(0.8)
+    deliver(_task(receiver.plan("/e", (200, {"code": 7}))))  # a 2xx is success whatever the code
+    with pytest.raises(DeliveryFailed, match="HTTP 404"):
+        deliver(_task(receiver.plan("/d", (404, {"code": 7}))))
+    assert 8 <= retry_after(formatdate(time.time() + 10, usegmt=True)) <= 10
+    assert retry_after("soon") is None and retry_after("-5") == 0 and retry_after("1e9") == conn.config.backoff_max
