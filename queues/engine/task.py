@@ -20,8 +20,7 @@ States: pending, delayed, waiting (for a lock), active, failed, completed (only 
 result lasts). Finished tasks are otherwise deleted.
 """
 
-import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 
@@ -83,12 +82,13 @@ class Task:
     meta: str | None = None
     result: bytes | None = None
     cancel_requested: bool = False
-    _cancel: threading.Event = field(default_factory=threading.Event, repr=False, compare=False)
+    #: Set by the worker (from its event loop thread) when the task is cancelled or times out.
+    _cancelled: bool = False
 
     @property
     def cancelled(self):
         """True once the task was cancelled (or timed out) while running: stop, its outcome is discarded."""
-        return self._cancel.is_set()
+        return self._cancelled
 
     @property
     def attempts(self):

@@ -214,7 +214,7 @@ class Worker:
                 continue
             for d in taken:
                 self.running[d.task.id] = d
-                asyncio.ensure_future(processor.run(self, d))
+                d.runner = asyncio.ensure_future(processor.run(self, d))
             if len(taken) < free:
                 await _wait(self.kick, None if wait_ms < 0 else wait_ms / 1000)
 
@@ -378,9 +378,9 @@ class Worker:
             else:
                 d.reported = True
                 await self.report_stop(d)
-        waits = [d.done.wait() for d in left if d.is_async]
-        if waits:
-            await asyncio.wait([asyncio.ensure_future(w) for w in waits], timeout=2.0)
+        runners = [d.runner for d in left if d.is_async and d.runner is not None]
+        if runners:
+            await asyncio.wait(runners, timeout=2.0)
         await self._flush_acks()
         try:
             for q in self.queues:

@@ -4,22 +4,19 @@ Unlike ``concurrent.futures.ThreadPoolExecutor``, whose threads are joined at in
 these never hold up the exit of a worker whose grace period ran out on a stuck handler.
 """
 
+import collections
 import queue
 import threading
 
 
-def _settle(future, result, exc):
-    if future.done():
-        return
-    if exc is not None:
-        future.set_exception(exc)
-    else:
-        future.set_result(result)
-
-
 class ThreadPool:
+    """Threads take jobs from a queue; results are handed back to the event loop in batches
+    (one loop wake-up for however many finished meanwhile, not one per job)."""
+
     def __init__(self, size, name="worqr-handler"):
         self._jobs = queue.SimpleQueue()
+        self._done = collections.deque()
+        self._drain_scheduled = False
         self._threads = [
             threading.Thread(target=self._loop, name=f"{name}-{i}", daemon=True) for i in range(size)
         ]
@@ -36,10 +33,24 @@ class ThreadPool:
                 result, exc = func(arg), None
             except BaseException as e:  # handed to the loop, which reports it
                 result, exc = None, e
-            try:
-                loop.call_soon_threadsafe(_settle, future, result, exc)
-            except RuntimeError:  # the loop is closed: the worker is exiting
-                return
+            self._done.append((future, result, exc))
+            if not self._drain_scheduled:
+                self._drain_scheduled = True
+                try:
+                    loop.call_soon_threadsafe(self._drain)
+                except RuntimeError:  # the loop is closed: the worker is exiting
+                    return
+
+    def _drain(self):
+        self._drain_scheduled = False
+        while self._done:
+            future, result, exc = self._done.popleft()
+            if future.done():
+                continue
+            if exc is not None:
+                future.set_exception(exc)
+            else:
+                future.set_result(result)
 
     def submit(self, loop, func, arg):
         """Run ``func(arg)`` on a pool thread; returns an asyncio future on ``loop``."""

@@ -25,7 +25,7 @@ log = logging.getLogger("worqr.worker")
 class Delivery:
     """A task handed to this worker: the task, its handler and its run state."""
 
-    __slots__ = ("task", "spec", "started", "handle", "reported", "stopping", "done")
+    __slots__ = ("task", "spec", "started", "handle", "reported", "stopping", "runner")
 
     def __init__(self, task, spec):
         self.task, self.spec = task, spec
@@ -33,7 +33,7 @@ class Delivery:
         self.handle = None  # the asyncio task (async handler) or future (sync handler)
         self.reported = False
         self.stopping = False  # shutdown: give it back rather than cancel it
-        self.done = asyncio.Event()
+        self.runner = None  # the asyncio task running ``run`` for this delivery
 
     @property
     def is_async(self):
@@ -41,7 +41,7 @@ class Delivery:
 
     def cancel_locally(self):
         """Ask the handler to stop: cancels an async one, flags a sync one."""
-        self.task._cancel.set()
+        self.task._cancelled = True
         if self.handle is not None and self.is_async:
             self.handle.cancel()
 
@@ -66,21 +66,21 @@ async def run(worker, d):
         else:
             d.handle = worker.pool.submit(worker.loop, spec.func, task)
         timeout = task.timeout if task.timeout and task.timeout > 0 else None
-        done, _ = await asyncio.wait({d.handle}, timeout=timeout)
-        if not done:  # timed out
+        if timeout is None:
+            await asyncio.wait((d.handle,))
+        elif not (await asyncio.wait((d.handle,), timeout=timeout))[0]:  # timed out
             d.cancel_locally()
             if not d.reported:
                 d.reported = True
                 await worker.report_failure(
                     d, f"TaskTimeout: ran longer than its timeout of {timeout:g} s", ""
                 )
-            await asyncio.wait({d.handle})  # the slot is busy until the handler really ends
+            await asyncio.wait((d.handle,))  # the slot is busy until the handler really ends
             return
         await _report(worker, d)
     except Exception:  # a bug here must not kill the worker; the task is recovered by lease
         log.exception("worqr: error while running task %s", task.id)
     finally:
-        d.done.set()
         worker.delivery_done(d)
 
 
