@@ -20,7 +20,6 @@ import random
 import signal
 import socket
 import time
-from collections import defaultdict
 from dataclasses import replace
 from datetime import UTC, datetime
 
@@ -31,6 +30,7 @@ from ..task import Task, decode_payload
 from . import processor
 from .control import NETWORK_ERRORS, Listener
 from .pool import ThreadPool
+from .reporter import Reporter, _default
 
 log = logging.getLogger("worqr.worker")
 
@@ -60,7 +60,6 @@ class Worker:
         self.name = keys.check_worker_name(name or default_name())
         self.grace = grace
         self.running = {}
-        self.acks = defaultdict(list)
         self.idle_in = set()
         self.stopping = False
         self.registered = False
@@ -87,7 +86,8 @@ class Worker:
 
     async def main(self):
         self.loop = asyncio.get_running_loop()
-        self.kick, self.slot_freed, self.ack_ready = asyncio.Event(), asyncio.Event(), asyncio.Event()
+        self.kick, self.slot_freed = asyncio.Event(), asyncio.Event()
+        self.reporter = Reporter(self)
         self.stop_event = asyncio.Event()
         self.pool = ThreadPool(self.concurrency)
         self.redis = self.connection.async_client(max_connections=self.concurrency + 8)
@@ -98,7 +98,7 @@ class Worker:
                 pass
         await self._register_until_done()
         listener = Listener(self.redis, keys.worker_channel(self.name), self._on_control, self.kick.set)
-        helpers = [asyncio.ensure_future(c) for c in (listener.run(), self._beat_loop(), self._ack_loop())]
+        helpers = [asyncio.ensure_future(c) for c in (listener.run(), self._beat_loop(), self.reporter.run())]
         log.info("worqr: worker %s serving %s with %d slot(s)", self.name, ", ".join(self.queues), self.concurrency)
         try:
             await self._fetch_loop()
@@ -285,7 +285,7 @@ class Worker:
                 d.cancel_locally()
                 if not d.is_async:  # a thread can't be stopped: report it now, discard its result
                     d.reported = True
-                    self.report_done(d, "cancelled", "")
+                    self.reporter.done(d, "cancelled", "")
 
     async def _pass_wake(self, queue):
         try:
@@ -299,67 +299,6 @@ class Worker:
         self.running.pop(d.task.id, None)
         self.slot_freed.set()
         self.kick.set()
-
-    def _log(self, d, outcome):
-        if log.isEnabledFor(logging.INFO):
-            log.info("task %s queue=%s outcome=%s duration=%.1fms", d.task.id, d.task.queue, outcome,
-                     (time.monotonic() - d.started) * 1000)
-
-    def report_done(self, d, outcome, result):
-        """Completed or cancelled: acknowledged by the next batch."""
-        self.processed += outcome == "completed"
-        self._log(d, outcome)
-        self.acks[d.task.queue].append((d.task.id, d.task.lease, result))
-        self.ack_ready.set()
-
-    async def report_failure(self, d, error, trace, retry_after=None):
-        c, spec = self.config, d.spec
-        self.failed += retry_after is None
-        self._log(d, "deferred" if retry_after is not None else "failed")
-        code = await self._call_retrying(
-            "fail", d.task.queue, self.name, d.task.id, d.task.lease, error, trace,
-            _default(spec.retries, c.retries), _default(spec.backoff, c.backoff), c.backoff_max,
-            random.random() * c.backoff_jitter, c.failure_history,
-            "" if retry_after is None else max(0.0, retry_after),
-        )
-        if code == -1:
-            log.warning("worqr: task %s: lease %s is stale; failure refused", d.task.id, d.task.lease)
-
-    async def report_stop(self, d):
-        self._log(d, "stopped")
-        await self._call_retrying("stop", d.task.queue, self.name, 1, d.task.id, d.task.lease)
-
-    async def _call_retrying(self, script, queue, *args, attempts=20):
-        backoff = 0.05
-        for _ in range(attempts):
-            try:
-                return await scripts.arun(self.redis, script, queue, *args)
-            except NETWORK_ERRORS as exc:
-                log.warning("worqr: %s failed (%s); retrying", script, exc)
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, 2.0)
-        log.error("worqr: gave up on %s for queue %s; the lease will expire", script, queue)
-        return None
-
-    async def _ack_loop(self):
-        while True:
-            await self.ack_ready.wait()
-            self.ack_ready.clear()
-            await self._flush_acks()
-
-    async def _flush_acks(self):
-        ttl_ms = int(self.config.result_ttl * 1000)
-        for queue in list(self.acks):
-            batch = self.acks.pop(queue, [])
-            if not batch:
-                continue
-            args = [x for triple in batch for x in triple]
-            codes = await self._call_retrying("finish", queue, self.name, len(batch), ttl_ms, *args)
-            if codes is None:
-                continue
-            for (task_id, lease, _), code in zip(batch, codes):
-                if code == -1:
-                    log.warning("worqr: task %s: lease %s is stale; completion refused", task_id, lease)
 
     # -- shutdown --------------------------------------------------------------------------
 
@@ -377,11 +316,11 @@ class Worker:
                 d.handle.cancel()
             else:
                 d.reported = True
-                await self.report_stop(d)
+                await self.reporter.stop(d)
         runners = [d.runner for d in left if d.is_async and d.runner is not None]
         if runners:
             await asyncio.wait(runners, timeout=2.0)
-        await self._flush_acks()
+        await self.reporter.flush()
         try:
             for q in self.queues:
                 await scripts.arun(self.redis, "unregister", q, self.name, "worker_left")
@@ -398,10 +337,6 @@ def _no_handler_spec(queue, callback_handler):
         raise NoHandler(f"queue {queue!r} has no handler and task {task.id} has no callback")
 
     return replace(callback_handler, queue=queue, func=no_handler, is_async=False)
-
-
-def _default(value, fallback):
-    return fallback if value is None else value
 
 
 async def _wait(event, timeout):

@@ -72,7 +72,7 @@ async def run(worker, d):
             d.cancel_locally()
             if not d.reported:
                 d.reported = True
-                await worker.report_failure(
+                await worker.reporter.failure(
                     d, f"TaskTimeout: ran longer than its timeout of {timeout:g} s", ""
                 )
             await asyncio.wait((d.handle,))  # the slot is busy until the handler really ends
@@ -91,20 +91,20 @@ async def _report(worker, d):
     d.reported = True
     if handle.cancelled():
         if d.stopping:
-            await worker.report_stop(d)
+            await worker.reporter.stop(d)
         else:
-            worker.report_done(d, "cancelled", "")
+            worker.reporter.done(d, "cancelled", "")
         return
     exc = handle.exception()
     if exc is None:
         if d.task.cancelled:
-            worker.report_done(d, "cancelled", "")
+            worker.reporter.done(d, "cancelled", "")
         else:
-            worker.report_done(d, "completed", _result_of(d.spec, handle.result()))
+            worker.reporter.done(d, "completed", _result_of(d.spec, handle.result()))
     elif isinstance(exc, RetryLater):
-        await worker.report_failure(d, _describe(exc), "", retry_after=exc.seconds)
+        await worker.reporter.failure(d, _describe(exc), "", retry_after=exc.seconds)
     elif isinstance(exc, asyncio.CancelledError):
-        await worker.report_stop(d) if d.stopping else worker.report_done(d, "cancelled", "")
+        await worker.reporter.stop(d) if d.stopping else worker.reporter.done(d, "cancelled", "")
     else:
         trace = "".join(tb_module.format_exception(type(exc), exc, exc.__traceback__))
-        await worker.report_failure(d, _describe(exc), trace[-20000:])
+        await worker.reporter.failure(d, _describe(exc), trace[-20000:])
