@@ -1,0 +1,159 @@
+"""The dashboard's websocket (through the project's real ASGI stack: origin check, session
+auth, routing): access, live updates from events, coalescing of bursts, and no Redis traffic
+while idle."""
+
+import asyncio
+import json
+import time
+
+import pytest
+from channels.testing import WebsocketCommunicator
+from django.conf import settings
+from django.contrib.auth.models import Permission, User
+from django.test import Client
+
+from queues import Queue
+from worqr_site.asgi import application
+
+ORIGIN = (b"origin", b"http://localhost")
+
+
+def session_cookie(username, staff=True, perms=("view_dashboard",)):
+    user = User.objects.create_user(username, password="pw", is_staff=staff)
+    user.user_permissions.set(Permission.objects.filter(content_type__app_label="queues", codename__in=perms))
+    web = Client()
+    web.force_login(user)
+    return (b"cookie", f"{settings.SESSION_COOKIE_NAME}={web.cookies[settings.SESSION_COOKIE_NAME].value}".encode())
+
+
+@pytest.fixture
+def staff_cookie(transactional_db):
+    return session_cookie("staff")
+
+
+@pytest.fixture
+def other_cookies(transactional_db):
+    """Sessions of a non-staff user and of staff without the view permission."""
+    return session_cookie("plain", staff=False), session_cookie("noperm", perms=())
+
+
+def communicator(path, *headers):
+    return WebsocketCommunicator(application, path, headers=[*headers])
+
+
+async def receive(comm, timeout=5):
+    return json.loads(await comm.receive_from(timeout=timeout))
+
+
+async def drain(comm, seconds):
+    """Every message received within ``seconds`` (``receive_from`` timing out would cancel
+    the application, so wait with ``receive_nothing``)."""
+    out, deadline = [], time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if not await comm.receive_nothing(timeout=0.05, interval=0.01):
+            out.append(json.loads(await comm.receive_from()))
+    return out
+
+
+async def test_refused_without_login_without_staff_and_from_a_foreign_origin(staff_cookie, other_cookies):
+    """Anonymous users, non-staff users, staff without the view permission and pages from
+    another origin are refused before the socket opens."""
+    Queue("t1").enqueue("x")
+    (plain, noperm), staff = other_cookies, staff_cookie
+    cases = [(ORIGIN,), (ORIGIN, plain), (ORIGIN, noperm), ((b"origin", b"http://evil.example"), staff), (staff,)]
+    for headers in cases:
+        for path in ("/ws/queues/overview/", "/ws/queues/queue/t1/"):
+            comm = communicator(path, *headers)
+            connected, _ = await comm.connect()
+            assert not connected, (headers, path)
+            await comm.disconnect()
+
+
+async def test_bad_view_arguments_are_refused(staff_cookie):
+    """A malformed queue name, an unknown queue, a bad page or a malformed task id closes
+    the socket with a 44xx code."""
+    Queue("t1").enqueue("x")
+    for path, code in [("/ws/queues/queue/a+%7Bb%7D/", 4400), ("/ws/queues/queue/nosuch/", 4404),
+                       ("/ws/queues/queue/t1/?page=x", 4400), ("/ws/queues/task/nonsense/", 4400)]:
+        comm = communicator(path, ORIGIN, staff_cookie)
+        connected, close_code = await comm.connect()
+        assert (connected, close_code) == (False, code), path
+
+
+async def test_an_enqueue_elsewhere_updates_the_queue_view(staff_cookie):
+    """With a staff session the queue view gets a full snapshot at once, then an update shortly
+    after a task is enqueued from another connection, carrying only the sections that changed."""
+    q = Queue("t1")
+    q.enqueue("first")
+    comm = communicator("/ws/queues/queue/t1/", ORIGIN, staff_cookie)
+    assert (await comm.connect())[0]
+    first = await receive(comm)
+    assert first["type"] == "update" and first["full"] is True
+    assert first["data"]["counts"]["pending"] == 1 and first["data"]["queue"] == "t1"
+    started = time.monotonic()
+    tid = await asyncio.to_thread(q.enqueue, "second")
+    update = await receive(comm)
+    assert time.monotonic() - started < 1.0
+    assert update["full"] is False and update["data"]["counts"]["pending"] == 2
+    assert [t["id"] for t in update["data"]["pending"]["tasks"]][-1] == tid
+    assert "failure_groups" not in update["data"] and "locks" not in update["data"]
+    await comm.disconnect()
+
+
+async def test_overview_hears_every_queue_and_task_view_only_its_task(staff_cookie):
+    """The overview subscribes to every queue's events; a task view ignores other tasks'
+    events and hears its own."""
+    mine = Queue("t2").enqueue("mine")
+    overview = communicator("/ws/queues/overview/", ORIGIN, staff_cookie)
+    task = communicator(f"/ws/queues/task/{mine}/", ORIGIN, staff_cookie)
+    assert (await overview.connect())[0] and (await task.connect())[0]
+    assert [q["name"] for q in (await receive(overview))["data"]["queues"]] == ["t2"]
+    assert (await receive(task))["data"]["task"]["state"] == "pending"
+    await asyncio.to_thread(Queue("t5").enqueue, "other")
+    assert [q["name"] for q in (await receive(overview))["data"]["queues"]] == ["t2", "t5"]
+    await asyncio.to_thread(Queue("t2").enqueue, "not mine")
+    assert await drain(task, 1.0) == []
+    await asyncio.to_thread(Queue("t2").cancel, mine)
+    assert (await receive(task))["data"]["task"] is None
+    await overview.disconnect()
+    await task.disconnect()
+
+
+async def test_a_burst_of_5000_events_is_coalesced_into_a_few_messages(staff_cookie):
+    """5,000 enqueues in a tight loop (5,000 events) reach the queue view and the overview as a
+    few messages each (at most one per 0.4 s), and the last shows all 5,000 tasks."""
+    q = Queue("t1")
+    q.enqueue("seed")
+    views = [communicator(p, ORIGIN, staff_cookie) for p in ("/ws/queues/queue/t1/", "/ws/queues/overview/")]
+    for comm in views:
+        assert (await comm.connect())[0]
+        await receive(comm)
+
+    def burst():
+        start = time.monotonic()
+        for i in range(5000):
+            q.enqueue(f"burst {i}")
+        return time.monotonic() - start
+
+    took = await asyncio.to_thread(burst)
+    for comm in views:
+        messages = await drain(comm, 2.5)
+        assert 1 <= len(messages) <= took / 0.4 + 3, (len(messages), took)
+        last = messages[-1]["data"]
+        pending = last["counts"]["pending"] if "counts" in last else last["totals"]["pending"]
+        assert pending == 5001
+        await comm.disconnect()
+
+
+async def test_an_idle_view_sends_no_redis_commands(staff_cookie, client):
+    """Once its snapshot is sent, an idle view issues no Redis command at all."""
+    Queue("t1").enqueue("x")
+    comm = communicator("/ws/queues/queue/t1/", ORIGIN, staff_cookie)
+    assert (await comm.connect())[0]
+    await receive(comm)
+    await asyncio.sleep(0.5)
+    before = client.info("stats")["total_commands_processed"]
+    assert await drain(comm, 3.0) == []
+    after = client.info("stats")["total_commands_processed"]
+    assert after - before == 1  # the second INFO itself
+    await comm.disconnect()
