@@ -74,6 +74,9 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "var" / "static"
 STATICFILES_DIRS = [BASE_DIR / "static"]
+# WhiteNoise also serves files found by the staticfiles finders, so the dashboard's CSS and JS
+# (and the admin's) are served even where collectstatic never ran (tests, a fresh checkout).
+WHITENOISE_USE_FINDERS = True
 
 LOGIN_URL = "admin:login"
 

@@ -1,0 +1,112 @@
+"""End to end, in a real headless Chromium against a real Daphne and a real worker process:
+log in, watch a queue change live, cancel a running task, see a failure grouped. Screenshots
+go to test-artifacts/."""
+
+import os
+import re
+
+import pytest
+from django.contrib.auth.models import Permission, User
+
+from queues import Queue
+from tests.browser import CHROMIUM, DaphneServer, enqueue_elsewhere, launch_chromium
+from tests.conftest import ARTIFACTS, records, wait_for, wait_registered
+
+playwright_api = pytest.importorskip("playwright.sync_api")
+pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="needs /usr/bin/chromium (make browser)")
+
+WAIT = 20_000  # ms: generous, for a slow shared machine
+
+
+@pytest.fixture
+def operator(transactional_db):
+    """Committed to the session's database file, so the Daphne process sees it."""
+    user = User.objects.create_user("operator", password="secret-pw", is_staff=True)
+    user.user_permissions.set(Permission.objects.filter(content_type__app_label="queues"))
+    return user
+
+
+@pytest.fixture
+def server():
+    daphne = DaphneServer()
+    try:
+        yield daphne.wait_ready()
+    finally:
+        daphne.stop()
+
+
+@pytest.fixture
+def page(server):
+    with playwright_api.sync_playwright() as p:
+        browser = launch_chromium(p)
+        context = browser.new_context(viewport={"width": 1400, "height": 1000})
+        context.set_default_timeout(WAIT)
+        try:
+            yield context.new_page()
+        finally:
+            context.close()
+            browser.close()
+
+
+def shot(page, name):
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / f"dashboard-{name}.png"), full_page=True)
+
+
+def test_live_queue_page_cancel_and_failure_history(operator, server, page, workers, client):
+    """The whole loop a member of staff sees, without ever reloading the page."""
+    expect = playwright_api.expect
+    page.goto(server.url + "/queues/")
+    expect(page).to_have_url(re.compile(r"/admin/login/"))
+    page.fill("#id_username", "operator")
+    page.fill("#id_password", "secret-pw")
+    page.click("input[type=submit]")
+    expect(page.locator("#wq-status")).to_have_text("live")
+    shot(page, "1-overview-empty")
+
+    # A queue appears on the overview when another process enqueues on it.
+    first, = enqueue_elsewhere("t1", "hello from another process")
+    expect(page.locator("tr[data-queue=t1]")).to_be_visible()
+    page.click("tr[data-queue=t1] a")
+    expect(page.locator("#wq-status")).to_have_text("live")
+    expect(page.locator(f"#wq-pending tr[data-id='{first}']")).to_be_visible()
+    page.evaluate("window.__noReload = true")
+
+    # Enqueued elsewhere: it shows up in the pending list without a reload.
+    second, = enqueue_elsewhere("t1", "second one")
+    expect(page.locator(f"#wq-pending tr[data-id='{second}']")).to_be_visible()
+    expect(page.locator("[data-count=pending]")).to_have_text("2")
+    shot(page, "2-queue-pending")
+
+    # A worker drains them; then a slow task is in process, with its worker and elapsed time.
+    worker = workers(["t1"], concurrency=2, name="e2e-worker")
+    wait_registered(client, "e2e-worker")
+    expect(page.locator("[data-count=pending]")).to_have_text("0")
+    slow, = enqueue_elsewhere("t1", '{"sleep": 30}')
+    row = page.locator(f"#wq-active tr[data-id='{slow}']")
+    expect(row).to_be_visible()
+    expect(row.locator(".wq-worker")).to_have_text("e2e-worker")
+    expect(row.locator("[data-since]")).to_have_text(re.compile(r"\d+\.\d s"))
+    shot(page, "3-in-process")
+
+    # Cancel it from the page: it leaves the in-process list, and Redis no longer has it.
+    row.locator("button[data-action=cancel]").click()
+    expect(page.locator("#wq-flash")).to_contain_text(f"Task {slow} cancelled")
+    expect(row).to_have_count(0)
+    wait_for(lambda: Queue("t1").get(slow) is None, timeout=20, message="the cancelled task to be gone")
+    assert client.zscore("worqr:{t1}:active", slow) is None
+    wait_for(lambda: any(r["id"] == slow and r["outcome"] == "cancelled" for r in records(client, "t1")),
+             timeout=20, message="the worker to stop the task")
+    shot(page, "4-cancelled")
+
+    # A failing task shows up in the failure history, grouped by its error.
+    failing, = enqueue_elsewhere("t1", '{"fail": "always"}', retries=0)
+    group = page.locator("#wq-history details.wq-group").filter(has_text="ValueError")
+    expect(group).to_be_visible()
+    expect(group.locator(".wq-count")).to_have_text("1×")
+    group.locator("summary").first.click()
+    expect(group.locator(f"a[href='/queues/task/{failing}/']")).to_be_visible()
+    expect(page.locator(f"#wq-failed tr[data-id='{failing}']")).to_be_visible()
+    shot(page, "5-failure-history")
+    assert page.evaluate("window.__noReload") is True
+    assert worker.proc.poll() is None
