@@ -31,8 +31,8 @@ def subprocess_env():
 class DaphneServer:
     """``daphne worqr_site.asgi:application`` on a free port, its output kept in test-artifacts."""
 
-    def __init__(self):
-        self.port = free_port()
+    def __init__(self, port=None):
+        self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         ARTIFACTS.mkdir(exist_ok=True)
         self.log_path = ARTIFACTS / f"daphne-{time.time_ns()}.log"

@@ -108,5 +108,20 @@ def test_live_queue_page_cancel_and_failure_history(operator, server, page, work
     expect(group.locator(f"a[href='/queues/task/{failing}/']")).to_be_visible()
     expect(page.locator(f"#wq-failed tr[data-id='{failing}']")).to_be_visible()
     shot(page, "5-failure-history")
+
+    # The server goes away: the page says so; it comes back: the page reconnects and resyncs.
+    worker.kill()
+    server.stop()
+    expect(page.locator("#wq-banner")).to_be_visible()
+    expect(page.locator("#wq-status")).to_have_text("disconnected")
+    shot(page, "6-disconnected")
+    later, = enqueue_elsewhere("t1", "while the dashboard was down")
+    restarted = DaphneServer(port=server.port).wait_ready()
+    try:
+        expect(page.locator("#wq-status")).to_have_text("live", timeout=40_000)
+        expect(page.locator("#wq-banner")).to_be_hidden()
+        expect(page.locator(f"#wq-pending tr[data-id='{later}']")).to_be_visible()
+        shot(page, "7-reconnected")
+    finally:
+        restarted.stop()
     assert page.evaluate("window.__noReload") is True
-    assert worker.proc.poll() is None

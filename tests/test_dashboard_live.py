@@ -157,3 +157,25 @@ async def test_an_idle_view_sends_no_redis_commands(staff_cookie, client):
     after = client.info("stats")["total_commands_processed"]
     assert after - before == 1  # the second INFO itself
     await comm.disconnect()
+
+
+async def test_a_redis_restart_is_followed_by_a_full_resync(staff_cookie, redis_server):
+    """When Redis goes away and comes back (empty: the test Redis keeps no data), the view is
+    resent in full from a fresh snapshot and later events still arrive."""
+    q = Queue("t1")
+    q.enqueue("before")
+    comm = communicator("/ws/queues/queue/t1/", ORIGIN, staff_cookie)
+    assert (await comm.connect())[0]
+    assert (await receive(comm))["data"]["counts"]["pending"] == 1
+    await asyncio.to_thread(redis_server.restart, 1.0)
+    deadline = time.monotonic() + 15
+    while True:
+        msg = await receive(comm, timeout=max(0.1, deadline - time.monotonic()))
+        if msg["type"] == "update" and msg["full"]:
+            break
+    assert msg["data"]["counts"]["pending"] == 0
+    await asyncio.to_thread(q.enqueue, "after")
+    while (msg := await receive(comm))["type"] != "update":
+        pass
+    assert msg["data"]["counts"]["pending"] == 1
+    await comm.disconnect()

@@ -64,9 +64,15 @@ class LivePump:
                     await self.send({"type": "status", "redis": "up"})
                 backoff, down = 0.1, False
                 self.mark_dirty(full=True)  # the first snapshot, or a resync after a lost link
+                expected = len(self.feed.channels) + len(self.feed.patterns)
                 async for msg in pubsub.listen():
-                    if msg["type"] in ("message", "pmessage") and self.feed.wants(msg["data"]):
-                        self.mark_dirty(event=True)
+                    if msg["type"] in ("message", "pmessage"):
+                        if self.feed.wants(msg["data"]):
+                            self.mark_dirty(event=True)
+                    elif msg["type"] in ("subscribe", "psubscribe"):
+                        expected -= 1
+                        if expected < 0:  # redis-py reconnected and resubscribed: events were lost
+                            self.mark_dirty(full=True)
             except NETWORK_ERRORS as exc:
                 log.warning("worqr dashboard: event subscription lost (%s); retrying in %.1f s", exc, backoff)
                 if not down:

@@ -14,6 +14,7 @@
       WQ.card(c.failures, "failed attempts"), WQ.card(c.enqueued, "enqueued"),
     ]);
     WQ.fill("[data-section=state]", [WQ.badge(c.paused)]);
+    for (const el of WQ.root.querySelectorAll("[data-when]")) el.hidden = (el.dataset.when === "paused") !== c.paused;
   };
   const total = (name, n) => { for (const el of WQ.root.querySelectorAll(`[data-count=${name}]`)) el.textContent = n; };
 

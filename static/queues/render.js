@@ -75,7 +75,8 @@
       g.append(svg("rect", { x, y: 0, width: bw, height: H, class: "wq-hit" }));
       chart.append(g);
       if (i % 15 === 0 || i === n - 1) {
-        const label = svg("text", { x: x, y: H + 14, class: "wq-label" });
+        const label = svg("text", { x: i === n - 1 ? x + bw - 2 : x, y: H + 14, class: "wq-label",
+          "text-anchor": i === n - 1 ? "end" : "start" });
         label.textContent = minute;
         chart.append(label);
       }
