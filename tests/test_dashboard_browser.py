@@ -109,19 +109,30 @@ def test_live_queue_page_cancel_and_failure_history(operator, server, page, work
     expect(page.locator(f"#wq-failed tr[data-id='{failing}']")).to_be_visible()
     shot(page, "5-failure-history")
 
+    # In another tab: the workers page and the overview with its throughput chart.
+    other = page.context.new_page()
+    other.goto(server.url + "/queues/workers/")
+    expect(other.locator("tr[data-worker=e2e-worker] td").nth(5)).to_have_text("0")
+    shot(other, "6-workers")
+    other.goto(server.url + "/queues/")
+    expect(other.locator("tr[data-queue=t1] td").nth(4)).to_have_text("1")
+    expect(other.locator("#wq-chart rect.wq-bar-fail")).to_have_count(1)
+    shot(other, "7-overview")
+    other.close()
+
     # The server goes away: the page says so; it comes back: the page reconnects and resyncs.
     worker.kill()
     server.stop()
     expect(page.locator("#wq-banner")).to_be_visible()
     expect(page.locator("#wq-status")).to_have_text("disconnected")
-    shot(page, "6-disconnected")
+    shot(page, "8-disconnected")
     later, = enqueue_elsewhere("t1", "while the dashboard was down")
     restarted = DaphneServer(port=server.port).wait_ready()
     try:
         expect(page.locator("#wq-status")).to_have_text("live", timeout=40_000)
         expect(page.locator("#wq-banner")).to_be_hidden()
         expect(page.locator(f"#wq-pending tr[data-id='{later}']")).to_be_visible()
-        shot(page, "7-reconnected")
+        shot(page, "9-reconnected")
     finally:
         restarted.stop()
     assert page.evaluate("window.__noReload") is True

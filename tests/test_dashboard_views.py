@@ -130,10 +130,12 @@ def test_operator_retry_delete_and_retry_all_failed_tasks(operator, web, workers
     cancelling a failed task is refused with 409; each success writes an audit row."""
     q = Queue("t3")
     ids = q.enqueue_many(['{"fail": "always"}'] * 4, retries=0)
-    w = workers(["t3"])
+    w = workers(["t3"], name="views-worker")
     wait_for(lambda: q.counts()["failed"] == 4, timeout=30, message="4 failed tasks")
-    w.kill()
     web.force_login(operator)
+    workers_page = web.get(reverse("queues:workers")).content.decode()
+    assert 'data-worker="views-worker"' in workers_page and '<a href="/queues/q/t3/">t3</a>' in workers_page
+    w.kill()
     assert web.post(reverse("queues:task-cancel", args=[ids[0]])).status_code == 409
     assert web.post(reverse("queues:task-retry", args=[ids[0]])).status_code == 302
     assert q.get(ids[0]).state == "pending"
