@@ -28,6 +28,7 @@ local function worker_tasks_key(w) return PREFIX .. 'worker:' .. w end
 -- bulk transition stays one small message; 'n' always carries the full count.
 local function publish(event)
   event.q = QUEUE
+  if event.ids and #event.ids == 0 then event.ids = nil end  -- cjson would write {} for it
   if event.ids and #event.ids > 50 then
     local head = {}
     for i = 1, 50 do head[i] = event.ids[i] end
