@@ -8,6 +8,7 @@ argument, 4404 unknown queue, 4500 the pump stopped on an error (the page reconn
 import asyncio
 import json
 import logging
+import time
 from urllib.parse import parse_qsl
 
 from asgiref.sync import sync_to_async
@@ -23,6 +24,11 @@ log = logging.getLogger("worqr.dashboard")
 
 class DashboardConsumer(AsyncWebsocketConsumer):
     pump = task = redis = None
+    #: Seconds after which access is checked again (from the session, in the database) before
+    #: the next message, so a logged-out or demoted user stops receiving within about a minute
+    #: of the next change. Never on a timer: an idle socket costs nothing.
+    recheck_every = 60.0
+    checked_at = 0.0
 
     async def connect(self):
         if not await access.acan_view(self.scope.get("user")):
@@ -42,6 +48,7 @@ class DashboardConsumer(AsyncWebsocketConsumer):
             await self.close(code=4404)
             return
         await self.accept()
+        self.checked_at = time.monotonic()
         self.redis = conn.async_client()
         self.pump = LivePump(self.redis, feed, self.send_json)
         self.task = asyncio.create_task(self.pump.run())
@@ -53,6 +60,13 @@ class DashboardConsumer(AsyncWebsocketConsumer):
             asyncio.ensure_future(self.close(code=4500))
 
     async def send_json(self, message):
+        if time.monotonic() - self.checked_at >= self.recheck_every:
+            self.checked_at = time.monotonic()
+            session = self.scope.get("session")
+            if not await access.asession_can_view(session.session_key if session else None):
+                self.task.cancel()  # stops the pump at its next await
+                await self.close(code=4403)
+                return
         await self.send(text_data=json.dumps(message))
 
     async def receive(self, text_data=None, bytes_data=None):

@@ -6,8 +6,12 @@ Anonymous users are sent to the admin's login page; everyone else without access
 """
 
 from functools import wraps
+from importlib import import_module
+from types import SimpleNamespace
 
 from channels.db import database_sync_to_async
+from django.conf import settings
+from django.contrib.auth import get_user
 from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied
 
@@ -32,6 +36,18 @@ def can_act(user, codename):
 
 
 acan_view = database_sync_to_async(can_view)
+
+
+def session_can_view(session_key):
+    """True if the session, read again from its store, still has a user who may view (False
+    once logged out, expired, or after a password change or loss of permission)."""
+    if not session_key:
+        return False
+    store = import_module(settings.SESSION_ENGINE).SessionStore(session_key)
+    return can_view(get_user(SimpleNamespace(session=store)))
+
+
+asession_can_view = database_sync_to_async(session_can_view)
 
 
 def allowed_actions(user):
