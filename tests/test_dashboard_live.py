@@ -197,3 +197,32 @@ async def test_a_logged_out_user_stops_receiving_updates(staff_cookie, monkeypat
     await sync_to_async(lambda: Session.objects.all().delete())()
     await asyncio.to_thread(Queue("t1").enqueue, "y")
     assert await comm.receive_output(timeout=5) == {"type": "websocket.close", "code": 4403}
+
+
+async def test_workers_view_shows_workers_joining_and_a_dead_one_leaving(staff_cookie, workers, client):
+    """The workers view lists a worker once it joins, and drops a worker killed with SIGKILL
+    once the surviving worker fails it (no heartbeat), with no reload and no polling."""
+    import signal
+
+    comm = communicator("/ws/queues/workers/", ORIGIN, staff_cookie)
+    assert (await comm.connect())[0]
+    assert (await receive(comm))["data"]["workers"] == []
+
+    async def until(predicate, timeout):
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            assert left > 0, "timed out waiting for the workers view"
+            if await comm.receive_nothing(timeout=min(left, 0.2), interval=0.02):
+                continue
+            msg = json.loads(await comm.receive_from())
+            names = sorted(w["name"] for w in msg["data"].get("workers", [{"name": "?"}]))
+            if predicate(names):
+                return msg
+
+    doomed = workers(["t4"], name="live-doomed")
+    workers(["t4"], name="live-survivor")
+    await until(lambda names: names == ["live-doomed", "live-survivor"], 30)
+    doomed.signal(signal.SIGKILL)
+    await until(lambda names: names == ["live-survivor"], 20)
+    await comm.disconnect()

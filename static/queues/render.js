@@ -27,20 +27,25 @@
       : [h("tr", {}, h("td", { colSpan: cols, class: "wq-empty" }, body.dataset.empty || "None."))]));
   };
 
-  WQ.failureList = (failures, withId) => h("ul", { class: "wq-failures" }, failures.length ? failures.map((f) =>
-    h("li", {}, withId ? [WQ.taskLink(f.id), " at "] : "At ", f.failed, ", attempt ", f.attempts,
+  // Which <details> are open (by data-key), so a re-render keeps what the reader unfolded.
+  WQ.openKeys = () => new Set([...WQ.root.querySelectorAll("details[open][data-key]")].map((d) => d.dataset.key));
+
+  WQ.failureList = (failures, withId, open) => h("ul", { class: "wq-failures" }, failures.length ? failures.map((f) => {
+    const key = "tb:" + f.id + "@" + f.failed + "#" + f.attempts;
+    return h("li", {}, withId ? [WQ.taskLink(f.id), " at "] : "At ", f.failed, ", attempt ", f.attempts,
       f.worker ? ", worker " + f.worker : "",
       h("div", { class: "wq-error" }, f.error),
-      h("details", {}, h("summary", {}, "Traceback"), h("pre", { class: "wq-tb" }, f.traceback))))
-    : [h("li", { class: "wq-empty" }, "None.")]);
+      h("details", { "data-key": key, open: open && open.has(key) }, h("summary", {}, "Traceback"),
+        h("pre", { class: "wq-tb" }, f.traceback)));
+  }) : [h("li", { class: "wq-empty" }, "None.")]);
 
   WQ.failureGroups = (groups) => {
-    const open = new Set([...WQ.root.querySelectorAll("details.wq-group[open]")].map((d) => d.dataset.key));
+    const open = WQ.openKeys();
     if (!groups.length) return [h("p", { class: "wq-empty" }, "No failure recorded.")];
     return groups.map((g) => h("details", { class: "wq-group", "data-key": g.key, open: open.has(g.key) },
       h("summary", {}, h("span", { class: "wq-count" }, g.count + "×"), " ", h("strong", {}, g.type), ": ",
         h("code", {}, g.shape), h("span", { class: "wq-seen" }, "first " + g.first_seen + ", last " + g.last_seen)),
-      WQ.failureList(g.failures, true)));
+      WQ.failureList(g.failures, true, open)));
   };
 
   function svg(tag, attrs) {

@@ -37,5 +37,5 @@
   };
 
   WQ.renderers.failures = (failures) =>
-    WQ.root.querySelector("[data-section=failures]").replaceChildren(WQ.failureList(failures, false));
+    WQ.root.querySelector("[data-section=failures]").replaceChildren(WQ.failureList(failures, false, WQ.openKeys()));
 })();
