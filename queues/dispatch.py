@@ -16,7 +16,7 @@ The payload is JSON text (so the dashboard shows it as it is)::
    result (never empty, so a task returning None still has a result; worqr forgets the worker
    of a completed task, the result remembers it); a value that is not JSON fails the task;
 4. lets an exception propagate, so worqr's retries, backoff and failed set apply unchanged;
-5. records the run's duration (``queues.durations``) and sends ``task_finished`` once the task
+5. sends ``task_finished`` once the task
    is finished for good (succeeded, or failed with no retries left).
 """
 
@@ -33,7 +33,6 @@ from django.db import close_old_connections
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
-from . import durations
 from .conf import get_connection
 from .engine import errors as engine_errors
 from .engine import keys
@@ -181,10 +180,6 @@ def run(wtask):
 
 
 def _finished(client, wtask, result, started, exc):
-    try:
-        durations.record(client, wtask.queue, time.monotonic() - started)
-    except Exception:  # best effort: metrics must not fail a task
-        log.warning("worqr: could not record the duration of task %s", wtask.id, exc_info=True)
     if wtask.cancelled or (exc is not None and not _final_attempt(wtask)):
         return
     object.__setattr__(result, "finished_at", timezone.now())

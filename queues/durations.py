@@ -1,9 +1,7 @@
 """Task run durations per queue, kept in Redis as a histogram for ``/metrics``.
 
-The engine does not measure how long handlers run, so the Tasks backend's dispatcher records
-each run of a framework task here (``record``). The format is meant for the engine to adopt
-(its ``finish``/``fail`` scripts know the start time and Redis' clock), after which this module
-only reads:
+The engine's ``finish`` and ``fail`` scripts record every run (Redis clock, start to outcome)
+in this format; this module reads it (``record`` is kept for tools that time runs themselves):
 
 ``worqr:{<queue>}:durations`` [hash]
     ``le:<bound>``  runs that took at most ``<bound>`` seconds and more than the bound before it

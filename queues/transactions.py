@@ -9,26 +9,18 @@ names) adds one option to ``enqueue`` and ``enqueue_many``:
    rollback (of the transaction, or of the savepoint the call was made in) drops the enqueue,
    so no task ever runs against rows that were never committed.
 
-Ids before commit: the engine makes its own ids inside ``enqueue_many``. Until it accepts ids
-from the caller, ``_enqueue_with_ids`` swaps the ids it generated for ours in the arguments of
-the ``enqueue`` script (the last ``n`` quadruples start with the id), checking that every slot
-it overwrites really holds a fresh id of this queue, so a change of the script's arguments fails
-loudly instead of corrupting a payload.
+Ids before commit: the ids are made at the call with ``new_task_id`` and handed to the
+engine's ``enqueue_many(ids=...)`` at commit, so the id returned is the id the task gets.
 
 Limits: ``unique`` cannot be combined with a deferred enqueue (the id is promised before it is
 known whether a holder of the unique key exists at commit); and a process that dies between the
 commit and the enqueue loses the enqueue (at most once; an outbox table would close that gap).
 """
 
-import logging
-
 from django.db import DEFAULT_DB_ALIAS, transaction
 
-from .engine import keys
 from .engine import queue as engine_queue
-from .engine.errors import InvalidTask, PayloadTooLarge
-
-log = logging.getLogger("worqr")
+from .engine.errors import InvalidTask
 
 
 def in_transaction(using=None):
@@ -38,8 +30,6 @@ def in_transaction(using=None):
 
 class Queue(engine_queue.Queue):
     """The engine's Queue, plus ``on_commit=True`` on ``enqueue`` and ``enqueue_many``."""
-
-    _given_ids = None
 
     def enqueue(self, payload, *, on_commit=False, using=None, **options):
         """Add one task; returns its id. With ``on_commit=True`` inside a transaction the task is
@@ -61,52 +51,11 @@ class Queue(engine_queue.Queue):
         transaction.on_commit(lambda: self._enqueue_with_ids(payloads, ids, options), using=using)
         return ids
 
-    def check_enqueue(self, payloads, *, delay=None, eta=None, retries=None, timeout=None, backoff=None,
-              lock=None, unique=False, callback=None, meta=None):
-        """Raise what ``enqueue_many`` would raise for these payloads and options, adding nothing.
-
-        Lets a deferred enqueue fail at the call, not at commit. Lock functions of handlers are
-        only run at commit.
-        """
-        limit = self.connection.config.max_payload_bytes
-        for payload in payloads:
-            if isinstance(payload, str):
-                size = len(payload.encode("utf-8", "surrogateescape"))
-            elif isinstance(payload, (bytes, bytearray, memoryview)):
-                size = len(bytes(payload))
-            else:
-                raise InvalidTask(
-                    f"payload must be str or bytes, not {type(payload).__name__} "
-                    "(payloads are stored raw: serialise it first)"
-                )
-            if size > limit:
-                raise PayloadTooLarge(
-                    f"payload of {size} bytes is over the limit of {limit} bytes (WORQR['MAX_PAYLOAD_BYTES'])"
-                )
-        # Side-effect free checks of the engine's own; skipped if the engine renames them.
-        when, options = getattr(self, "_when", None), getattr(self, "_options", None)
-        if when is not None and options is not None:
-            when(delay, eta)
-            options(retries, timeout, backoff, lock, callback, meta)
+    def check_enqueue(self, payloads, **options):
+        """Raise what ``enqueue_many`` would raise for these payloads and options, adding nothing
+        (so a deferred enqueue fails at the call, not at commit)."""
+        self.validate(payloads, **options)
 
     def _enqueue_with_ids(self, payloads, ids, options):
         """Enqueue ``payloads`` now, as tasks with the given ``ids``; returns the ids."""
-        q = type(self)(self.name, self._connection)
-        q._given_ids = list(ids)
-        got = engine_queue.Queue.enqueue_many(q, payloads, **options)
-        if got != list(ids):  # only possible if the engine stops going through _run
-            log.error("worqr: queue %s: tasks enqueued as %s, not the promised %s", self.name, got, ids)
-        return got
-
-    def _run(self, script, *args):
-        if script == "enqueue" and self._given_ids:
-            args = list(args)
-            n = int(args[0])
-            for i in range(len(args) - 4 * n, len(args), 4):
-                if keys.queue_from_task_id(args[i]) != self.name:
-                    raise RuntimeError(
-                        f"queue {self.name}: the engine's enqueue arguments changed; "
-                        "transactional enqueue needs updating"
-                    )
-                args[i] = self._given_ids.pop(0)
-        return super()._run(script, *args)
+        return engine_queue.Queue.enqueue_many(self, payloads, ids=ids, **options)

@@ -21,6 +21,8 @@ Kinds (the type is in brackets):
 - ``unique``     [hash]  unique key -> id of the live task holding it
 - ``lockwaits``  [zset]  lock keys with tasks waiting (score: when to re-check the lock, ms)
 - ``results``    [zset]  ids of finished tasks whose result is kept (score: expiry, ms)
+- ``durations``  [hash]  histogram of run durations: ``le:<bound s>`` counts (not cumulative;
+                         ``le:+Inf`` holds the rest), ``count`` and ``sum`` (seconds)
 - ``task:<id>``  [hash]  one task (fields in ``task.py``)
 - ``worker:<name>`` [set] ids of this queue's tasks held by that worker
 - ``lock:<key>`` [string] the holder of a lock, ``<id>:<lease>``, always with an expiry
@@ -42,7 +44,7 @@ _WORKER_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@+:-]*")
 
 QUEUE_KINDS = (
     "pending", "delayed", "active", "deadlines", "failed", "failures", "stats", "throughput",
-    "meta", "workers", "idle", "unique", "lockwaits", "results",
+    "meta", "workers", "idle", "unique", "lockwaits", "results", "durations",
 )
 
 # Global keys (never used inside a Lua script).

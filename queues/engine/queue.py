@@ -57,34 +57,53 @@ class Queue:
         """Add one task; returns its id. See ``enqueue_many`` for the options."""
         return self.enqueue_many([payload], **options)[0]
 
-    def enqueue_many(self, payloads, *, delay=None, eta=None, retries=None, timeout=None,
-                     backoff=None, lock=None, unique=False, callback=None, meta=None):
-        """Add tasks in one atomic step; returns their ids in order.
+    def enqueue_many(self, payloads, *, ids=None, **options):
+        """Add tasks, atomically in steps of 5,000; returns their ids in order.
 
-        ``delay`` (seconds) or ``eta`` (a datetime) defers them; ``retries``, ``timeout`` (s)
-        and ``backoff`` (s) override the handler's defaults; ``lock`` names a lock they take
-        while running; ``unique=True`` derives a unique key from each payload (or pass the key
-        as a string): while a task with that key is pending or running, enqueueing returns it.
+        Options: ``delay`` (seconds) or ``eta`` (a datetime) defers them; ``retries``,
+        ``timeout`` (s) and ``backoff`` (s) override the handler's defaults; ``lock`` names a lock
+        they take while running; ``unique=True`` derives a unique key from each payload (or pass
+        the key as a string): while a task with that key is pending or running, enqueueing
+        returns its id; ``callback`` (a URL) and ``meta`` (text) are kept with the task.
+        ``ids`` gives the tasks' ids (made with ``new_task_id``) instead of fresh ones.
         """
         payloads = list(payloads)
+        if ids is not None:
+            ids = list(ids)
+            if len(ids) != len(payloads) or any(keys.queue_from_task_id(i) != self.name for i in ids):
+                raise InvalidTask(f"ids must be one task id of queue {self.name!r} per payload")
+        batches = self._prepare(payloads, **options)
+        if batches is None:  # a handler's lock function gave different locks: one call per lock
+            ids = ids or [None] * len(payloads)
+            return [self.enqueue_many([p], ids=None if i is None else [i], **options)[0]
+                    for p, i in zip(payloads, ids)]
+        when, opts, args = batches
+        for i in range(0, len(args), 4):
+            args[i] = ids[i // 4] if ids is not None else new_task_id(self.name)
+        out = []
+        for start in range(0, len(args), 4 * _BATCH):
+            chunk = args[start:start + 4 * _BATCH]
+            reply = self._run("enqueue", len(chunk) // 4, when, *opts, *chunk)
+            if reply[0] == 1:
+                self.client.sadd(keys.KNOWN_QUEUES, self.name)
+            out += [i.decode() for i in reply[1:]]
+        return out
+
+    def validate(self, payloads, **options):
+        """Raise what ``enqueue_many`` would raise for these payloads and options; adds nothing."""
+        self._prepare(list(payloads), **options)
+
+    def _prepare(self, payloads, *, delay=None, eta=None, retries=None, timeout=None, backoff=None,
+                 lock=None, unique=False, callback=None, meta=None):
+        """Check everything; returns (when, options, per-task arguments without ids), or None
+        when a handler's lock function puts the payloads under different locks."""
         config = self.connection.config
         when = self._when(delay, eta)
         opts = self._options(retries, timeout, backoff, lock, callback, meta)
-        spec = get_handler(self.name)
-        lock_fn = spec.lock if spec is not None and callable(spec.lock) else None
-        if lock is None and spec is not None and isinstance(spec.lock, str):
-            opts[3] = keys.check_lock_key(spec.lock)
         if unique is not True and unique is not False and not isinstance(unique, str):
             raise InvalidTask(f"unique must be True, False or a key string, not {unique!r}")
         if isinstance(unique, str):
             keys.check_lock_key(unique)
-        if lock_fn is not None and lock is None and len({self._lock_of(lock_fn, p) for p in payloads}) > 1:
-            # One lock per call: split into calls that share a lock key.
-            return [self.enqueue(p, delay=delay, eta=eta, retries=retries, timeout=timeout,
-                                 backoff=backoff, unique=unique, callback=callback, meta=meta)
-                    for p in payloads]
-        if lock_fn is not None and lock is None and payloads:
-            opts[3] = keys.check_lock_key(self._lock_of(lock_fn, payloads[0]))
         args = []
         for payload in payloads:
             if isinstance(payload, str):
@@ -101,21 +120,18 @@ class Queue:
                     f"payload of {len(raw)} bytes is over the limit of "
                     f"{config.max_payload_bytes} bytes (WORQR['MAX_PAYLOAD_BYTES'])"
                 )
-            if unique is True:
-                ukey = hashlib.sha1(raw).hexdigest()
-            else:
-                ukey = unique or ""
-            args += [new_task_id(self.name), raw, ukey, kind]
-        if not payloads:
-            return []
-        ids = []
-        for start in range(0, len(args), 4 * _BATCH):
-            chunk = args[start:start + 4 * _BATCH]
-            reply = self._run("enqueue", len(chunk) // 4, when, *opts, *chunk)
-            if reply[0] == 1:
-                self.client.sadd(keys.KNOWN_QUEUES, self.name)
-            ids += [i.decode() for i in reply[1:]]
-        return ids
+            ukey = hashlib.sha1(raw).hexdigest() if unique is True else (unique or "")
+            args += [None, raw, ukey, kind]
+        spec = get_handler(self.name)
+        if lock is None and spec is not None and spec.lock is not None:
+            if isinstance(spec.lock, str):
+                opts[3] = keys.check_lock_key(spec.lock)
+            elif payloads:
+                locks = {keys.check_lock_key(self._lock_of(spec.lock, p)) for p in payloads}
+                if len(locks) > 1:
+                    return None
+                opts[3] = locks.pop()
+        return when, opts, args
 
     @staticmethod
     def _lock_of(lock_fn, payload):

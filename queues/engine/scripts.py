@@ -2,7 +2,7 @@
 
 Each script is ``lua/<name>-<number of keys>.lua``; the shared helpers in ``lua/includes/`` are
 inlined in front of every script, in file-name order. Every script takes the queue's keys in
-``keys.QUEUE_KINDS`` order (hence the ``-14``), then ARGV[1] = the queue's key prefix and
+``keys.QUEUE_KINDS`` order (hence the ``-15``), then ARGV[1] = the queue's key prefix and
 ARGV[2] = the queue name. Placeholders ``@@NAME@@`` are filled from ``keys`` here, so key and
 channel names are still built in one module.
 """

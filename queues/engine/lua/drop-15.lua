@@ -32,6 +32,6 @@ if ids then drop_ids(ids) end
 if rcall('LLEN', K.pending) > 0 then return 1 end
 for _, w in ipairs(rcall('ZRANGE', K.workers, 0, -1)) do rcall('DEL', worker_tasks_key(w)) end
 rcall('UNLINK', K.pending, K.delayed, K.active, K.deadlines, K.failed, K.failures, K.stats,
-  K.throughput, K.meta, K.workers, K.idle, K.unique, K.lockwaits, K.results)
+  K.throughput, K.meta, K.workers, K.idle, K.unique, K.lockwaits, K.results, K.durations)
 publish({e = 'dropped'})
 return 0

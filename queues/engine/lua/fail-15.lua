@@ -10,10 +10,11 @@
 -- Events: 'retrying' | 'failed' | 'cancelled' | 'deferred' {ids, error}
 local worker, id, lease = ARGV[3], ARGV[4], ARGV[5]
 local tk = task_key(id)
-local f = rcall('HMGET', tk, 'l', 's', 'lk', 'w', 'x', 'u')
+local f = rcall('HMGET', tk, 'l', 's', 'lk', 'w', 'x', 'u', 'st')
 if f[1] ~= lease or f[2] ~= 'active' then return -1 end
 local now = now_ms()
 leave_active(id, lease, f[3], f[4])
+if f[7] then record_durations({math.max(0, now - tonumber(f[7])) / 1000}) end
 if f[5] then
   drop_cancelled(id, tk, f[6])
   publish({e = 'cancelled', ids = {id}})

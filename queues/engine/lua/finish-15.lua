@@ -7,15 +7,17 @@
 -- Events: 'completed' {w, ids, n}, 'cancelled' {ids}
 local worker, n, result_ttl = ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5])
 local now = now_ms()
-local out, done, cancelled = {}, {}, {}
+local out, done, cancelled, runs = {}, {}, {}, {}
+local kept = false
 for i = 0, n - 1 do
   local id, lease, result = ARGV[6 + 3 * i], ARGV[7 + 3 * i], ARGV[8 + 3 * i]
   local tk = task_key(id)
-  local f = rcall('HMGET', tk, 'l', 's', 'lk', 'w', 'x', 'u')
+  local f = rcall('HMGET', tk, 'l', 's', 'lk', 'w', 'x', 'u', 'st')
   if f[1] ~= lease or f[2] ~= 'active' then
     out[#out + 1] = -1
   else
     leave_active(id, lease, f[3], f[4])
+    if f[7] then runs[#runs + 1] = math.max(0, now - tonumber(f[7])) / 1000 end
     if f[5] then
       drop_cancelled(id, tk, f[6])
       cancelled[#cancelled + 1] = id
@@ -24,9 +26,9 @@ for i = 0, n - 1 do
       clear_unique(id, f[6])
       if result ~= '' then
         rcall('HSET', tk, 's', 'completed', 'res', result, 'fin', now)
-        rcall('HDEL', tk, 'w')
         rcall('PEXPIRE', tk, result_ttl)
         rcall('ZADD', K.results, now + result_ttl, id)
+        kept = true
       else
         rcall('DEL', tk)
       end
@@ -35,11 +37,12 @@ for i = 0, n - 1 do
     end
   end
 end
+record_durations(runs)
 if #done > 0 then
   rcall('HINCRBY', K.stats, 'completed', #done)
   count_minute('c', now, #done)
   publish({e = 'completed', w = worker, ids = done, n = #done})
-  if result_ttl > 0 then rcall('ZREMRANGEBYSCORE', K.results, '-inf', now) end
+  if kept then rcall('ZREMRANGEBYSCORE', K.results, '-inf', now) end
 end
 if #cancelled > 0 then publish({e = 'cancelled', ids = cancelled, n = #cancelled}) end
 return out

@@ -7,7 +7,7 @@ local K = {
   pending = KEYS[1], delayed = KEYS[2], active = KEYS[3], deadlines = KEYS[4],
   failed = KEYS[5], failures = KEYS[6], stats = KEYS[7], throughput = KEYS[8],
   meta = KEYS[9], workers = KEYS[10], idle = KEYS[11], unique = KEYS[12],
-  lockwaits = KEYS[13], results = KEYS[14],
+  lockwaits = KEYS[13], results = KEYS[14], durations = KEYS[15],
 }
 local PREFIX = ARGV[1]
 local QUEUE = ARGV[2]
@@ -82,4 +82,28 @@ local function count_minute(kind, now, n)
       end
     end
   end
+end
+
+-- Run durations, as a histogram (bounds in seconds, written as Python's '%g' writes them).
+local DURATION_BOUNDS = {
+  {0.005, '0.005'}, {0.01, '0.01'}, {0.025, '0.025'}, {0.05, '0.05'}, {0.1, '0.1'},
+  {0.25, '0.25'}, {0.5, '0.5'}, {1, '1'}, {2.5, '2.5'}, {5, '5'}, {10, '10'}, {30, '30'},
+  {60, '60'}, {300, '300'}, {900, '900'}, {3600, '3600'},
+}
+
+-- Add the runs (a list of durations in seconds) to the queue's histogram in a few commands.
+local function record_durations(runs)
+  if #runs == 0 then return end
+  local per, total = {}, 0
+  for _, d in ipairs(runs) do
+    local field = 'le:+Inf'
+    for _, b in ipairs(DURATION_BOUNDS) do
+      if d <= b[1] then field = 'le:' .. b[2]; break end
+    end
+    per[field] = (per[field] or 0) + 1
+    total = total + d
+  end
+  for field, n in pairs(per) do rcall('HINCRBY', K.durations, field, n) end
+  rcall('HINCRBY', K.durations, 'count', #runs)
+  rcall('HINCRBYFLOAT', K.durations, 'sum', total)
 end

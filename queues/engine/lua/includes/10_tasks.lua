@@ -81,7 +81,7 @@ local function record_failure(id, tk, now, opts)
   rcall('LPUSH', K.failures, cjson.encode(entry))
   rcall('LTRIM', K.failures, 0, opts.hist - 1)
   rcall('HSET', tk, 'e', opts.error, 'tb', opts.traceback)
-  rcall('HDEL', tk, 'w', 'st')
+  if opts.worker then rcall('HSET', tk, 'w', opts.worker) end
   rcall('HINCRBY', K.stats, 'failures', 1)
   count_minute('f', now, 1)
   if attempts <= retries then
