@@ -98,7 +98,7 @@ class Worker:
                 pass
         await self._register_until_done()
         listener = Listener(self.redis, keys.worker_channel(self.name), self._on_control, self.kick.set)
-        helpers = [asyncio.ensure_future(c) for c in (listener.run(), self._beat_loop(), self.reporter.run())]
+        helpers = [asyncio.ensure_future(c) for c in (listener.run(), self._beat_loop())]
         log.info("worqr: worker %s serving %s with %d slot(s)", self.name, ", ".join(self.queues), self.concurrency)
         try:
             await self._fetch_loop()
@@ -193,20 +193,25 @@ class Worker:
     async def _fetch_loop(self):
         backoff = 0.05
         while not self.stopping:
-            free = self.concurrency - len(self.running)
-            if free <= 0 or not self.registered:
+            if self.running:
+                await asyncio.sleep(0)  # let completions that are already due land: bigger batches
+            free = self.concurrency - len(self.running) if self.registered else 0
+            if free <= 0 and not self.reporter.acks:
                 self.slot_freed.clear()
                 await _wait(self.slot_freed, 1.0 if not self.registered else None)
                 continue
             self.kick.clear()
+            acks = self.reporter.take_acks()
             try:
                 if self.reconcile:
                     await self._reconcile()
-                taken, wait_ms = await self._fetch(free)
+                taken, wait_ms = await self._fetch(max(free, 0), acks)
                 backoff = 0.05
             except NETWORK_ERRORS as exc:
-                # The start script may have run with its reply lost: tasks held in Redis but
-                # unknown here would be stranded, so compare and give those back.
+                # The call may have run with its reply lost: acknowledgements are sent again
+                # (a repeat is refused as stale, harmlessly) and tasks held in Redis but unknown
+                # here would be stranded, so compare and give those back.
+                self.reporter.put_back(acks)
                 self.reconcile = True
                 log.warning("worqr: fetch failed (%s); retrying in %.1f s", exc, backoff)
                 await _wait(self.stop_event, backoff)
@@ -215,23 +220,33 @@ class Worker:
             for d in taken:
                 self.running[d.task.id] = d
                 d.runner = asyncio.ensure_future(processor.run(self, d))
-            if len(taken) < free:
+            if 0 < free and len(taken) < free and not self.reporter.acks:
                 await _wait(self.kick, None if wait_ms < 0 else wait_ms / 1000)
 
-    async def _fetch(self, free):
+    async def _fetch(self, free, acks):
+        """Acknowledge ``acks`` and take up to ``free`` tasks, queue by queue in priority order."""
         taken, wait_ms = [], -1
         c = self.config
+        ttl_ms = int(c.result_ttl * 1000)
         for q in self.queues:
             want = free - len(taken)
-            if want <= 0:
-                break
+            batch = acks.pop(q, [])
+            if want <= 0 and not batch:
+                continue
             spec = self.specs[q]
             reply = await scripts.arun(
                 self.redis, "start", q, self.name, want, int(c.lock_ttl * 1000),
-                int(c.timeout_grace * 1000), _default(spec.timeout, 0),
+                int(c.timeout_grace * 1000), _default(spec.timeout, 0), len(batch), ttl_ms,
+                *(x for triple in batch for x in triple),
             )
+            if batch:
+                self.reporter.check_codes(batch, reply[len(reply) - len(batch):])
+                reply = reply[:len(reply) - len(batch)]
+            if want <= 0:
+                continue
             if reply[0] == -1:
                 self._reaped([q])
+                self.reporter.put_back(acks)  # those of the queues not reached yet
                 return taken, -1
             if reply[1] >= 0:
                 wait_ms = reply[1] if wait_ms < 0 else min(wait_ms, reply[1])
@@ -244,7 +259,7 @@ class Worker:
                 self.idle_in.add(q)
             else:
                 self.idle_in.discard(q)
-        if len(taken) >= free and self.idle_in:
+        if free and len(taken) >= free and self.idle_in:
             # Full: leave the idle sets of the queues we did not get to, so wake-ups go to others.
             p = self.redis.pipeline(transaction=False)
             for q in self.idle_in:
@@ -309,6 +324,7 @@ class Worker:
         while self.running and time.monotonic() < deadline:
             self.slot_freed.clear()
             await _wait(self.slot_freed, max(0.0, deadline - time.monotonic()))
+            await self.reporter.flush()
         left = [d for d in self.running.values() if not d.reported]
         for d in left:
             d.stopping = True

@@ -1,7 +1,8 @@
 """Reports outcomes to Redis for a worker.
 
-- completed and cancelled tasks are acknowledged in batches: one ``finish`` call per queue for
-  everything that finished while the previous call was in flight;
+- completed and cancelled tasks are acknowledged in batches: the launcher's fetch loop takes
+  them (``take_acks``) and sends them with its next ``start`` call for that queue, so a busy
+  worker acknowledges and fetches in one round trip; ``flush`` sends them alone (shutdown);
 - failures and stops are sent at once (they are rarer, and a failure's retry timing counts);
 - every call is retried through network errors with backoff; a stale lease is logged, not raised.
 """
@@ -26,7 +27,6 @@ class Reporter:
     def __init__(self, worker):
         self.w = worker
         self.acks = defaultdict(list)
-        self.ack_ready = asyncio.Event()
 
     def _log(self, d, outcome):
         if log.isEnabledFor(logging.INFO):
@@ -38,7 +38,22 @@ class Reporter:
         self.w.processed += outcome == "completed"
         self._log(d, outcome)
         self.acks[d.task.queue].append((d.task.id, d.task.lease, result))
-        self.ack_ready.set()
+        self.w.kick.set()
+        self.w.slot_freed.set()
+
+    def take_acks(self):
+        """{queue: [(id, lease, result)]} of everything to acknowledge, handed to the caller."""
+        acks, self.acks = self.acks, defaultdict(list)
+        return acks
+
+    def put_back(self, acks):
+        for queue, batch in acks.items():
+            self.acks[queue][:0] = batch
+
+    def check_codes(self, batch, codes):
+        for (task_id, lease, _), code in zip(batch, codes):
+            if code == -1:
+                log.warning("worqr: task %s: lease %s is stale; completion refused", task_id, lease)
 
     async def failure(self, d, error, trace, retry_after=None):
         c, spec = self.w.config, d.spec
@@ -69,13 +84,8 @@ class Reporter:
         log.error("worqr: gave up on %s for queue %s; the lease will expire", script, queue)
         return None
 
-    async def run(self):
-        while True:
-            await self.ack_ready.wait()
-            self.ack_ready.clear()
-            await self.flush()
-
     async def flush(self):
+        """Acknowledge everything pending now, one ``finish`` call per queue."""
         ttl_ms = int(self.w.config.result_ttl * 1000)
         for queue in list(self.acks):
             batch = self.acks.pop(queue, [])
@@ -83,9 +93,6 @@ class Reporter:
                 continue
             args = [x for triple in batch for x in triple]
             codes = await self._call_retrying("finish", queue, self.w.name, len(batch), ttl_ms, *args)
-            if codes is None:
-                continue
-            for (task_id, lease, _), code in zip(batch, codes):
-                if code == -1:
-                    log.warning("worqr: task %s: lease %s is stale; completion refused", task_id, lease)
+            if codes is not None:
+                self.check_codes(batch, codes)
 
