@@ -19,34 +19,45 @@ def known_queues(client):
     return sorted(_decode(q) for q in client.smembers(keys.KNOWN_QUEUES))
 
 
-def queue_counts(client, queue, pipe=None):
-    """Counts per state and lifetime counters of one queue.
-
-    ``pending`` includes tasks waiting for a lock (also given as ``waiting``); ``failed`` is
-    the size of the failed set (tasks out of attempts); ``failures`` counts failed attempts.
-    """
-    p = pipe or client.pipeline(transaction=False)
+def _queue_reads(p, queue):
     p.llen(keys.queue_key(queue, "pending"))
     p.zcard(keys.queue_key(queue, "delayed"))
     p.zcard(keys.queue_key(queue, "active"))
     p.zcard(keys.queue_key(queue, "failed"))
     p.hgetall(keys.queue_key(queue, "stats"))
     p.hexists(keys.queue_key(queue, "meta"), "paused")
-    pending, delayed, active, failed, stats, paused = p.execute()
+
+
+def _counts(replies):
+    pending, delayed, active, failed, stats, paused = replies
     counts = {name: int(stats.get(name.encode(), 0)) for name in _STAT_NAMES}
     counts["waiting"] = max(counts["waiting"], 0)
     counts["total_failed"] = counts.pop("failed")
-    counts.update(
-        pending=pending + counts["waiting"], delayed=delayed, active=active, failed=failed,
-    )
+    counts.update(pending=pending + counts["waiting"], delayed=delayed, active=active, failed=failed)
     counts["paused"] = bool(paused)
     return counts
 
 
+def queue_counts(client, queue):
+    """Counts per state and lifetime counters of one queue, in one round trip.
+
+    ``pending`` includes tasks waiting for a lock (also given as ``waiting``); ``failed`` is
+    the size of the failed set (tasks out of attempts); ``total_failed`` counts tasks that ran
+    out of attempts, ``failures`` failed attempts.
+    """
+    p = client.pipeline(transaction=False)
+    _queue_reads(p, queue)
+    return _counts(p.execute())
+
+
 def overview(client):
-    """[{name, counts...}] for every known queue, in one round trip."""
+    """[{name, counts...}] for every known queue, in two round trips whatever their number."""
     names = known_queues(client)
-    return [dict(queue_counts(client, name), name=name) for name in names]
+    p = client.pipeline(transaction=False)
+    for name in names:
+        _queue_reads(p, name)
+    replies = p.execute()
+    return [dict(_counts(replies[6 * i:6 * i + 6]), name=name) for i, name in enumerate(names)]
 
 
 def _tasks(client, queue, ids):
