@@ -38,7 +38,7 @@ class DashboardConsumer(AsyncWebsocketConsumer):
         params = dict(parse_qsl(self.scope.get("query_string", b"").decode("latin-1")))
         conn = get_connection()
         try:
-            feed = await sync_to_async(feeds.feed_for, thread_sensitive=False)(
+            feed = await sync_to_async(feeds.feed_for, thread_sensitive=False, executor=feeds.EXECUTOR)(
                 conn.client, kwargs["view"], kwargs.get("arg"), params
             )
         except InvalidInput:

@@ -4,9 +4,16 @@ A feed names the pub/sub channels (or patterns) of what its page shows, filters 
 messages without decoding them, and builds the page's snapshot (sync: it runs in a thread).
 """
 
+from concurrent.futures import ThreadPoolExecutor
+
 from ..engine import keys
 from ..engine.errors import InvalidInput, TaskNotFound
 from . import queries
+
+#: Snapshots are read from Redis (blocking calls) on these threads, never on the event loop's
+#: default executor: a loop that closes (a test's, or a server's on reload) then has no reader
+#: thread of ours to wait for.
+EXECUTOR = ThreadPoolExecutor(max_workers=4, thread_name_prefix="worqr-dashboard")
 
 
 class Feed:

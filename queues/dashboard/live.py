@@ -16,6 +16,8 @@ from asgiref.sync import sync_to_async
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from . import feeds
+
 log = logging.getLogger("worqr.dashboard")
 
 NETWORK_ERRORS = (RedisConnectionError, RedisTimeoutError, ConnectionError, OSError)
@@ -104,7 +106,7 @@ class LivePump:
             events, self._events = self._events, 0
             full, self._full = self._full, False
             try:
-                snapshot = await sync_to_async(self.feed.snapshot, thread_sensitive=False)()
+                snapshot = await sync_to_async(self.feed.snapshot, thread_sensitive=False, executor=feeds.EXECUTOR)()
             except NETWORK_ERRORS as exc:
                 log.warning("worqr dashboard: snapshot failed (%s)", exc)
                 self._full = True  # the listener resyncs once Redis is back
