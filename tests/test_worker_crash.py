@@ -108,3 +108,27 @@ def test_cancel_active_stops_it_and_does_not_requeue(client, workers, queue):
     assert (counts["pending"], counts["active"], counts["cancelled"], counts["completed"]) == (0, 0, 1, 0)
     nxt = q.enqueue("next")
     wait_for(lambda: q.get(nxt) is None and q.counts()["completed"] == 1, message="the worker to carry on")
+
+
+def test_a_hand_over_lost_with_the_control_connection_is_recovered(client, workers):
+    """A task handed to a worker whose control connection was down (simulated by taking it for
+    the worker without telling it) is not stranded: when the connection is killed and the worker
+    resubscribes, it takes stock and gives the task back, and it runs."""
+    from queues.engine import scripts
+
+    q = Queue("t6")
+    workers(["t6"], concurrency=1, name="deaf")
+    wait_registered(client, "deaf")
+    # A task made runnable behind the worker's back (no wake-up), then taken for it: the state a
+    # hand-over leaves when its message is lost.
+    tid = q.enqueue("stranded", delay=3600)
+    client.zrem(keys.queue_key("t6", "delayed"), tid)
+    client.hset(keys.task_key("t6", tid), "s", "pending")
+    client.rpush(keys.queue_key("t6", "pending"), tid)
+    scripts.run(client, "start", "t6", "deaf", 1, 35000, 1000, 0)
+    time.sleep(0.5)
+    assert q.get(tid).state == "active" and records(client, "t6") == []
+    client.client_kill_filter(_type="pubsub")
+    wait_for(lambda: any(r["id"] == tid for r in records(client, "t6")), timeout=10,
+             message="the stranded task to run after the resubscribe")
+    wait_for(lambda: q.get(tid) is None, message="the task to be completed")

@@ -7,7 +7,9 @@
 --   ARGV[9] callback URL, ARGV[10] meta (opaque text) -- each '' when not given --
 --   then n quadruples: id, payload, unique key ('' for none), 'b' if the payload was bytes.
 -- Output: {queue_was_new (0/1), id1, id2, ...}; a unique key already held returns the holder's id.
--- Events: 'enqueued' {n, ids, delayed}; wakes up to n idle workers (or re-arms sleepers' timers).
+-- Events: 'enqueued' {n, ids, delayed}, and 'started' for tasks handed straight to idle workers
+-- (one each, in their wake-up message); wakes up to n idle workers in all (or re-arms sleepers'
+-- timers for delayed tasks).
 local now = now_ms()
 local n = tonumber(ARGV[3])
 local due = 0
@@ -55,6 +57,10 @@ end
 if #added > 0 then
   rcall('HINCRBY', K.stats, 'enqueued', #added)
   publish({e = 'enqueued', n = #added, ids = added, delayed = due > 0})
-  if due == 0 then wake(#added) end
+  if due == 0 then
+    -- Idle workers get a task each in the wake-up itself; the rest of them are just woken.
+    local pushed = push_to_idle(#added)
+    wake(#added - pushed)
+  end
 end
 return out

@@ -41,44 +41,10 @@ if rcall('HEXISTS', K.meta, 'paused') == 1 then
 end
 
 local out = {1, -1}
-local taken, waiting = {}, {}
-local wk = worker_tasks_key(worker)
-while #taken < count do
-  local id = rcall('LPOP', K.pending)
-  if not id then break end
-  local tk = task_key(id)
-  local f = rcall('HMGET', tk, 'p', 'lk', 't', 'cb', 'm', 'r', 'y')
-  if f[1] then
-    local lk = f[2]
-    if lk and rcall('EXISTS', lock_key(lk)) == 1 then
-      rcall('RPUSH', lock_wait_key(lk), id)
-      rcall('HSET', tk, 's', 'waiting')
-      rcall('ZADD', K.lockwaits, 'NX', now + lock_ttl, lk)
-      waiting[#waiting + 1] = id
-    else
-      local lease = rcall('HINCRBY', tk, 'l', 1)
-      local attempt = rcall('HINCRBY', tk, 'a', 1)
-      if lk then rcall('SET', lock_key(lk), id .. ':' .. lease, 'PX', lock_ttl) end
-      rcall('HSET', tk, 's', 'active', 'w', worker, 'st', now)
-      -- the fraction keeps the start order of one batch (a requeue restores it)
-      rcall('ZADD', K.active, now + math.min(#taken, 999) / 1000, id)
-      rcall('SADD', wk, id)
-      local timeout = tonumber(f[3] or default_timeout)
-      if timeout > 0 then rcall('ZADD', K.deadlines, now + timeout * 1000 + grace, id) end
-      taken[#taken + 1] = id
-      local i = #out
-      out[i + 1], out[i + 2], out[i + 3], out[i + 4] = id, f[1], lease, attempt
-      out[i + 5], out[i + 6], out[i + 7], out[i + 8] = tostring(timeout), f[4] or '', f[5] or '', f[6] or ''
-      out[i + 9] = f[7] or ''
-    end
-  end
-end
-if #waiting > 0 then
-  rcall('HINCRBY', K.stats, 'waiting', #waiting)
-  publish({e = 'waiting', ids = waiting, n = #waiting})
-end
+local taken = take_tasks(worker, count, out, now, {
+  lock_ttl = lock_ttl, grace = grace, default_timeout = default_timeout,
+})
 if #taken < count then rcall('SADD', K.idle, worker) else rcall('SREM', K.idle, worker) end
-if #taken > 0 then publish({e = 'started', w = worker, ids = taken, n = #taken}) end
 local nd = next_due()
 if nd >= 0 then nd = math.max(0, nd - now) end
 out[2] = nd

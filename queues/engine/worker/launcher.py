@@ -20,6 +20,7 @@ import random
 import signal
 import socket
 import time
+from collections import deque
 from dataclasses import replace
 from datetime import UTC, datetime
 
@@ -64,6 +65,8 @@ class Worker:
         self.stopping = False
         self.registered = False
         self.reconcile = False
+        #: (id, lease) of deliveries given back unstarted: a late hand-over of one is ignored
+        self.given_back = deque(maxlen=1000)
         self.processed = self.failed = 0
         self.started_at = datetime.now(UTC).isoformat()
         self.exit_code = 0
@@ -97,7 +100,7 @@ class Worker:
             except (NotImplementedError, RuntimeError):  # not the main thread (tests)
                 pass
         await self._register_until_done()
-        listener = Listener(self.redis, keys.worker_channel(self.name), self._on_control, self.kick.set)
+        listener = Listener(self.redis, keys.worker_channel(self.name), self._on_control, self._on_subscribed)
         helpers = [asyncio.ensure_future(c) for c in (listener.run(), self._beat_loop())]
         log.info("worqr: worker %s serving %s with %d slot(s)", self.name, ", ".join(self.queues), self.concurrency)
         try:
@@ -138,8 +141,10 @@ class Worker:
         r = self.redis
         await r.set(keys.heartbeat_key(self.name), self._info(), px=self._ttl_ms)
         await r.sadd(keys.WORKER_REGISTRY, self.name)
+        c = self.config
         for q in self.queues:
-            await scripts.arun(r, "register", q, self.name, self._ttl_ms)
+            await scripts.arun(r, "register", q, self.name, self._ttl_ms, int(c.lock_ttl * 1000),
+                               int(c.timeout_grace * 1000), _default(self.specs[q].timeout, 0))
             await r.sadd(keys.KNOWN_QUEUES, q)
         self.registered = True
         self.last_beat = time.monotonic()
@@ -204,7 +209,7 @@ class Worker:
             acks = self.reporter.take_acks()
             try:
                 if self.reconcile:
-                    await self._reconcile()
+                    await self._reconcile(acks)
                 taken, wait_ms = await self._fetch(max(free, 0), acks)
                 backoff = 0.05
             except NETWORK_ERRORS as exc:
@@ -268,21 +273,65 @@ class Worker:
             self.idle_in.clear()
         return taken, wait_ms
 
-    async def _reconcile(self):
-        """Give back to the front of their queues the tasks Redis says we hold but we don't run."""
+    async def _reconcile(self, acks):
+        """Give back to the front of their queues the tasks Redis says we hold but we neither
+        run nor are about to acknowledge (``acks``)."""
+        self.reconcile = False  # set again if a give-back fails
+        known = set(self.running) | {t[0] for batch in acks.values() for t in batch}
+        known |= {t[0] for batch in self.reporter.acks.values() for t in batch}
         for q in self.queues:
             held = await self.redis.smembers(keys.worker_tasks_key(q, self.name))
             for raw in held:
                 task_id = raw.decode()
-                if task_id in self.running:
+                if task_id in known:
                     continue
                 lease = await self.redis.hget(keys.task_key(q, task_id), "l")
                 if lease is not None:
-                    log.warning("worqr: giving back task %s, taken by a start whose reply was lost", task_id)
-                    await scripts.arun(self.redis, "stop", q, self.name, 1, task_id, int(lease))
-        self.reconcile = False
+                    log.warning("worqr: giving back task %s, handed to us but never received", task_id)
+                    await self._give_back(q, task_id, int(lease))
+
+    def _on_subscribed(self):
+        """After every (re)subscribe: check the queues, and take stock of what we hold (a task
+        handed to us while we were not listening would otherwise be stranded)."""
+        self.reconcile = True
+        self.kick.set()
+        self.slot_freed.set()
+
+    def _on_handed(self, data):
+        """A task handed straight to us by an enqueue: run it, or give it back if we can't."""
+        header, _, body = data.partition(b"\n")
+        queue = header[2:].decode()
+        fields, i = [], 0
+        while i < len(body):
+            colon = body.index(b":", i)
+            size = int(body[i:colon])
+            fields.append(body[colon + 1:colon + 1 + size])
+            i = colon + 1 + size
+        task = _task_from(queue, fields)
+        if (task.id, task.lease) in self.given_back or task.id in self.running:
+            return
+        self.idle_in.discard(queue)
+        spec = self.specs.get(queue)
+        if spec is None or self.stopping or not self.registered or len(self.running) >= self.concurrency:
+            asyncio.ensure_future(self._give_back(queue, task.id, task.lease))
+            return
+        use = self.callback_handler if task.callback and self.callback_handler else spec
+        d = processor.Delivery(task, use)
+        self.running[task.id] = d
+        d.runner = asyncio.ensure_future(processor.run(self, d))
+        self.kick.set()  # still free slots? the fetch loop looks for more (and goes idle again)
+
+    async def _give_back(self, queue, task_id, lease):
+        self.given_back.append((task_id, int(lease)))
+        try:
+            await scripts.arun(self.redis, "stop", queue, self.name, 1, task_id, int(lease))
+        except NETWORK_ERRORS:  # best effort: the reconcile after reconnecting gives it back
+            self.reconcile = True
 
     def _on_control(self, data):
+        if data.startswith(b"t "):
+            self._on_handed(data)
+            return
         kind, _, rest = data.decode("utf-8", "replace").partition(" ")
         if kind == "w":
             self.idle_in.discard(rest)
