@@ -90,7 +90,9 @@ def test_timeouts_stop_the_handler_and_count_as_failed_attempts(client, workers,
     tid = q.enqueue('{"sleep": 30}')
     workers([queue], concurrency=1)
     wait_for(lambda: q.counts()["failed"] == 1, timeout=15, message="two timed-out attempts")
-    runs = records(client, queue)
+    # the failure is reported at the timeout; the handler notices its cancel a moment later
+    runs = wait_for(lambda: len(records(client, queue)) == 2 and records(client, queue), timeout=5,
+                    message="both runs to stop")
     assert [r["outcome"] for r in runs] == ["cancelled", "cancelled"]
     assert all(0.9 <= r["end"] - r["start"] < 2.0 for r in runs)
     assert q.get(tid).attempt == 2 and "TaskTimeout" in q.get(tid).error

@@ -119,6 +119,9 @@ def test_a_hand_over_lost_with_the_control_connection_is_recovered(client, worke
     q = Queue("t6")
     workers(["t6"], concurrency=1, name="deaf")
     wait_registered(client, "deaf")
+    channel = keys.worker_channel("deaf")
+    wait_for(lambda: dict(client.pubsub_numsub(channel)).get(channel.encode()) == 1, message="it to listen")
+    time.sleep(0.2)  # and to have taken stock after subscribing
     # A task made runnable behind the worker's back (no wake-up), then taken for it: the state a
     # hand-over leaves when its message is lost.
     tid = q.enqueue("stranded", delay=3600)
