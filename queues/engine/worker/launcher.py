@@ -290,6 +290,14 @@ class Worker:
                     log.warning("worqr: giving back task %s, handed to us but never received", task_id)
                     await self._give_back(q, task_id, int(lease))
 
+    async def still_holds(self, task):
+        """Whether Redis still has ``task`` active on this worker under the same lease."""
+        try:
+            lease, state, worker = await self.redis.hmget(keys.task_key(task.queue, task.id), "l", "s", "w")
+        except NETWORK_ERRORS:
+            return True  # can't tell: run it; the lease still fences its outcome
+        return state == b"active" and worker == self.name.encode() and lease is not None and int(lease) == task.lease
+
     def _on_subscribed(self):
         """After every (re)subscribe: check the queues, and take stock of what we hold (a task
         handed to us while we were not listening would otherwise be stranded)."""

@@ -61,6 +61,11 @@ async def run(worker, d):
     """Run delivery ``d`` on ``worker`` (a launcher.Worker) and report its outcome."""
     task, spec = d.task, d.spec
     try:
+        if time.monotonic() - worker.last_beat > worker.config.heartbeat_ttl and not await worker.still_holds(task):
+            # We may have been frozen (or cut off) long enough to be presumed dead: the task was
+            # handed to us before that and has since been taken back. Don't run it twice.
+            log.warning("worqr: task %s was taken back while this worker was unresponsive; not running it", task.id)
+            return
         if d.is_async:
             d.handle = asyncio.ensure_future(spec.func(task))
         else:
