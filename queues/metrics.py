@@ -15,17 +15,16 @@ and ``worqr_workers_online``. Access: a staff user with ``queues.view_dashboard`
 have it), or ``Authorization: Bearer <token>`` of an API token with that permission.
 """
 
-from datetime import timedelta
-
 from django.http import HttpResponse
-from django.utils import timezone
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
 from . import durations
+from .api import auth
+from .api.errors import Unauthorized
 from .conf import get_connection
+from .dashboard import access
 from .engine import readmodel
-from .models import ApiToken, hash_token
 
 VIEW_PERMISSION = "view_dashboard"
 
@@ -91,31 +90,20 @@ def render(client):
     return generate_latest(registry)
 
 
-def _token(request):
-    scheme, _, raw = request.headers.get("Authorization", "").partition(" ")
-    raw = raw.strip()
-    if scheme.lower() != "bearer" or not raw or len(raw) > 200 or not raw.isascii():
-        return None
-    token = ApiToken.objects.filter(key_hash=hash_token(raw), revoked=False).first()
-    if token is not None and (token.last_used is None or timezone.now() - token.last_used > timedelta(minutes=1)):
-        ApiToken.objects.filter(pk=token.pk).update(last_used=timezone.now())
-    return token
-
-
 def refusal(request):
     """None if the request may read the metrics, else the status to answer: 401 without valid
-    credentials, 403 when they lack ``queues.view_dashboard``."""
+    credentials, 403 when they lack ``queues.view_dashboard``. A bearer token is checked as the
+    HTTP API checks it; a session as the dashboard does."""
     if "Authorization" in request.headers:
-        token = _token(request)
-        if token is None:
+        try:
+            token = auth.authenticate(request)
+        except Unauthorized:
             return 401
-        return None if token.has_perm(VIEW_PERMISSION) else 403
+        return None if VIEW_PERMISSION in auth.permissions_of(token) else 403
     user = getattr(request, "user", None)
     if user is None or not user.is_authenticated:
         return 401
-    if user.is_active and user.is_staff and user.has_perm(f"queues.{VIEW_PERMISSION}"):
-        return None
-    return 403
+    return None if access.can_view(user) else 403
 
 
 def metrics_view(request):
