@@ -173,6 +173,8 @@ class Worker:
                     )
                     if reply[0] == -1:
                         reaped.append(q)
+                if not reaped:
+                    self.last_beat = time.monotonic()
             except NETWORK_ERRORS as exc:
                 log.warning("worqr: heartbeat failed: %s", exc)
                 continue
