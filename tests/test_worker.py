@@ -4,6 +4,7 @@ bad-input errors."""
 import json
 import subprocess
 import sys
+import time
 from collections import Counter
 
 from queues import Queue
@@ -84,3 +85,27 @@ def test_enqueue_and_queues_commands(client):
                          env=dict(__import__("os").environ, DJANGO_SETTINGS_MODULE="tests.settings"))
     assert bad.returncode != 0 and "over the limit" in bad.stderr
     assert Queue("t3").counts()["pending"] == 3
+
+
+def test_a_healthy_worker_starts_tasks_without_extra_round_trips(client, workers):
+    """A worker that has been up longer than the heartbeat TTL, and is beating, runs a task with
+    no Redis command of its own besides the scripts (the check for an unresponsive worker is not
+    made while heartbeats succeed)."""
+    from queues.engine import readmodel
+
+    q = Queue("t4")
+    w = workers(["t4"], concurrency=1, name="healthy")
+    wait_for(lambda: any(x["name"] == "healthy" for x in readmodel.workers(client)), message="register")
+    time.sleep(4.5)  # past the 3 s TTL, several heartbeats later
+    seen = []
+    with client.monitor() as m:
+        q.enqueue_many(["a", "b", "c"])
+        deadline = time.monotonic() + 5
+        for cmd in m.listen():
+            seen.append(cmd)
+            if q.counts()["completed"] == 3 or time.monotonic() > deadline:
+                break
+    assert q.counts()["completed"] == 3
+    direct = [c["command"] for c in seen if c.get("client_type") != "lua" and c["command"].upper().startswith("HMGET")]
+    assert direct == [], direct
+    assert w.proc.poll() is None

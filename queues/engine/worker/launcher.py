@@ -237,7 +237,7 @@ class Worker:
         ttl_ms = int(c.result_ttl * 1000)
         for q in self.queues:
             want = free - len(taken)
-            batch = acks.pop(q, [])
+            batch = acks.get(q, [])
             if want <= 0 and not batch:
                 continue
             spec = self.specs[q]
@@ -246,7 +246,8 @@ class Worker:
                 int(c.timeout_grace * 1000), _default(spec.timeout, 0), len(batch), ttl_ms,
                 *(x for triple in batch for x in triple),
             )
-            if batch:
+            if batch:  # sent: off the list (a failed call leaves it there, to be put back)
+                acks.pop(q)
                 self.reporter.check_codes(batch, reply[len(reply) - len(batch):])
                 reply = reply[:len(reply) - len(batch)]
             if want <= 0:
