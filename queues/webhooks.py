@@ -58,7 +58,7 @@ class DeliveryFailed(WorqrError):
 def allowed_hosts():
     """``WORQR["CALLBACK_ALLOWED_HOSTS"]``, lower-cased (empty: callbacks are off)."""
     hosts = setting("CALLBACK_ALLOWED_HOSTS", None) or []
-    if isinstance(hosts, str) or not all(isinstance(h, str) and h for h in hosts):
+    if not isinstance(hosts, (list, tuple)) or not all(isinstance(h, str) and h for h in hosts):
         raise ImproperlyConfigured("WORQR['CALLBACK_ALLOWED_HOSTS'] must be a list of host names")
     return [h.lower() for h in hosts]
 
