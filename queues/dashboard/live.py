@@ -13,14 +13,12 @@ import json
 import logging
 
 from asgiref.sync import sync_to_async
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from ..engine.connection import NETWORK_ERRORS
 from . import feeds
 
 log = logging.getLogger("worqr.dashboard")
 
-NETWORK_ERRORS = (RedisConnectionError, RedisTimeoutError, ConnectionError, OSError)
 ALWAYS_SENT = ("view", "now_ms")
 
 

@@ -4,6 +4,7 @@ The Django layer calls ``configure(config, url)`` once; engine objects created w
 explicit ``Connection`` use that default. Responses are never decoded: payloads are raw bytes.
 """
 
+import asyncio
 import threading
 
 import redis
@@ -14,6 +15,12 @@ from .errors import ConfigurationError
 
 _default = None
 _lock = threading.Lock()
+
+#: What a lost, refused or timed-out Redis link raises: callers retry with backoff on these.
+NETWORK_ERRORS = (
+    redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, ConnectionError, OSError,
+    asyncio.TimeoutError,
+)
 
 
 class Connection:

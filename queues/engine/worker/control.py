@@ -8,12 +8,9 @@ worker is told to check its queues, so a notification lost while disconnected st
 import asyncio
 import logging
 
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import TimeoutError as RedisTimeoutError
+from ..connection import NETWORK_ERRORS
 
 log = logging.getLogger("worqr.worker")
-
-NETWORK_ERRORS = (RedisConnectionError, RedisTimeoutError, ConnectionError, OSError, asyncio.TimeoutError)
 
 
 class Listener:

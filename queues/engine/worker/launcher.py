@@ -25,11 +25,12 @@ from dataclasses import replace
 from datetime import UTC, datetime
 
 from .. import keys, scripts
+from ..connection import NETWORK_ERRORS
 from ..errors import NoHandler
 from ..registry import get_handler
 from ..task import Task, decode_payload
 from . import processor
-from .control import NETWORK_ERRORS, Listener
+from .control import Listener
 from .pool import ThreadPool
 from .reporter import Reporter, _default
 

@@ -14,7 +14,7 @@ import time
 from collections import defaultdict
 
 from .. import scripts
-from .control import NETWORK_ERRORS
+from ..connection import NETWORK_ERRORS
 
 log = logging.getLogger("worqr.worker")
 
