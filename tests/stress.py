@@ -114,6 +114,21 @@ def wait_beats(client, names, beats=2, timeout=15.0):
     return [name for name, n in seen.items() if n < beats]
 
 
+def wait_ready(client, name, listening=1):
+    """Wait until worker ``name`` is registered and ``listening`` workers are subscribed to their
+    control channels, then a moment more for it to take stock: a task enqueued before that can be
+    handed over while the worker is not yet listening (tested on its own in test 1)."""
+    from tests.conftest import wait_registered
+
+    wait_registered(client, name)
+    wait_for_count = time.monotonic() + 15
+    while len(subscribed_clients(client)) < listening:
+        if time.monotonic() > wait_for_count:
+            pytest.fail(f"timed out waiting for {listening} worker(s) to listen")
+        time.sleep(0.02)
+    time.sleep(0.2)
+
+
 def subscribed_clients(client):
     """Clients of this Redis subscribed to at least one channel (CLIENT LIST)."""
     return [c for c in client.client_list() if int(c.get("sub", 0)) + int(c.get("psub", 0)) > 0]

@@ -7,8 +7,8 @@ import time
 import pytest
 
 from queues import Queue
-from tests.conftest import wait_for, wait_registered
-from tests.stress import MARKS, events, scaled, subscribed_clients
+from tests.conftest import wait_for
+from tests.stress import MARKS, events, scaled, subscribed_clients, wait_ready
 
 pytestmark = MARKS
 
@@ -19,8 +19,7 @@ def test_a_cancel_right_after_the_hand_over_stops_the_task(client, workers, queu
     none of them runs to completion."""
     q = Queue(queue)
     workers([queue], concurrency=1, name="race")
-    wait_registered(client, "race")
-    wait_for(lambda: subscribed_clients(client), message="the worker to listen")
+    wait_ready(client, "race")
     ids = []
     for _ in range(scaled(40, 400)):
         tid = q.enqueue(json.dumps({"sleep": 1}))
@@ -85,7 +84,7 @@ def test_a_cancel_sent_while_the_worker_resubscribes_still_stops_the_task(client
     just before): once the worker has resubscribed it stops the task, within 3 s."""
     q = Queue(queue)
     workers([queue], concurrency=1, name="resub")
-    wait_registered(client, "resub")
+    wait_ready(client, "resub")
     tid = q.enqueue(json.dumps({"sleep": 10}))
     wait_for(lambda: [e for e in events(client, queue, "start") if e["id"] == tid], message="the task to start")
     wait_for(lambda: subscribed_clients(client), message="the worker to listen")

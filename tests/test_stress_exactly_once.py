@@ -13,8 +13,8 @@ import pytest
 from queues import Queue
 from queues.engine import readmodel
 from queues.engine.errors import InvalidState, TaskNotFound
-from tests.conftest import wait_for, wait_registered
-from tests.stress import MARKS, PubSubKiller, events, runs, scaled, starts_per_id
+from tests.conftest import wait_for
+from tests.stress import MARKS, PubSubKiller, events, runs, scaled, starts_per_id, wait_ready
 
 pytestmark = MARKS
 
@@ -24,9 +24,9 @@ def test_rapid_pubsub_kills_during_continuous_enqueue_run_every_task_once(client
     """Two workers x 4 slots, tasks enqueued one by one for 20 s while every pub/sub connection is
     killed every 50-100 ms: every task runs exactly once and completes."""
     q = Queue(queue)
-    for name in ("pk-a", "pk-b"):
+    for i, name in enumerate(("pk-a", "pk-b")):
         workers([queue], concurrency=4, name=name)
-        wait_registered(client, name)
+        wait_ready(client, name, i + 1)
     rng = random.Random(11)
     ids = []
     # Kills less than 50 ms apart find the workers still reconnecting (their first backoff), so
@@ -64,7 +64,7 @@ def test_a_frozen_workers_late_completion_is_refused_while_the_rescuer_runs(clie
     the task stays active on the rescuer until the rescuer's run ends, and completes once."""
     q = Queue("st1")
     frozen = workers(["st1"], concurrency=1, name="frozen")
-    wait_registered(client, "frozen")
+    wait_ready(client, "frozen")
     tid = q.enqueue(json.dumps({"sleep": [1.0, 5.0], "ignore_cancel": True}))
     wait_for(lambda: _start_of(client, "st1", tid, 1), message="attempt 1 on the frozen worker")
     frozen.signal(signal.SIGSTOP)

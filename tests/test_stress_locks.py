@@ -9,8 +9,8 @@ import pytest
 
 from queues import Queue
 from queues.engine import readmodel
-from tests.conftest import wait_for, wait_registered
-from tests.stress import MARKS, events, overlapping, runs
+from tests.conftest import wait_for
+from tests.stress import MARKS, events, overlapping, runs, wait_ready
 
 pytestmark = MARKS
 
@@ -39,9 +39,9 @@ def test_a_lock_stays_held_until_a_stuck_holder_really_stops(client, workers, qu
     never looks, an async one that swallows the cancel): a second task with the same lock, free to
     run on another worker, never overlaps it."""
     q = Queue(queue)
-    for name in ("lx-a", "lx-b"):
+    for i, name in enumerate(("lx-a", "lx-b")):
         workers([queue], concurrency=1, name=name)
-        wait_registered(client, name)
+        wait_ready(client, name, i + 1)
     options = {"retries": 0} if how == "timeout" else {"retries": 0, "timeout": 30}
     first = q.enqueue(json.dumps({"lock": "X", "sleep": 3, "ignore_cancel": True}), **options)
     wait_for(_started(client, queue, first), message="the holder to start")
@@ -67,7 +67,7 @@ def test_purge_leaves_no_lock_waiter_pending(client, workers):
     pending (or waiting) afterwards, and the purged waiters never run."""
     q = Queue("st1")
     workers(["st1"], concurrency=2, name="pg")
-    wait_registered(client, "pg")
+    wait_ready(client, "pg")
     holder = q.enqueue(json.dumps({"sleep": 2}), lock="L")
     wait_for(_started(client, "st1", holder), message="the holder to start")
     waiters = q.enqueue_many(["w1", "w2"], lock="L")
@@ -89,7 +89,7 @@ def test_purge_of_a_requeued_holder_strands_no_waiter(client, workers):
     once: no waiter is left to run LOCK_TTL (35 s) later."""
     q = Queue("st1")
     a = workers(["st1"], concurrency=2, name="pq-a", grace=0)
-    wait_registered(client, "pq-a")
+    wait_ready(client, "pq-a")
     holder = q.enqueue(json.dumps({"sleep": 30}), lock="L")
     wait_for(_started(client, "st1", holder), message="the holder to start")
     q.enqueue_many(["w1", "w2"], lock="L")
@@ -100,7 +100,7 @@ def test_purge_of_a_requeued_holder_strands_no_waiter(client, workers):
     q.purge()
     after = q.counts()
     workers(["st1"], concurrency=2, name="pq-b")
-    wait_registered(client, "pq-b")
+    wait_ready(client, "pq-b")
     t0 = time.monotonic()
     deadline = t0 + 8
     while time.monotonic() < deadline and (q.counts()["pending"] or q.counts()["active"]):
@@ -121,7 +121,7 @@ def test_promoted_waiters_of_several_locks_keep_their_order(client, workers):
     the queue is paused: the pending list reads B1, B2, B3, not the reverse."""
     q = Queue("st1")
     workers(["st1"], concurrency=4, name="fifo")
-    wait_registered(client, "fifo")
+    wait_ready(client, "fifo")
     holders = [q.enqueue(json.dumps({"sleep": 1.5}), lock=f"L{i}") for i in (1, 2, 3)]
     wait_for(lambda: q.counts()["active"] == 3, message="three holders")
     waiters = [q.enqueue(f"B{i}", lock=f"L{i}") for i in (1, 2, 3)]
@@ -141,7 +141,7 @@ def test_waiters_of_one_lock_run_in_the_order_they_were_enqueued(client, workers
     at a time."""
     q = Queue("st1")
     workers(["st1"], concurrency=2, name="one-lock")
-    wait_registered(client, "one-lock")
+    wait_ready(client, "one-lock")
     a = q.enqueue(json.dumps({"sleep": 1}), lock="L")
     wait_for(_started(client, "st1", a), message="the holder to start")
     waiters = q.enqueue_many([json.dumps({"sleep": 0.2})] * 3, lock="L")
@@ -159,11 +159,11 @@ def test_a_cancelled_holder_that_dies_promotes_one_waiter_at_a_time(client, work
     once."""
     q = Queue("st1")
     holder_worker = workers(["st1"], concurrency=1, name="cd-a", grace=0)
-    wait_registered(client, "cd-a")
+    wait_ready(client, "cd-a")
     holder = q.enqueue(json.dumps({"sleep": 30}), lock="L")
     wait_for(_started(client, "st1", holder), message="the holder to start")
     workers(["st1"], concurrency=1, name="cd-y")
-    wait_registered(client, "cd-y")
+    wait_ready(client, "cd-y", 2)
     waiters = [q.enqueue(json.dumps({"sleep": 0.3, "name": n}), lock="L") for n in "BCD"]
     wait_for(lambda: q.counts()["waiting"] == 3, message="B, C, D waiting")
     holder_worker.signal(signal.SIGSTOP)
@@ -193,7 +193,7 @@ def test_a_failed_holder_frees_its_lock_at_once(client, workers, retries):
     same lock: the waiter starts within 1.5 s of the failure, not LOCK_TTL later."""
     q = Queue("st1")
     workers(["st1"], concurrency=2, name="lf")
-    wait_registered(client, "lf")
+    wait_ready(client, "lf")
     failing = q.enqueue(json.dumps({"sleep": 0.3, "fail": "always"}), lock="L", retries=retries, backoff=5)
     wait_for(_started(client, "st1", failing), message="the failing holder to start")
     waiter = q.enqueue("waiter", lock="L")

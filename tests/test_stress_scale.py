@@ -8,7 +8,7 @@ import pytest
 
 from queues import Queue
 from queues.engine import readmodel
-from tests.conftest import wait_for, wait_registered
+from tests.conftest import wait_for
 from tests.stress import (
     MARKS,
     Tolerant,
@@ -19,6 +19,7 @@ from tests.stress import (
     scaled,
     slow_commands,
     wait_beats,
+    wait_ready,
     wait_until,
 )
 
@@ -33,12 +34,12 @@ def test_300000_tasks_behind_one_lock_never_block_redis(client, workers, slowlog
     q = Queue("st2")
     n = scaled(300_000, 1_000_000)
     started = {"big-long": workers(["st2"], concurrency=1, name="big-long")}
-    wait_registered(client, "big-long")
+    wait_ready(client, "big-long")
     long = q.enqueue(json.dumps({"sleep": 120}))
     wait_for(lambda: events(client, "st2", "start"), timeout=10, message="the long task to start")
     if paused:
         started["big-lock"] = workers(["st2"], concurrency=2, name="big-lock")
-        wait_registered(client, "big-lock")
+        wait_ready(client, "big-lock", 2)
         q.pause()
     slowlog(50_000)
     t0 = time.monotonic()

@@ -13,8 +13,8 @@ import pytest
 from queues import Queue
 from queues.engine import readmodel
 from queues.engine.queue import new_task_id
-from tests.conftest import wait_for, wait_registered
-from tests.stress import MARKS, events, runs, subscribed_clients
+from tests.conftest import wait_for
+from tests.stress import MARKS, events, runs, wait_ready
 
 pytestmark = MARKS
 
@@ -32,7 +32,7 @@ def test_a_stuck_timed_out_attempt_keeps_its_slot_and_its_retry_runs(client, wor
     unstarted) and never runs more handlers than its concurrency; every task completes."""
     q = Queue("st1")
     workers(["st1"], concurrency=concurrency, name="slots")
-    wait_registered(client, "slots")
+    wait_ready(client, "slots")
     stuck = q.enqueue(json.dumps({"sleep": [6, 0.5], "ignore_cancel": True}), timeout=1, retries=1, backoff=0.1)
     wait_for(lambda: _starts(client, "st1", stuck, 2), timeout=20, message="the retried attempt to start")
     others = q.enqueue_many([json.dumps({"sleep": 1.0})] * 4, timeout=1.5, retries=0)
@@ -64,8 +64,7 @@ def test_a_task_handed_over_while_its_id_still_runs_in_a_stuck_thread_runs(clien
     runs, rather than staying active and unrun."""
     q = Queue("st1")
     workers(["st1"], concurrency=2, name="same-id")
-    wait_registered(client, "same-id")
-    wait_for(lambda: subscribed_clients(client), message="the worker to listen")
+    wait_ready(client, "same-id")
     tid = new_task_id("st1")
     q.enqueue_many([json.dumps({"sleep": 4, "ignore_cancel": True})], ids=[tid])
     wait_for(lambda: _starts(client, "st1", tid), message="the first task to start")
@@ -93,7 +92,7 @@ def test_a_graceful_shutdown_gives_tasks_back_in_their_order(client, workers, qu
     a 1 s grace: afterwards the pending order is T1, T2, T3, T4."""
     q = Queue(queue)
     w = workers([queue], concurrency=3, name="order", grace=1)
-    wait_registered(client, "order")
+    wait_ready(client, "order")
     started = []
     for _ in range(3):
         started.append(q.enqueue(json.dumps({"sleep": 60})))
@@ -113,7 +112,7 @@ def test_a_second_stop_signal_skips_the_grace(client, workers, second):
     give the task back and exit within 3 s."""
     q = Queue("st1")
     w = workers(["st1"], concurrency=1, name="twice", grace=60)
-    wait_registered(client, "twice")
+    wait_ready(client, "twice")
     tid = q.enqueue(json.dumps({"sleep": 120}))
     wait_for(lambda: _starts(client, "st1", tid), message="the task to start")
     w.signal(signal.SIGTERM)
@@ -138,7 +137,7 @@ def test_a_shutdown_finishes_when_the_control_connection_drops_at_the_same_time(
     q = Queue("st1")
     for i in range(6):
         w = workers(["st1"], concurrency=1, name=f"drop-{i}", grace=0)
-        wait_registered(client, f"drop-{i}")
+        wait_ready(client, f"drop-{i}")
         tid = q.enqueue(json.dumps({"sleep": 30}))
         wait_for(lambda tid=tid: _starts(client, "st1", tid), message="the task to start")
         w.signal(signal.SIGSTOP)
@@ -160,7 +159,7 @@ def test_a_second_worker_with_a_live_workers_name_refuses_to_start(client, worke
     and every task of the first one runs exactly once."""
     q = Queue("st1")
     workers(["st1"], concurrency=2, name="twin")
-    wait_registered(client, "twin")
+    wait_ready(client, "twin")
     ids = q.enqueue_many([json.dumps({"sleep": 0.5})] * 20)
     wait_for(lambda: q.counts()["active"] == 2, message="the first twin to be busy")
     second = workers(["st1"], concurrency=2, name="twin")
