@@ -400,3 +400,24 @@ def test_redis_outage_is_503_not_500(api, redis_server):
         assert AuditLog.objects.count() == 0
     finally:
         redis_server.start()
+
+
+def test_error_messages_show_names_as_given_and_no_python_internals(api):
+    """Names in error messages are escaped once (by JSON, never also by Python's repr), and a
+    5,000-digit number is refused naming its field, without Python's limit message."""
+    from urllib.parse import quote
+
+    name = "a<b\"c'd\\e"
+    assert name in error(api.post("/api/tasks", {"queue": name, "payload": "x"}), 400, "queue")
+    assert name in error(api.get(f"/api/queues/{quote(name, safe='')}"), 400, "queue")
+    assert name in error(api.get(f"/api/tasks/{quote(name, safe='')}"), 404)
+    assert name in error(api.post("/api/tasks", {"queue": "t1", "payload": "x", name: 1}), 400, name)
+    huge = "9" * 5000
+    for field in ("delay", "retries", "timeout", "backoff"):
+        body = '{"queue": "t1", "payload": "x", "' + field + '": ' + huge + "}"
+        message = error(api.post("/api/tasks", body), 400, field)
+        assert "at most" in message and "set_int_max_str_digits" not in message and huge[:50] not in message
+    message = error(api.post("/api/tasks", '{"queue": ' + huge + ', "payload": "x"}'), 400, "queue")
+    assert "string" in message and huge[:50] not in message
+    message = error(api.post("/api/tasks", "[" * 100000 + "]" * 100000), 400)
+    assert "recursion" not in message

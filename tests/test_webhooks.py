@@ -246,3 +246,14 @@ def test_reply_judgement(receiver, conn):
         deliver(_task(receiver.plan("/d", (404, {"code": 7}))))
     assert 8 <= retry_after(formatdate(time.time() + 10, usegmt=True)) <= 10
     assert retry_after("soon") is None and retry_after("-5") == 0 and retry_after("1e9") == conn.config.backoff_max
+
+
+def test_a_worker_serving_a_queue_without_handler_says_it_runs_only_callbacks(workers):
+    """With callbacks allowed, a worker told to serve a queue that has no handler (a typo, say)
+    says at start that it will run only callback tasks there."""
+    worker = workers(["typo-queue", "t1"], env=WEBHOOK_ENV)
+    wait_for(lambda: " serving typo-queue, t1 " in worker.output(), timeout=30, message="the worker to start")
+    lines = [line for line in worker.output().splitlines() if "no handler" in line]
+    assert len(lines) == 1, worker.output()
+    assert "typo-queue" in lines[0] and "only callback tasks" in lines[0]
+    assert "t1" not in lines[0]

@@ -6,6 +6,7 @@ from django.shortcuts import render
 
 from ...conf import get_connection
 from ...engine import keys
+from ...quoting import QUEUE_NAME_RULE, TASK_ID_RULE, shown
 from .. import access
 
 
@@ -37,17 +38,17 @@ def check_queue(name, must_exist=True):
     """A valid queue name (else 400) that is known (else 404)."""
     try:
         keys.check_queue_name(name)
-    except ValueError as exc:
-        raise BadInput(str(exc)) from None
+    except ValueError:
+        raise BadInput(f"{shown(name)} is not a queue name ({QUEUE_NAME_RULE}).") from None
     if must_exist and not client().sismember(keys.KNOWN_QUEUES, name):
-        raise BadInput(f"There is no queue {name!r}.", status=404)
+        raise BadInput(f"There is no queue {shown(name)}.", status=404)
     return name
 
 
 def check_task_id(task_id):
     """A well-formed task id (``<queue>-<16 hex digits>``), else 400."""
     if keys.queue_from_task_id(task_id) is None:
-        raise BadInput(f"{task_id!r} is not a task id (task ids look like <queue>-<16 hex digits>).")
+        raise BadInput(f"{shown(task_id)} is not a task id ({TASK_ID_RULE}).")
     return task_id
 
 
