@@ -16,6 +16,7 @@ from queues import Queue
 from worqr_site.asgi import application
 
 ORIGIN = (b"origin", b"http://localhost")
+HOST = (b"host", b"localhost")
 
 
 def session_cookie(username, staff=True, perms=("view_dashboard",)):
@@ -38,7 +39,8 @@ def other_cookies(transactional_db):
 
 
 def communicator(path, *headers):
-    return WebsocketCommunicator(application, path, headers=[*headers])
+    """A socket to ``path`` of a page served from http://localhost (the Host header too)."""
+    return WebsocketCommunicator(application, path, headers=[HOST, *headers])
 
 
 async def receive(comm, timeout=5):
@@ -55,29 +57,54 @@ async def drain(comm, seconds):
     return out
 
 
+async def closed_with(comm):
+    """The close code of a socket that was accepted and then closed before sending anything."""
+    connected, _ = await comm.connect()
+    assert connected
+    message = await comm.receive_output(timeout=5)
+    assert message["type"] == "websocket.close", message
+    return message["code"]
+
+
 async def test_refused_without_login_without_staff_and_from_a_foreign_origin(staff_cookie, other_cookies):
-    """Anonymous users, non-staff users, staff without the view permission and pages from
-    another origin are refused before the socket opens."""
+    """Pages from another origin are refused at the handshake; anonymous users, non-staff users
+    and staff without the view permission are closed with 4403 before anything is sent."""
     Queue("t1").enqueue("x")
     (plain, noperm), staff = other_cookies, staff_cookie
-    cases = [(ORIGIN,), (ORIGIN, plain), (ORIGIN, noperm), ((b"origin", b"http://evil.example"), staff), (staff,)]
-    for headers in cases:
+    for headers in [((b"origin", b"http://evil.example"), staff), ((b"origin", b"http://localhost:9999"), staff),
+                    ((b"origin", b"https://localhost"), staff), (staff,)]:
+        comm = communicator("/ws/queues/overview/", *headers)
+        connected, _ = await comm.connect()
+        assert not connected, headers
+        await comm.disconnect()
+    for headers in [(ORIGIN,), (ORIGIN, plain), (ORIGIN, noperm)]:
         for path in ("/ws/queues/overview/", "/ws/queues/queue/t1/"):
-            comm = communicator(path, *headers)
-            connected, _ = await comm.connect()
-            assert not connected, (headers, path)
-            await comm.disconnect()
+            assert await closed_with(communicator(path, *headers)) == 4403, (headers, path)
 
 
 async def test_bad_view_arguments_are_refused(staff_cookie):
     """A malformed queue name, an unknown queue, a bad page or a malformed task id closes
-    the socket with a 44xx code."""
+    the socket with a 44xx code the page can read."""
     Queue("t1").enqueue("x")
     for path, code in [("/ws/queues/queue/a+%7Bb%7D/", 4400), ("/ws/queues/queue/nosuch/", 4404),
-                       ("/ws/queues/queue/t1/?page=x", 4400), ("/ws/queues/task/nonsense/", 4400)]:
-        comm = communicator(path, ORIGIN, staff_cookie)
-        connected, close_code = await comm.connect()
-        assert (connected, close_code) == (False, code), path
+                       ("/ws/queues/queue/t1/?page=x", 4400), ("/ws/queues/task/nonsense/", 4400),
+                       ("/ws/queues/queue/t1/?page=" + "9" * 5000, 4400)]:
+        assert await closed_with(communicator(path, ORIGIN, staff_cookie)) == code, path
+
+
+async def test_an_unknown_path_is_404_not_a_server_error(staff_cookie):
+    """An unknown websocket path is answered 404 by a server that supports ASGI denial
+    responses, and otherwise accepted and closed with 4404; never an exception."""
+    from channels.testing import ApplicationCommunicator
+
+    scope = {"type": "websocket", "path": "/ws/nothing/here/", "query_string": b"", "subprotocols": [],
+             "headers": [HOST, ORIGIN, staff_cookie], "extensions": {"websocket.http.response": {}}}
+    denial = ApplicationCommunicator(application, scope)
+    await denial.send_input({"type": "websocket.connect"})
+    start = await denial.receive_output(timeout=5)
+    assert (start["type"], start["status"]) == ("websocket.http.response.start", 404)
+    assert (await denial.receive_output(timeout=5))["type"] == "websocket.http.response.body"
+    assert await closed_with(communicator("/ws/nothing/here/", ORIGIN, staff_cookie)) == 4404
 
 
 async def test_an_enqueue_elsewhere_updates_the_queue_view(staff_cookie):
@@ -226,3 +253,21 @@ async def test_workers_view_shows_workers_joining_and_a_dead_one_leaving(staff_c
     doomed.signal(signal.SIGKILL)
     await until(lambda names: names == ["live-survivor"], 20)
     await comm.disconnect()
+
+
+async def test_access_changes_missed_while_redis_was_down_are_caught_up(staff_cookie, redis_server):
+    """A session ended while Redis was away (no announcement could reach the socket) closes the
+    socket with 4403 once the process's subscriber is back: it re-checks after reconnecting."""
+    from asgiref.sync import sync_to_async
+    from django.contrib.sessions.models import Session
+
+    comm = communicator("/ws/queues/overview/", ORIGIN, staff_cookie)
+    assert (await comm.connect())[0]
+    await receive(comm)
+    await asyncio.to_thread(redis_server.stop)
+    await sync_to_async(lambda: Session.objects.all().delete())()
+    await asyncio.to_thread(redis_server.start)
+    deadline = time.monotonic() + 15
+    while (message := await comm.receive_output(timeout=max(0.1, deadline - time.monotonic())))["type"] != "websocket.close":
+        pass
+    assert message["code"] == 4403

@@ -151,3 +151,8 @@ def queue_from_task_id(task_id):
 
 
 _HEX16 = re.compile(r"[0-9a-f]{16}")
+
+
+#: Channel on which access changes (a logout, a user deactivated, a permission removed) are
+#: announced to the dashboard's open sockets, in every server process (``queues.dashboard.revocation``).
+ACCESS_CHANGES = f"{PREFIX}:access"

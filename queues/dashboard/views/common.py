@@ -1,8 +1,11 @@
 """What every dashboard page shares: the admin's look, the live socket's address, input checks
 that turn bad input into 400/404 pages with a message."""
 
+from urllib.parse import urlencode
+
 from django.contrib import admin
 from django.shortcuts import render
+from django.urls import reverse
 
 from ...conf import get_connection
 from ...engine import keys
@@ -66,9 +69,8 @@ def handles_bad_input(view):
 
 
 def live_path(view, arg=None, **params):
-    """The websocket path of a view."""
-    from urllib.parse import urlencode
-
-    path = f"/ws/queues/{view}/" + (f"{arg}/" if arg else "")
+    """The websocket path of a view (reversed from the named routes of ``queues.routing``)."""
+    kwargs = {"view": view, **({"arg": arg} if arg else {})}
+    path = reverse("live", urlconf="queues.routing", kwargs=kwargs)
     params = {k: v for k, v in params.items() if v is not None}
     return path + ("?" + urlencode(params) if params else "")
