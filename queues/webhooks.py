@@ -169,6 +169,48 @@ def callback_timeout():
     return float(value)
 
 
+# -- the allow-list as a JSON Schema pattern (for the OpenAPI document) ----------------------
+
+#: A host name whose last label starts with a letter: never an IP literal.
+_ANY_NAME = r"(?:[A-Za-z0-9_-]+\.)*[A-Za-z][A-Za-z0-9_-]*"
+_ANY_PORT = "(?:6553[0-5]|655[0-2][0-9]|65[0-4][0-9]{2}|6[0-4][0-9]{3}|[1-5][0-9]{4}|[1-9][0-9]{0,3})"
+_OCTET = "(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])"
+
+
+def _network_pattern(network):
+    """A regex of the IP literals of ``network`` (IPv4 on octet boundaries, single IPv6
+    addresses), or None when it has no simple one (those addresses are then left out)."""
+    if network.version == 6:
+        return rf"\[{network.network_address.compressed}\]" if network.prefixlen == 128 else None
+    if network.prefixlen % 8:
+        return None
+    fixed = str(network.network_address).split(".")[: network.prefixlen // 8]
+    return r"\.".join(fixed + [_OCTET] * (4 - len(fixed)))
+
+
+def callback_pattern():
+    """A JSON Schema pattern matching callback URLs the allow-list accepts (a subset where it
+    can't say exactly: CIDR networks off octet boundaries, public IP literals under "*"), or
+    None when callbacks are off."""
+    allowed = allow_list()
+    if not allowed:
+        return None
+    hosts = []
+    for name, port in allowed.names:
+        if name == "*":
+            host = _ANY_NAME
+        elif name.startswith("."):
+            host = r"(?:[A-Za-z0-9_-]+\.)*" + name[1:].replace(".", r"\.")
+        else:
+            host = name.replace(".", r"\.")
+        hosts.append(host + (f":{port}" if port else f"(?::{_ANY_PORT})?"))
+    for network, port in allowed.networks:
+        literal = _network_pattern(network)
+        if literal is not None:
+            hosts.append(literal + (f":{port}" if port else f"(?::{_ANY_PORT})?"))
+    return f"^https?://(?:{'|'.join(hosts)})(?:[/?#][!-~]*)?$"
+
+
 # -- checking URLs -------------------------------------------------------------------------
 
 

@@ -94,11 +94,13 @@ def specific(c):
         ("/api/query", "post", 200): lambda: a.post("/api/query", {"id": c.tid}),
         ("/api/query", "post", 400): lambda: a.post("/api/query", {"id": 5}),
         ("/api/query", "post", 404): lambda: a.post("/api/query", {"id": UNKNOWN}),
+        ("/api/query", "post", 413): lambda: a.post("/api/query", c.big()),
         ("/api/query", "post", 415): lambda: a.post("/api/query", "x", content_type="text/plain"),
         ("/api/delete", "post", 200): lambda: a.post("/api/delete", {"id": c.fresh()}),
         ("/api/delete", "post", 400): lambda: a.post("/api/delete", {"id": c.tid, "force": True}),
         ("/api/delete", "post", 404): lambda: a.post("/api/delete", {"id": UNKNOWN}),
         ("/api/delete", "post", 409): lambda: a.post("/api/delete", {"id": c.stale()}),
+        ("/api/delete", "post", 413): lambda: a.post("/api/delete", c.big()),
         ("/api/delete", "post", 415): lambda: a.post("/api/delete", "x", content_type="text/plain"),
         ("/api/openapi.json", "get", 200): lambda: c.anon.get("/api/openapi.json"),
     }
@@ -107,7 +109,8 @@ def specific(c):
 def generic(api, path, method, c):
     """The operation called by ``api`` with a plausible body."""
     url = path.replace("{id}", c.tid).replace("{name}", "t1")
-    body = {"/api/tasks": GOOD, "/api/create": GOOD}.get(path, {"id": c.tid} if path in ("/api/query", "/api/delete") else None)
+    body = {"/api/tasks": GOOD, "/api/create": {"topic": "t1", "content": "x"}}.get(
+        path, {"id": c.tid} if path in ("/api/query", "/api/delete") else None)
     return api.call(method.upper(), url, body)
 
 

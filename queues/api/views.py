@@ -14,10 +14,11 @@ from django.urls import reverse
 from ..conf import get_connection
 from ..engine import Queue, keys, readmodel
 from ..models import AuditLog
+from ..quoting import shown
 from .auth import require
+from .bodies import CREATE_TASK, create_options, queue_name
 from .errors import NotFound
 from .http import endpoint, json_body, respond
-from .validation import create_options, queue_name
 
 #: States a DELETE cancels (permission cancel_task); the others are deleted (delete_task).
 CANCELLABLE = ("pending", "delayed", "waiting", "active")
@@ -47,9 +48,9 @@ def task_json(task):
     }
 
 
-def create_task(token, body):
-    """Validate a create body and enqueue it; returns the task id."""
-    queue, payload, options = create_options(body)
+def create_task(token, body, spec=CREATE_TASK):
+    """Validate a create body (``spec``: its fields) and enqueue it; returns the task id."""
+    queue, payload, options = create_options(body, spec)
     with audited(token, "enqueue", queue, detail=json.dumps(options, sort_keys=True)) as entry:
         task_id = Queue(queue, get_connection()).enqueue(payload, **options)
         entry.task_id = task_id
@@ -60,7 +61,7 @@ def create_task(token, body):
 def find_task(task_id):
     task = readmodel.task(get_connection().client, task_id)
     if task is None:
-        raise NotFound(f"no task {task_id!r} (unknown, or finished and gone)")
+        raise NotFound(f"no task {shown(task_id)} (unknown, or finished and gone)")
     return task
 
 
@@ -117,7 +118,7 @@ def known_queue(name):
     name = queue_name(name)
     client = get_connection().client
     if not client.sismember(keys.KNOWN_QUEUES, name):
-        raise NotFound(f"no queue {name!r}")
+        raise NotFound(f"no queue {shown(name)}")
     return Queue(name, get_connection())
 
 
