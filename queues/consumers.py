@@ -12,13 +12,15 @@ import asyncio
 import json
 import logging
 import time
+from functools import partial
 from urllib.parse import parse_qsl
 
 from asgiref.sync import sync_to_async
+from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 
 from .conf import get_connection
-from .dashboard import access, feeds
+from .dashboard import access, feeds, sections
 from .dashboard.live import LivePump
 from .dashboard.revocation import Watch
 from .engine.errors import InvalidInput, TaskNotFound
@@ -69,10 +71,11 @@ class DashboardConsumer(AsyncWebsocketConsumer):
             return await self.refuse(4400)
         except TaskNotFound:
             return await self.refuse(4404)
+        actions = await database_sync_to_async(access.allowed_actions)(user)
         await self.accept()
         self.checked_at = time.monotonic()
         self.redis = conn.async_client()
-        self.pump = LivePump(self.redis, feed, self.send_json)
+        self.pump = LivePump(self.redis, feed, self.send_json, partial(sections.render_changed, actions=actions))
         self.task = asyncio.create_task(self.pump.run())
         self.task.add_done_callback(self._pump_done)
 

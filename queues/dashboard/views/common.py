@@ -10,7 +10,7 @@ from django.urls import reverse
 from ...conf import get_connection
 from ...engine import keys
 from ...quoting import QUEUE_NAME_RULE, TASK_ID_RULE, shown
-from .. import access
+from .. import access, sections
 
 
 class BadInput(Exception):
@@ -26,9 +26,13 @@ def client():
 
 
 def render_page(request, template, context, status=200):
-    """Render a dashboard page inside the admin's frame (header, user links, theme)."""
+    """Render a dashboard page inside the admin's frame (header, user links, theme); its
+    sections get what the live socket renders them with (``sections.context``)."""
     ctx = admin.site.each_context(request)
-    ctx.update(title="Queues", dashboard_actions=access.allowed_actions(request.user))
+    actions = access.allowed_actions(request.user)
+    ctx.update(
+        title="Queues", **sections.context(context.get("snap") or {}, actions, page_path=request.get_full_path())
+    )
     ctx.update(context)
     return render(request, template, ctx, status=status)
 
