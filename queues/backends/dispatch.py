@@ -33,10 +33,10 @@ from django.db import close_old_connections
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
-from .conf import get_connection
-from .engine import errors as engine_errors
-from .engine import readmodel
-from .engine.registry import get_handler
+from ..conf import get_connection
+from ..engine import errors as engine_errors
+from ..engine import readmodel
+from ..engine.registry import get_handler
 from .framework import (
     Task,
     TaskContext,
