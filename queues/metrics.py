@@ -8,7 +8,7 @@
 - counters ``worqr_tasks_enqueued_total``, ``worqr_tasks_completed_total``,
   ``worqr_tasks_failed_total`` (out of attempts), ``worqr_task_failures_total`` (failed
   attempts), ``worqr_tasks_retried_total``, ``worqr_tasks_cancelled_total``;
-- the histogram ``worqr_task_duration_seconds`` (``queues.durations``: runs of Tasks framework
+- the histogram ``worqr_task_duration_seconds`` (``queues.engine.durations``: runs of Tasks framework
   tasks, until the engine records every run);
 
 and ``worqr_workers_online``. Access: a staff user with ``queues.view_dashboard`` (superusers
@@ -20,7 +20,6 @@ from django.views.decorators.csrf import csrf_exempt
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
-from . import durations
 from .api import auth
 from .api.errors import Unauthorized
 from .conf import get_connection
@@ -78,7 +77,7 @@ class WorqrCollector:
         histogram = HistogramMetricFamily(
             "worqr_task_duration_seconds", "How long task runs took (Tasks framework tasks).", labels=["queue"]
         )
-        for queue, (buckets, total) in durations.read(self.client, names).items():
+        for queue, (buckets, total) in readmodel.durations(self.client, names).items():
             histogram.add_metric([queue], buckets, total)
         yield histogram
         yield GaugeMetricFamily("worqr_workers_online", "Workers with a live heartbeat.", value=len(workers))

@@ -35,7 +35,7 @@ from urllib.parse import urlsplit
 from django.core.exceptions import ImproperlyConfigured
 
 from .conf import get_connection, setting
-from .engine import keys
+from .engine import readmodel
 from .engine.errors import InvalidInput, RetryLater, WorqrError
 from .engine.registry import HandlerSpec
 
@@ -440,8 +440,8 @@ def retry_after(value):
 def backoff_of(task):
     """The wait a failed attempt would get: the task's (or the default) backoff * 2**(attempt-1)."""
     config = get_connection().config
-    own = get_connection().client.hget(keys.task_key(task.queue, task.id), "b")
-    base = float(own) if own else config.backoff
+    stored = readmodel.task(get_connection().client, task.id)
+    base = stored.backoff if stored and stored.backoff is not None else config.backoff
     return min(base * 2 ** max(task.attempt - 1, 0), config.backoff_max)
 
 

@@ -8,9 +8,10 @@ from django.contrib.auth.models import Permission
 from django.test import Client
 
 from queues import Queue
-from queues.engine import connection, keys, scripts
+from queues.engine import connection, keys
 from queues.models import ACTION_PERMISSIONS, ApiToken, AuditLog
 from tests.conftest import wait_registered
+from tests.engine_calls import fail, take
 
 pytestmark = pytest.mark.django_db
 
@@ -62,11 +63,10 @@ def failed_task(queue="failing", payload="x"):
     """A task in the failed set, made with the engine's own scripts (no worker needed)."""
     q = Queue(queue)
     q.enqueue(payload, retries=0)
-    conn = connection.get_default()
-    scripts.run(conn.client, "register", queue, "w", 3000)
-    _, _, tid, _, lease, *_ = scripts.run(conn.client, "start", queue, "w", 1, 35000, 1000, 0)
-    scripts.run(conn.client, "fail", queue, "w", tid, lease, "E: boom", "tb", 0, 1, 10, 0, 5, "")
-    return tid.decode()
+    client = connection.get_default().client
+    (task,) = take(client, queue)
+    fail(client, task)
+    return task.id
 
 
 def error(response, status, field=None):
@@ -330,11 +330,10 @@ def test_delete_of_a_task_whose_state_changed_meanwhile_is_409(api, monkeypatch)
     from queues.engine.task import Task
 
     tid = Queue("t1").enqueue("x")
-    conn = connection.get_default()
-    scripts.run(conn.client, "register", "t1", "w", 3000)
-    scripts.run(conn.client, "start", "t1", "w", 1, 35000, 1000, 0)
+    take(connection.get_default().client, "t1")
     monkeypatch.setattr(views.readmodel, "task", lambda client, i: Task(id=i, queue="t1", state="failed"))
     assert "running" in error(api.delete(f"/api/tasks/{tid}"), 409)
+    monkeypatch.undo()
     assert AuditLog.objects.count() == 0 and Queue("t1").get(tid).state == "active"
 
 

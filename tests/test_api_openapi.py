@@ -51,12 +51,10 @@ class Ctx:
     def stale(self):
         """A running task the API will read as failed: its delete then conflicts (409)."""
         from queues.api import views
-        from queues.engine import scripts
+        from tests.engine_calls import take
 
         tid = Queue("t9").enqueue("x")
-        client = connection.get_default().client
-        scripts.run(client, "register", "t9", "w", 3000)
-        scripts.run(client, "start", "t9", "w", 1, 35000, 1000, 0)
+        take(connection.get_default().client, "t9")
         self.monkeypatch.setattr(views.readmodel, "task", lambda c, i: Task(id=i, queue="t9", state="failed"))
         return tid
 

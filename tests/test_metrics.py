@@ -7,7 +7,7 @@ from django.test import Client
 from prometheus_client.parser import text_string_to_metric_families
 
 from queues import Queue
-from queues.framework import TaskResultStatus
+from queues.backends.framework import TaskResultStatus
 from queues.models import ApiToken
 from tests.conftest import wait_for
 from tests.tasksapp import tasks

@@ -1,4 +1,4 @@
-"""Routes of the HTTP API, included under ``api/`` by the project's urls."""
+"""Routes of the HTTP API, mounted at ``api/`` by ``queues.urls``."""
 
 from django.urls import path, re_path
 

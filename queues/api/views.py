@@ -12,7 +12,7 @@ from django.db import transaction
 from django.urls import reverse
 
 from ..conf import get_connection
-from ..engine import Queue, keys, readmodel
+from ..engine import Queue, readmodel
 from ..models import AuditLog
 from ..quoting import shown
 from .auth import require
@@ -117,7 +117,7 @@ def known_queue(name):
     """The Queue named in the URL: 400 if the name is invalid, 404 if it never had tasks or workers."""
     name = queue_name(name)
     client = get_connection().client
-    if not client.sismember(keys.KNOWN_QUEUES, name):
+    if not readmodel.queue_exists(client, name):
         raise NotFound(f"no queue {shown(name)}")
     return Queue(name, get_connection())
 

@@ -11,6 +11,7 @@
     ├── InvalidState              the task exists but is not in a state that allows the action
     ├── StaleLease                a finish/stop/fail with a lease that is no longer the task's
     ├── WorkerLost                the worker's registration is gone (it was presumed dead)
+    ├── WorkerNameTaken           a live worker already runs under that name
     ├── NoHandler                 a worker was asked to serve a queue with no handler
     └── RetryLater                raised by a handler: run again later, no attempt used
 """
@@ -57,6 +58,10 @@ class StaleLease(WorqrError):
 
 
 class WorkerLost(WorqrError):
+    pass
+
+
+class WorkerNameTaken(WorqrError):
     pass
 
 

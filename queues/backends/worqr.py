@@ -6,11 +6,11 @@
     TASKS = {"default": {"BACKEND": "queues.backends.WorqrBackend", "QUEUES": ["default", "emails"],
                          "OPTIONS": {"RETRIES": 3, "TIMEOUT": 600, "BACKOFF": 10, "ON_COMMIT": True}}}
 
-Each name in ``QUEUES`` is a worqr queue whose handler is ``queues.dispatch.run`` (registered
+Each name in ``QUEUES`` is a worqr queue whose handler is ``queues.backends.dispatch.run`` (registered
 when the backend is made, and at startup by ``register_handlers`` so workers have it), run by
 ``manage.py worker default emails``. The backend:
 
-- enqueues a JSON payload (``queues.dispatch``); arguments are normalised by the framework's
+- enqueues a JSON payload (``queues.backends.dispatch``); arguments are normalised by the framework's
   ``TaskResult`` first, so a call that is not JSON is refused with the framework's own error;
 - inside ``transaction.atomic()`` enqueues on commit (``ON_COMMIT``, default
   ``WORQR["TASKS_ON_COMMIT"]``, default True), returning the result (and its id) at once;
@@ -31,12 +31,13 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
+from ..conf import get_connection, setting
+from ..engine import keys, readmodel
+from ..engine.errors import ConfigurationError, InvalidQueueName
+from ..engine.queue import new_task_id
+from ..engine.registry import handler
+from ..transactions import Queue, in_transaction
 from . import dispatch
-from .conf import get_connection, setting
-from .engine import keys, readmodel
-from .engine.errors import ConfigurationError, InvalidQueueName
-from .engine.queue import new_task_id
-from .engine.registry import handler
 from .framework import (
     BaseTaskBackend,
     TaskResult,
@@ -45,7 +46,6 @@ from .framework import (
     task_backends,
     task_enqueued,
 )
-from .transactions import Queue, in_transaction
 
 _STATUS = {
     "pending": TaskResultStatus.READY, "delayed": TaskResultStatus.READY,

@@ -1,26 +1,50 @@
+-- @include locks
 -- Taking tasks, shared by start (a worker asks) and enqueue (a task is handed straight to an
 -- idle worker, saving it a round trip).
 
--- Take up to `count` runnable tasks from the head of the queue for `worker`, appending 9
--- fields per task to `out` (id, payload, lease, attempt, timeout, callback, meta, retries,
--- payload kind). A task whose lock is held goes aside onto that lock's wait list. Each task
--- taken gets a new lease (fencing token), its lock, and is recorded as held by the worker.
--- opts: lock_ttl (ms), grace (ms), default_timeout (s). Returns the ids taken.
-local function take_tasks(worker, count, out, now, opts)
-  local taken, waiting = {}, {}
-  local wk = worker_tasks_key(worker)
-  while #taken < count do
-    local id = rcall('LPOP', K.pending)
-    if not id then break end
+-- Entries of front/pending looked at per call at most (removed tasks are skipped): no call
+-- does unbounded work; a worker that hits the cap calls again at once.
+local TAKE_SCAN_MAX = 1000
+
+-- Make due delayed tasks runnable (at most 1000 per call; the next call goes on).
+local function promote_due(now)
+  local due = rcall('ZRANGEBYSCORE', K.delayed, '-inf', now, 'LIMIT', 0, 1000)
+  for _, id in ipairs(due) do
+    rcall('ZREM', K.delayed, id)
     local tk = task_key(id)
-    local f = rcall('HMGET', tk, 'p', 'lk', 't', 'cb', 'm', 'r', 'y')
-    if f[1] then
+    local f = rcall('HMGET', tk, 's', 'lk')
+    if f[1] == 'delayed' then
+      rcall('HDEL', tk, 'due')
+      make_runnable(id, tk, f[2], 'tail', now)
+    end
+  end
+  if #due > 0 then publish({e = 'promoted', n = #due, ids = due}) end
+end
+
+-- Take up to `count` runnable tasks, from the head of front then pending, for `worker`,
+-- appending 9 fields per task to `out` (id, payload, lease, attempt, timeout, callback, meta,
+-- retries, payload kind). Each task taken gets a new lease (fencing token) and its lock, and is
+-- recorded as held by the worker. opts: lock_ttl (ms), grace (ms), default_timeout (s).
+-- Returns the ids taken, and true if it stopped at TAKE_SCAN_MAX with more to look at.
+local function take_tasks(worker, count, out, now, opts)
+  local taken = {}
+  local wk = worker_tasks_key(worker)
+  local looked = 0
+  while #taken < count do
+    if looked >= TAKE_SCAN_MAX then return taken, true end
+    local id = rcall('LPOP', K.front)
+    if not id then id = rcall('LPOP', K.pending) end
+    if not id then break end
+    looked = looked + 1
+    local tk = task_key(id)
+    local f = rcall('HMGET', tk, 'p', 'lk', 't', 'cb', 'm', 'r', 'y', 's')
+    if f[8] ~= 'pending' then
+      rcall('HINCRBY', K.stats, 'gone', -1)  -- removed (or run) since it was listed
+    else
       local lk = f[2]
+      if lk and rcall('HGET', K.lockheads, lk) == id then rcall('HDEL', K.lockheads, lk) end
       if lk and rcall('EXISTS', lock_key(lk)) == 1 then
-        rcall('RPUSH', lock_wait_key(lk), id)
-        rcall('HSET', tk, 's', 'waiting')
-        rcall('ZADD', K.lockwaits, 'NX', now + opts.lock_ttl, lk)
-        waiting[#waiting + 1] = id
+        wait_for_lock(id, tk, lk, true, now)  -- never expected: a runnable head's lock is free
       else
         local lease = rcall('HINCRBY', tk, 'l', 1)
         local attempt = rcall('HINCRBY', tk, 'a', 1)
@@ -39,23 +63,18 @@ local function take_tasks(worker, count, out, now, opts)
       end
     end
   end
-  if #waiting > 0 then
-    rcall('HINCRBY', K.stats, 'waiting', #waiting)
-    publish({e = 'waiting', ids = waiting, n = #waiting})
-  end
   if #taken > 0 then publish({e = 'started', w = worker, ids = taken, n = #taken}) end
-  return taken
+  return taken, false
 end
 
 -- Hand up to n runnable tasks straight to idle workers, one each, over their control channels
 -- (the delivery travels in the message: 't <queue>' then each field as '<length>:<bytes>').
 -- Uses the timings the queue's workers registered with. Returns how many were handed out.
-local function push_to_idle(n)
+local function push_to_idle(n, now)
   if n <= 0 or rcall('HEXISTS', K.meta, 'paused') == 1 then return 0 end
   local cfg = rcall('HMGET', K.meta, 'lt', 'gr', 'dt')
   if not cfg[1] then return 0 end
   local opts = {lock_ttl = tonumber(cfg[1]), grace = tonumber(cfg[2]), default_timeout = tonumber(cfg[3])}
-  local now = now_ms()
   local pushed = 0
   while pushed < n do
     local w = rcall('SPOP', K.idle)

@@ -27,16 +27,16 @@ import logging
 import time
 import traceback
 from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import datetime
 
 from django.db import close_old_connections
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
-from .conf import get_connection
-from .engine import errors as engine_errors
-from .engine import keys
-from .engine.registry import get_handler
+from ..conf import get_connection
+from ..engine import errors as engine_errors
+from ..engine import readmodel
+from ..engine.registry import get_handler
 from .framework import (
     Task,
     TaskContext,
@@ -149,14 +149,15 @@ def run(wtask):
         raise ValueError(f"task {wtask.id}: payload is not a Django Tasks call")
     client = get_connection().client
     fw_task = load_task(data)
-    created, worker = client.hmget(keys.task_key(wtask.queue, wtask.id), "c", "w")
+    stored = readmodel.task(client, wtask.id)
+    worker = (stored.worker or "") if stored else ""
     now = timezone.now()
     result = TaskResult(
         task=fw_task, id=wtask.id, status=TaskResultStatus.RUNNING,
-        enqueued_at=datetime.fromtimestamp(int(created) / 1000, tz=UTC) if created else None,
+        enqueued_at=stored.created_at if stored else None,
         started_at=now, last_attempted_at=now, finished_at=None, args=data["args"],
         kwargs=data["kwargs"], backend=data["backend"], errors=[],
-        worker_ids=[""] * (wtask.attempt - 1) + [(worker or b"").decode()],
+        worker_ids=[""] * (wtask.attempt - 1) + [worker],
     )
     task_started.send(type(fw_task.get_backend()), task_result=result)
     args = [TaskContext(task_result=result), *result.args] if fw_task.takes_context else result.args
