@@ -194,8 +194,17 @@ def _create(queue, payload, retries, others):
         Field("delay", "number", maximum=MAX_DELAY, doc="seconds before it may run"),
         Field(retries, "integer", "retries", maximum=MAX_RETRIES, doc="retries after a failed attempt"),
         Field("timeout", "number", maximum=MAX_TIMEOUT, positive=True, doc="seconds an attempt may run"),
-        Field("backoff", "number", maximum=MAX_BACKOFF, doc="base seconds between retries: retry n waits backoff * 2**(n-1)"),
-        Field("callback", "callback", doc="http(s) URL the task is POSTed to; its host must be in WORQR['CALLBACK_ALLOWED_HOSTS']"),
+        Field(
+            "backoff",
+            "number",
+            maximum=MAX_BACKOFF,
+            doc="base seconds between retries: retry n waits backoff * 2**(n-1)",
+        ),
+        Field(
+            "callback",
+            "callback",
+            doc="http(s) URL the task is POSTed to; its host must be in WORQR['CALLBACK_ALLOWED_HOSTS']",
+        ),
         spellings=others,
     )
 

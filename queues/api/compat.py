@@ -16,10 +16,16 @@ def seed_json(task):
     """A task in the seed's shape (its spellings kept), plus ``state`` and ``error``."""
     payload = task.as_dict()["payload"]
     return {
-        "id": task.id, "topic": task.queue, "content": payload, "callback": task.callback,
-        "execute_time": _seconds(task.due_at or task.created_at), "creat_time": _seconds(task.created_at),
-        "max_retry": task.retries, "has_retry": max(task.attempt - 1, 0),
-        "state": task.state, "error": task.error,
+        "id": task.id,
+        "topic": task.queue,
+        "content": payload,
+        "callback": task.callback,
+        "execute_time": _seconds(task.due_at or task.created_at),
+        "creat_time": _seconds(task.created_at),
+        "max_retry": task.retries,
+        "has_retry": max(task.attempt - 1, 0),
+        "state": task.state,
+        "error": task.error,
     }
 
 

@@ -145,8 +145,9 @@ def json_body(request):
     if len(raw) > limit:
         raise RequestTooLarge(f"the body is over {limit} bytes, more than any valid request")
     try:
-        data = json.loads(raw.decode("utf-8-sig"), parse_constant=_no_constants, parse_int=parse_int,
-                          object_pairs_hook=_no_duplicates)
+        data = json.loads(
+            raw.decode("utf-8-sig"), parse_constant=_no_constants, parse_int=parse_int, object_pairs_hook=_no_duplicates
+        )
     except UnicodeDecodeError:
         raise BadRequest("the body is not valid UTF-8") from None
     except _Duplicate as exc:

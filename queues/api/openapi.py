@@ -16,10 +16,16 @@ from .errors import MethodNotAllowed
 from .http import error_response
 
 _STATUS = {
-    200: "OK", 201: "Created", 400: "Bad input: the message (and `field`) say what",
-    401: "No valid bearer token", 403: "The token lacks the permission", 404: "Not found",
-    409: "The task changed state meanwhile; read it again", 413: "Body larger than any valid request",
-    415: "The body is not JSON", 503: "Redis is unavailable; try again",
+    200: "OK",
+    201: "Created",
+    400: "Bad input: the message (and `field`) say what",
+    401: "No valid bearer token",
+    403: "The token lacks the permission",
+    404: "Not found",
+    409: "The task changed state meanwhile; read it again",
+    413: "Body larger than any valid request",
+    415: "The body is not JSON",
+    503: "Redis is unavailable; try again",
 }
 _READ = (401, 403, 503)
 _WRITE = (400, 401, 403, 413, 415, 503)
@@ -53,38 +59,67 @@ _PATHS = {
         "get": _op("Read a task", "view_dashboard", (200, 404, *_READ), _ref("Task"), params=("id",)),
         "delete": _op(
             "Cancel a pending, delayed, waiting or running task (`queues.cancel_task`), or delete a "
-            "failed or completed one (`queues.delete_task`)", None, (200, 404, 409, *_READ),
-            _ref("Removed"), params=("id",)),
+            "failed or completed one (`queues.delete_task`)",
+            None,
+            (200, 404, 409, *_READ),
+            _ref("Removed"),
+            params=("id",),
+        ),
     },
     "/api/queues": {
-        "get": _op("List queues with counts, paused state and workers", "view_dashboard", (200, *_READ),
-                   {"type": "object", "required": ["queues"],
-                    "properties": {"queues": {"type": "array", "items": _ref("Queue")}}}),
+        "get": _op(
+            "List queues with counts, paused state and workers",
+            "view_dashboard",
+            (200, *_READ),
+            {
+                "type": "object",
+                "required": ["queues"],
+                "properties": {"queues": {"type": "array", "items": _ref("Queue")}},
+            },
+        ),
     },
     "/api/queues/{name}": {
         "get": _op("Read a queue", "view_dashboard", (200, 400, 404, *_READ), _ref("Queue"), params=("name",)),
     },
     "/api/queues/{name}/pause": {
-        "post": _op("Pause a queue: no task of it starts until resumed", "pause_queue", (200, 400, 404, *_READ),
-                    _ref("Paused"), params=("name",)),
+        "post": _op(
+            "Pause a queue: no task of it starts until resumed",
+            "pause_queue",
+            (200, 400, 404, *_READ),
+            _ref("Paused"),
+            params=("name",),
+        ),
     },
     "/api/queues/{name}/resume": {
         "post": _op("Resume a paused queue", "pause_queue", (200, 400, 404, *_READ), _ref("Paused"), params=("name",)),
     },
     "/api/create": {
-        "post": _op("The seed's create, in the seed's field names (answers 200)", "enqueue_task", (200, *_WRITE),
-                    _ref("Created"), "SeedCreate"),
+        "post": _op(
+            "The seed's create, in the seed's field names (answers 200)",
+            "enqueue_task",
+            (200, *_WRITE),
+            _ref("Created"),
+            "SeedCreate",
+        ),
     },
     "/api/query": {
         "post": _op("The seed's query", "view_dashboard", (200, 404, *_WRITE), _ref("SeedTask"), "ById"),
     },
     "/api/delete": {
-        "post": _op("The seed's delete (same rules as DELETE /api/tasks/{id})", None, (200, 404, 409, *_WRITE),
-                    _ref("Removed"), "ById"),
+        "post": _op(
+            "The seed's delete (same rules as DELETE /api/tasks/{id})",
+            None,
+            (200, 404, 409, *_WRITE),
+            _ref("Removed"),
+            "ById",
+        ),
     },
     "/api/openapi.json": {
-        "get": {"summary": "This description", "security": [],
-                "responses": {"200": {"description": "OK", "content": {"application/json": {}}}}},
+        "get": {
+            "summary": "This description",
+            "security": [],
+            "responses": {"200": {"description": "OK", "content": {"application/json": {}}}},
+        },
     },
 }
 
@@ -94,35 +129,61 @@ _TIME = {"type": ["string", "null"], "format": "date-time"}
 
 
 def _object(properties, required=None):
-    return {"type": "object", "required": list(properties) if required is None else required,
-            "properties": properties}
+    return {"type": "object", "required": list(properties) if required is None else required, "properties": properties}
 
 
 _RESPONSES = {
     "Error": _object({"error": _STR, "field": _STR}, required=["error"]),
     "Created": _object({"id": _STR}),
-    "Task": _object({
-        "id": _STR, "queue": _STR, "payload": _STR,
-        "state": {"enum": ["pending", "delayed", "waiting", "active", "failed", "completed"]},
-        "attempts": _INT, "retries": {"type": ["integer", "null"]},
-        "timeout": {"type": ["number", "null"]}, "backoff": {"type": ["number", "null"]},
-        "callback": _NULLABLE_STR, "worker": _NULLABLE_STR, "error": _NULLABLE_STR,
-        "created_at": _TIME, "due_at": _TIME, "started_at": _TIME, "failed_at": _TIME, "finished_at": _TIME,
-        "cancel_requested": {"type": "boolean"},
-    }),
-    "SeedTask": _object({
-        "id": _STR, "topic": _STR, "content": _STR, "callback": _NULLABLE_STR,
-        "execute_time": {"type": ["integer", "null"]}, "creat_time": {"type": ["integer", "null"]},
-        "max_retry": {"type": ["integer", "null"]}, "has_retry": _INT, "state": _STR, "error": _NULLABLE_STR,
-    }),
+    "Task": _object(
+        {
+            "id": _STR,
+            "queue": _STR,
+            "payload": _STR,
+            "state": {"enum": ["pending", "delayed", "waiting", "active", "failed", "completed"]},
+            "attempts": _INT,
+            "retries": {"type": ["integer", "null"]},
+            "timeout": {"type": ["number", "null"]},
+            "backoff": {"type": ["number", "null"]},
+            "callback": _NULLABLE_STR,
+            "worker": _NULLABLE_STR,
+            "error": _NULLABLE_STR,
+            "created_at": _TIME,
+            "due_at": _TIME,
+            "started_at": _TIME,
+            "failed_at": _TIME,
+            "finished_at": _TIME,
+            "cancel_requested": {"type": "boolean"},
+        }
+    ),
+    "SeedTask": _object(
+        {
+            "id": _STR,
+            "topic": _STR,
+            "content": _STR,
+            "callback": _NULLABLE_STR,
+            "execute_time": {"type": ["integer", "null"]},
+            "creat_time": {"type": ["integer", "null"]},
+            "max_retry": {"type": ["integer", "null"]},
+            "has_retry": _INT,
+            "state": _STR,
+            "error": _NULLABLE_STR,
+        }
+    ),
     "Removed": _object({"id": _STR, "queue": _STR, "result": {"enum": ["cancelled", "deleted"]}}),
     "Paused": _object({"name": _STR, "paused": {"type": "boolean"}}),
-    "Queue": _object({
-        "name": _STR, "paused": {"type": "boolean"},
-        "counts": {"type": "object", "additionalProperties": _INT,
-                   "description": "pending, delayed, active, failed (now) and lifetime counters"},
-        "workers": {"type": "array", "items": {"type": "object"}},
-    }),
+    "Queue": _object(
+        {
+            "name": _STR,
+            "paused": {"type": "boolean"},
+            "counts": {
+                "type": "object",
+                "additionalProperties": _INT,
+                "description": "pending, delayed, active, failed (now) and lifetime counters",
+            },
+            "workers": {"type": "array", "items": {"type": "object"}},
+        }
+    ),
 }
 
 
@@ -130,18 +191,25 @@ def describe():
     """The document, for the settings in force (payload limit, callback allow-list)."""
     bodies = {
         "CreateTask": dict(CREATE_TASK.schema(), description="Fields of a new task. Required: queue and payload."),
-        "SeedCreate": dict(SEED_CREATE.schema(), description="POST /api/tasks in the seed's names: topic, content, "
-                                                            "retry (for queue, payload, retries)."),
+        "SeedCreate": dict(
+            SEED_CREATE.schema(),
+            description="POST /api/tasks in the seed's names: topic, content, retry (for queue, payload, retries).",
+        ),
         "ById": BY_ID.schema(),
     }
     return {
         "openapi": "3.1.0",
-        "info": {"title": "worqr HTTP API", "version": "1",
-                 "description": "Tasks and queues of worqr over HTTP. Send `Authorization: Bearer <token>`; "
-                                "bodies are JSON objects. Unknown methods on a path answer 405."},
+        "info": {
+            "title": "worqr HTTP API",
+            "version": "1",
+            "description": "Tasks and queues of worqr over HTTP. Send `Authorization: Bearer <token>`; "
+            "bodies are JSON objects. Unknown methods on a path answer 405.",
+        },
         "paths": _PATHS,
-        "components": {"schemas": {**bodies, **_RESPONSES},
-                       "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}},
+        "components": {
+            "schemas": {**bodies, **_RESPONSES},
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+        },
     }
 
 

@@ -28,8 +28,9 @@ CANCELLABLE = ("pending", "delayed", "waiting", "active")
 def audited(token, action, queue, task_id="", detail=""):
     """Write the audit row and make the change in one transaction: no row if the change fails."""
     with transaction.atomic():
-        entry = AuditLog.objects.create(token=token, action=action, queue=queue, task_id=task_id,
-                                        detail=detail or "via the HTTP API")
+        entry = AuditLog.objects.create(
+            token=token, action=action, queue=queue, task_id=task_id, detail=detail or "via the HTTP API"
+        )
         yield entry
 
 
@@ -39,11 +40,22 @@ def audited(token, action, queue, task_id="", detail=""):
 def task_json(task):
     d = task.as_dict()
     return {
-        "id": task.id, "queue": task.queue, "payload": d["payload"], "state": task.state,
-        "attempts": task.attempt, "retries": task.retries, "timeout": task.timeout,
-        "backoff": task.backoff, "callback": task.callback, "worker": task.worker, "error": task.error,
-        "created_at": d["created_at"], "due_at": d["due_at"], "started_at": d["started_at"],
-        "failed_at": d["failed_at"], "finished_at": d["finished_at"],
+        "id": task.id,
+        "queue": task.queue,
+        "payload": d["payload"],
+        "state": task.state,
+        "attempts": task.attempt,
+        "retries": task.retries,
+        "timeout": task.timeout,
+        "backoff": task.backoff,
+        "callback": task.callback,
+        "worker": task.worker,
+        "error": task.error,
+        "created_at": d["created_at"],
+        "due_at": d["due_at"],
+        "started_at": d["started_at"],
+        "failed_at": d["failed_at"],
+        "finished_at": d["finished_at"],
         "cancel_requested": task.cancel_requested,
     }
 
@@ -106,9 +118,22 @@ def queue_json(counts, workers):
     counts = dict(counts)
     name, paused = counts.pop("name"), counts.pop("paused")
     serving = [
-        {k: w.get(k) for k in ("name", "host", "pid", "concurrency", "active", "processed", "failed",
-                               "started_at", "heartbeat_age")}
-        for w in workers if name in w.get("queues", ())
+        {
+            k: w.get(k)
+            for k in (
+                "name",
+                "host",
+                "pid",
+                "concurrency",
+                "active",
+                "processed",
+                "failed",
+                "started_at",
+                "heartbeat_age",
+            )
+        }
+        for w in workers
+        if name in w.get("queues", ())
     ]
     return {"name": name, "paused": paused, "counts": counts, "workers": serving}
 
