@@ -302,3 +302,25 @@ async def test_access_changes_missed_while_redis_was_down_are_caught_up(staff_co
     ] != "websocket.close":
         pass
     assert message["code"] == 4403
+
+
+async def test_the_process_subscriber_serves_a_socket_arriving_as_the_last_one_leaves(conn):
+    """When a socket opens while the process's last other socket is closing (its subscriber
+    stopping), the new socket is still subscribed and hears what is published."""
+    from queues.dashboard.hub import Hub
+    from queues.engine import keys
+
+    hub, heard = Hub(conn), asyncio.Queue()
+
+    def leaving(data):
+        pass
+
+    await hub.add(keys.ACCESS_CHANGES, leaving)
+    closing = asyncio.create_task(hub.remove(keys.ACCESS_CHANGES, leaving))
+    await asyncio.sleep(0)  # the removal has begun stopping the subscriber
+    await hub.add(keys.ACCESS_CHANGES, heard.put_nowait)
+    await closing
+    assert keys.ACCESS_CHANGES.encode() in hub.confirmed
+    await asyncio.to_thread(conn.client.publish, keys.ACCESS_CHANGES, "hello")
+    assert await asyncio.wait_for(heard.get(), 5) == b"hello"
+    await hub.remove(keys.ACCESS_CHANGES, heard.put_nowait)

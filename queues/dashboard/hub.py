@@ -18,8 +18,9 @@ from ..engine.connection import NETWORK_ERRORS
 log = logging.getLogger("worqr.dashboard")
 
 #: Seconds ``add`` waits for Redis to confirm a subscription before going on without it (the
-#: listener then hears ``None`` once the subscription is made).
-CONFIRM_TIMEOUT = 5.0
+#: listener then hears ``None`` once the subscription is made). Below Daphne's 5 s handshake
+#: timeout, so a socket opens (and says Redis is down) when Redis is.
+CONFIRM_TIMEOUT = 2.0
 
 _hubs = {}  # event loop -> Hub
 
@@ -40,6 +41,7 @@ class Hub:
         self.connection = connection
         self.listeners = {}  # channel (bytes) -> set of listeners
         self.confirmed = set()  # channels Redis confirmed on the current connection
+        self._requested = set()  # channels a SUBSCRIBE was sent for on the current connection
         self._pubsub = None
         self._task = None
         self._changed = asyncio.Condition()
@@ -51,7 +53,8 @@ class Hub:
         self.listeners.setdefault(channel, set()).add(listener)
         if self._task is None or self._task.done():
             self._task = asyncio.create_task(self._run())
-        elif new and self._pubsub is not None:
+        elif new and self._pubsub is not None and channel not in self._requested:
+            self._requested.add(channel)
             try:
                 await self._pubsub.subscribe(channel)
             except NETWORK_ERRORS:
@@ -73,10 +76,12 @@ class Hub:
             return
         del self.listeners[channel]
         self.confirmed.discard(channel)
+        self._requested.discard(channel)
         if not self.listeners and self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-            self._task = None
+            # Detached at once: an add() arriving while this one stops starts a new run.
+            task, self._task, self._pubsub = self._task, None, None
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
         elif self._pubsub is not None:
             try:
                 await self._pubsub.unsubscribe(channel)
@@ -103,8 +108,9 @@ class Hub:
                 pubsub = redis.pubsub()
                 try:
                     self.confirmed.clear()
-                    await pubsub.subscribe(*self.listeners)
-                    self._pubsub = pubsub
+                    # Set before the first await, so add() subscribes what this list misses.
+                    self._pubsub, self._requested = pubsub, set(self.listeners)
+                    await pubsub.subscribe(*self._requested)
                     async for message in pubsub.listen():
                         kind, channel = message["type"], message["channel"]
                         if kind == "message":
@@ -123,7 +129,8 @@ class Hub:
                     await asyncio.sleep(backoff)
                     backoff = min(backoff * 2, 5.0)
                 finally:
-                    self._pubsub = None
+                    if self._pubsub is pubsub:
+                        self._pubsub = None
                     try:
                         await asyncio.shield(pubsub.aclose())
                     except Exception:  # best effort: the connection may already be gone
