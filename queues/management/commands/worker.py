@@ -3,7 +3,7 @@ import logging
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError
 
-from queues.conf import get_connection
+from queues.conf import get_connection, schedule_specs
 from queues.engine.errors import WorqrError
 from queues.engine.registry import all_handlers
 from queues.engine.worker import Worker
@@ -33,7 +33,7 @@ class Command(BaseCommand):
         try:
             worker = Worker(queues, get_connection(), concurrency=options["concurrency"],
                             name=options["name"], grace=options["grace"],
-                            callback_handler=worker_callback_handler())
+                            callback_handler=worker_callback_handler(), schedules=schedule_specs())
         except (WorqrError, ValueError, ImproperlyConfigured) as exc:
             raise CommandError(str(exc)) from exc
         code = worker.run()
