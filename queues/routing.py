@@ -10,7 +10,7 @@ from django.urls import re_path
 from .consumers import DashboardConsumer
 
 websocket_urlpatterns = [
-    re_path(r"^ws/queues/(?P<view>overview|workers)/$", DashboardConsumer.as_asgi()),
+    re_path(r"^ws/queues/(?P<view>overview|workers|schedules)/$", DashboardConsumer.as_asgi()),
     re_path(r"^ws/queues/(?P<view>queue|task)/(?P<arg>[^/]+)/$", DashboardConsumer.as_asgi()),
 ]
 

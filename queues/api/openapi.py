@@ -69,6 +69,27 @@ _PATHS = {
         "post": _op("Resume a paused queue", "pause_queue", 200, (200, 400, 404, *_READ), _ref("Paused"),
                     params=("name",)),
     },
+    "/api/schedules": {
+        "get": _op("List the schedules (periodic tasks) with their next and last runs", "view_dashboard", 200,
+                   (200, *_READ),
+                   {"type": "object", "properties": {"schedules": {"type": "array", "items": _ref("Schedule")}}}),
+    },
+    "/api/schedules/{name}": {
+        "get": _op("Read a schedule", "view_dashboard", 200, (200, 400, 404, *_READ), _ref("Schedule"),
+                   params=("name",)),
+    },
+    "/api/schedules/{name}/pause": {
+        "post": _op("Pause a schedule (durable: its ticks pass without runs until resumed)", "manage_schedules",
+                    200, (200, 400, 404, *_READ), _ref("SchedulePaused"), params=("name",)),
+    },
+    "/api/schedules/{name}/resume": {
+        "post": _op("Resume a schedule from its next tick (no catch-up)", "manage_schedules", 200,
+                    (200, 400, 404, *_READ), _ref("SchedulePaused"), params=("name",)),
+    },
+    "/api/schedules/{name}/trigger": {
+        "post": _op("Enqueue one run of a schedule now (its next tick stays); `Location` is the task",
+                    "manage_schedules", 201, (201, 400, 404, *_READ), _ref("Triggered"), params=("name",)),
+    },
     "/api/create": {
         "post": _op("The seed's create (aliases of POST /api/tasks; answers 200)", "enqueue_task", 200,
                     (200, *_WRITE), _ref("Created"), _ref("CreateTask")),
@@ -132,6 +153,20 @@ _SCHEMAS = {
     "Removed": {"type": "object", "properties": {
         "id": {"type": "string"}, "queue": {"type": "string"}, "result": {"enum": ["cancelled", "deleted"]}}},
     "Paused": {"type": "object", "properties": {"name": {"type": "string"}, "paused": {"type": "boolean"}}},
+    "Schedule": {"type": "object", "properties": {
+        "name": {"type": "string"}, "queue": {"type": "string"}, "cron": _NULLABLE_STR,
+        "every": {"type": ["number", "null"], "description": "seconds"}, "timezone": {"type": "string"},
+        "payload": {"type": "string"}, "enabled": {"type": "boolean"}, "paused": {"type": "boolean"},
+        "missed": {"enum": ["skip", "once"]}, "overlap": {"type": "boolean"},
+        "options": {"type": "object", "description": "enqueue options: retries, timeout, backoff, lock, callback"},
+        "next_run": _TIME, "last_run": _TIME, "last_tick": _TIME, "paused_at": _TIME,
+        "last_task_id": _NULLABLE_STR, "last_kind": {"enum": ["tick", "catchup", "trigger", None]},
+        "runs": {"type": "integer"}, "catchups": {"type": "integer"}, "triggered": {"type": "integer"},
+        "skipped": {"type": "integer"},
+    }},
+    "SchedulePaused": {"type": "object", "properties": {"name": {"type": "string"}, "paused": {"type": "boolean"}}},
+    "Triggered": {"type": "object", "required": ["name", "id"],
+                  "properties": {"name": {"type": "string"}, "id": {"type": "string"}}},
     "Queue": {"type": "object", "properties": {
         "name": {"type": "string"}, "paused": {"type": "boolean"},
         "counts": {"type": "object", "additionalProperties": {"type": "integer"},
@@ -145,7 +180,7 @@ def describe():
     return {
         "openapi": "3.1.0",
         "info": {"title": "worqr HTTP API", "version": "1",
-                 "description": "Tasks and queues of worqr over HTTP. Send `Authorization: Bearer <token>`; "
+                 "description": "Tasks, queues and schedules of worqr over HTTP. Send `Authorization: Bearer <token>`; "
                                 "bodies are JSON objects. Unknown methods on a path answer 405."},
         "paths": _PATHS,
         "components": {"schemas": _SCHEMAS,

@@ -264,3 +264,12 @@ def schedule(client, name):
         return None
     found = _schedules(client, [(name, _decode(queue))])
     return found[0] if found else None
+
+
+def task_states(client, task_ids):
+    """{id: state, or None once the task is gone (finished)} in one round trip."""
+    ids = [i for i in task_ids if keys.queue_from_task_id(i)]
+    p = client.pipeline(transaction=False)
+    for task_id in ids:
+        p.hget(keys.task_key(keys.queue_from_task_id(task_id), task_id), "s")
+    return {task_id: _decode(state) for task_id, state in zip(ids, p.execute() if ids else [])}
