@@ -55,7 +55,7 @@ def row(schedule, outcome):
         "enabled": schedule.enabled,
         "missed": schedule.missed,
         "overlap": schedule.overlap,
-        "runs": schedule.runs,
+        "runs": schedule.runs + schedule.triggered,  # every run enqueued, by tick or by hand
         "triggered": schedule.triggered,
         "skipped": schedule.skipped,
     }
