@@ -42,11 +42,31 @@ def main():
     args = parser.parse_args()
     workdir = tempfile.mkdtemp(prefix="worqr-bench-schedules-")
     server, r, url = start_redis(workdir)
-    env = dict(os.environ, WORQR_REDIS_URL=url, DJANGO_SETTINGS_MODULE="bench.schedule_settings",
-               WORQR_BENCH_SCHEDULES=str(args.schedules), PYTHONPATH=f"{PROJECT}:{BENCH}")
-    procs = [subprocess.Popen([sys.executable, str(PROJECT / "manage.py"), "worker", "bench", "--log-level", "WARNING",
-                               "--name", f"sched-bench-{i}"], cwd=PROJECT, env=env, start_new_session=True)
-             for i in range(WORKERS)]
+    env = dict(
+        os.environ,
+        WORQR_REDIS_URL=url,
+        DJANGO_SETTINGS_MODULE="bench.schedule_settings",
+        WORQR_BENCH_SCHEDULES=str(args.schedules),
+        PYTHONPATH=f"{PROJECT}:{BENCH}",
+    )
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                str(PROJECT / "manage.py"),
+                "worker",
+                "bench",
+                "--log-level",
+                "WARNING",
+                "--name",
+                f"sched-bench-{i}",
+            ],
+            cwd=PROJECT,
+            env=env,
+            start_new_session=True,
+        )
+        for i in range(WORKERS)
+    ]
     try:
         deadline = time.time() + 60
         while r.scard("worqr:workers") < WORKERS or r.hlen("worqr:schedules") < args.schedules:
@@ -73,11 +93,15 @@ def main():
     kill_group(server)
     expected = args.schedules * len(range(start_ms - start_ms % 1000 + 1000, end_ms + 1, 1000))
     doubles = sum(1 for n in per_tick.values() if n > 1)
-    print(f"## schedule lateness (bench/schedules.py; {WORKERS} workers, {args.schedules} schedules every 1 s, "
-          f"{args.seconds} s)")
+    print(
+        f"## schedule lateness (bench/schedules.py; {WORKERS} workers, {args.schedules} schedules every 1 s, "
+        f"{args.seconds} s)"
+    )
     print(f"runs: {len(late)} of {expected} ticks; ticks with more than one run: {doubles}")
-    print(f"lateness ms: p50 {statistics.median(late):.1f} / p95 {percentile(late, 95):.1f} / "
-          f"p99 {percentile(late, 99):.1f} / max {max(late):.1f}  (target p95 < 100)")
+    print(
+        f"lateness ms: p50 {statistics.median(late):.1f} / p95 {percentile(late, 95):.1f} / "
+        f"p99 {percentile(late, 99):.1f} / max {max(late):.1f}  (target p95 < 100)"
+    )
 
 
 if __name__ == "__main__":
