@@ -9,15 +9,17 @@ The payload is JSON text (so the dashboard shows it as it is)::
 ``run`` is the handler of every queue a ``WorqrBackend`` serves. For each delivery it:
 
 1. decodes the payload and imports the ``@task`` by its path;
-2. sends ``task_started``, calls the function (an ``async def`` one on its own event loop, which
+2. sends ``task_started`` (the result's times are Redis's: ``started_at`` is when worqr started
+   this attempt), calls the function (an ``async def`` one on its own event loop, which
    is cancelled when worqr cancels the task or it times out; a sync one in the worker's thread),
    with a ``TaskContext`` first if the task takes context (its ``attempt`` is worqr's);
 3. returns ``{"value": <return value as JSON>, "worker": <name>}`` for worqr to keep as the
    result (never empty, so a task returning None still has a result; worqr forgets the worker
    of a completed task, the result remembers it); a value that is not JSON fails the task;
 4. lets an exception propagate, so worqr's retries, backoff and failed set apply unchanged;
-5. sends ``task_finished`` once the task
-   is finished for good (succeeded, or failed with no retries left).
+5. sends ``task_finished`` once the task is finished for good (succeeded, or failed with no
+   retries left), ``finished_at`` read from Redis's clock as the function returns (worqr then
+   records the outcome, a moment later, as the ``finished_at`` that ``get_result()`` shows).
 """
 
 import asyncio
@@ -30,13 +32,13 @@ from dataclasses import replace
 from datetime import datetime
 
 from django.db import close_old_connections
-from django.utils import timezone
 from django.utils.module_loading import import_string
 
 from ..conf import get_connection
 from ..engine import errors as engine_errors
 from ..engine import readmodel
 from ..engine.registry import get_handler
+from ..engine.task import ms_to_datetime
 from .framework import (
     Task,
     TaskContext,
@@ -151,7 +153,7 @@ def run(wtask):
     fw_task = load_task(data)
     stored = readmodel.task(client, wtask.id)
     worker = (stored.worker or "") if stored else ""
-    now = timezone.now()
+    now = (stored.started_at if stored else None) or _redis_now(client)
     result = TaskResult(
         task=fw_task, id=wtask.id, status=TaskResultStatus.RUNNING,
         enqueued_at=stored.created_at if stored else None,
@@ -180,10 +182,17 @@ def run(wtask):
     return out
 
 
+def _redis_now(client):
+    """Redis's clock, in ms like the times worqr records, so a signal's times and get_result()'s
+    come from one clock."""
+    seconds, micros = client.time()
+    return ms_to_datetime(seconds * 1000 + micros // 1000)
+
+
 def _finished(client, wtask, result, started, exc):
     if wtask.cancelled or (exc is not None and not _final_attempt(wtask)):
         return
-    object.__setattr__(result, "finished_at", timezone.now())
+    object.__setattr__(result, "finished_at", _redis_now(client))
     if exc is None:
         object.__setattr__(result, "status", TaskResultStatus.SUCCESSFUL)
     else:

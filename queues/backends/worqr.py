@@ -12,8 +12,12 @@ when the backend is made, and at startup by ``register_handlers`` so workers hav
 
 - enqueues a JSON payload (``queues.backends.dispatch``); arguments are normalised by the framework's
   ``TaskResult`` first, so a call that is not JSON is refused with the framework's own error;
+- gives the result the enqueue's time as Redis recorded it (the task's ``created_at``), so the
+  result ``enqueue()`` returns equals what ``get_result()`` reads back;
 - inside ``transaction.atomic()`` enqueues on commit (``ON_COMMIT``, default
-  ``WORQR["TASKS_ON_COMMIT"]``, default True), returning the result (and its id) at once;
+  ``WORQR["TASKS_ON_COMMIT"]``, default True), returning the result (and its id) at once, with
+  ``enqueued_at`` None until the commit adds the task (``get_result()`` has nothing to read
+  before);
 - maps ``run_after`` to worqr's ``eta``; accepts and validates ``priority`` and keeps it with the
   task, but runs a queue in FIFO order: worqr's priorities are between queues (the order given
   to ``manage.py worker``), so urgent work goes to its own queue (``.using(queue_name=...)``);
@@ -28,15 +32,15 @@ import json
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.db import transaction
-from django.utils import timezone
 from django.utils.module_loading import import_string
 
 from ..conf import get_connection, setting
 from ..engine import keys, readmodel
 from ..engine.errors import ConfigurationError, InvalidQueueName
-from ..engine.queue import new_task_id
+from ..engine.queue import Queue, new_task_id
 from ..engine.registry import handler
-from ..transactions import Queue, in_transaction
+from ..engine.task import ms_to_datetime
+from ..transactions import in_transaction
 from . import dispatch
 from .framework import (
     BaseTaskBackend,
@@ -88,17 +92,18 @@ class WorqrBackend(BaseTaskBackend):
             backend=self.alias, errors=[], worker_ids=[],
         )
         payload = dispatch.encode(task, result.args, result.kwargs, self.alias)
-        options = {"eta": task.run_after} if task.run_after else {}
         queue = Queue(task.queue_name)
+        # Checked now, so a bad call fails here even when the enqueue waits for the commit.
+        batches = queue._prepare([payload], **({"eta": task.run_after} if task.run_after else {}))
 
         def send():
-            queue._enqueue_with_ids([payload], [task_id], options)
-            object.__setattr__(result, "enqueued_at", timezone.now())
+            enqueued = queue._enqueue(batches, [task_id])
+            # Redis's time of the enqueue, the task's "created": what get_result() reads back.
+            object.__setattr__(result, "enqueued_at", ms_to_datetime(enqueued.now_ms))
             task_enqueued.send(type(self), task_result=result)
 
         if self.on_commit and in_transaction(self.using):
-            queue.check_enqueue([payload], **options)
-            transaction.on_commit(send, using=self.using)
+            transaction.on_commit(send, using=self.using)  # until then enqueued_at stays None
         else:
             send()
         return result

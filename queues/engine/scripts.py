@@ -73,7 +73,7 @@ def _resolve_includes(lua_dir, text, path_of, seen, order, stack=()):
             raise ScriptError(f"{path_of}: include cycle {' -> '.join((*stack, name))}")
         if name in seen:
             continue
-        body = _read_include(lua_dir, name, f"includes/{name}.lua")
+        body = _read_include(lua_dir, name, path_of)
         _resolve_includes(lua_dir, body, f"includes/{name}.lua", seen, order, (*stack, name))
         seen.add(name)
         order.append(body)

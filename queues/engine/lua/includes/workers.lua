@@ -2,15 +2,19 @@
 -- Failing a worker: every task it held in this queue goes back first in line.
 
 -- The latest-started task is requeued first, so the earliest-started ends up frontmost (the
--- order they had). Their leases are bumped (the old holder's reports are refused from now on)
+-- order they had; tasks started in the same millisecond by id). Their leases are bumped (the old holder's reports are refused from now on)
 -- and the attempt counts. Locks it kept for handlers still running are released. Returns the
 -- number of tasks requeued.
 local function fail_worker(w, reason, now)
+  rcall('SREM', K.idle, w)  -- first: a wake-up below must never go to this worker
   local wk = worker_tasks_key(w)
   local ids = rcall('SMEMBERS', wk)
   local started = {}
   for _, id in ipairs(ids) do started[id] = tonumber(rcall('ZSCORE', K.active, id) or '0') end
-  table.sort(ids, function(a, b) return started[a] > started[b] end)
+  table.sort(ids, function(a, b)
+    if started[a] ~= started[b] then return started[a] > started[b] end
+    return a > b
+  end)
   local requeued = {}
   for _, id in ipairs(ids) do
     local tk = task_key(id)
@@ -24,7 +28,6 @@ local function fail_worker(w, reason, now)
   release_held(w, nil, now)
   rcall('DEL', wk)
   rcall('ZREM', K.workers, w)
-  rcall('SREM', K.idle, w)
   publish({e = reason, w = w, ids = requeued, n = #requeued})
   wake(#requeued)
   return #requeued
