@@ -18,6 +18,7 @@ ACTION_PERMISSIONS = {
     "retry_all_failed": "Can retry all failed tasks of a queue",
     "pause_queue": "Can pause and resume queues",
     "purge_queue": "Can purge a queue's pending tasks",
+    "manage_schedules": "Can pause, resume and trigger schedules",
 }
 
 

@@ -31,7 +31,7 @@ async def not_found(scope, receive, send):
 
 
 urlpatterns = [
-    re_path(r"^ws/queues/(?P<view>overview|workers)/$", DashboardConsumer.as_asgi(), name="live"),
+    re_path(r"^ws/queues/(?P<view>overview|workers|schedules)/$", DashboardConsumer.as_asgi(), name="live"),
     re_path(r"^ws/queues/(?P<view>queue|task)/(?P<arg>[^/]+)/$", DashboardConsumer.as_asgi(), name="live"),
     re_path(r"", not_found),
 ]

@@ -93,6 +93,44 @@ _PATHS = {
     "/api/queues/{name}/resume": {
         "post": _op("Resume a paused queue", "pause_queue", (200, 400, 404, *_READ), _ref("Paused"), params=("name",)),
     },
+    "/api/schedules": {
+        "get": _op(
+            "List the schedules (periodic tasks) with their next and last runs",
+            "view_dashboard",
+            (200, *_READ),
+            _object({"schedules": {"type": "array", "items": _ref("Schedule")}}),
+        ),
+    },
+    "/api/schedules/{name}": {
+        "get": _op("Read a schedule", "view_dashboard", (200, 400, 404, *_READ), _ref("Schedule"), params=("name",)),
+    },
+    "/api/schedules/{name}/pause": {
+        "post": _op(
+            "Pause a schedule (durable: its ticks pass without runs until resumed)",
+            "manage_schedules",
+            (200, 400, 404, *_READ),
+            _ref("SchedulePaused"),
+            params=("name",),
+        ),
+    },
+    "/api/schedules/{name}/resume": {
+        "post": _op(
+            "Resume a schedule from its next tick (no catch-up)",
+            "manage_schedules",
+            (200, 400, 404, *_READ),
+            _ref("SchedulePaused"),
+            params=("name",),
+        ),
+    },
+    "/api/schedules/{name}/trigger": {
+        "post": _op(
+            "Enqueue one run of a schedule now (its next tick stays); `Location` is the task",
+            "manage_schedules",
+            (201, 400, 404, *_READ),
+            _ref("Triggered"),
+            params=("name",),
+        ),
+    },
     "/api/create": {
         "post": _op(
             "The seed's create, in the seed's field names (answers 200)",
@@ -184,6 +222,34 @@ _RESPONSES = {
             "workers": {"type": "array", "items": {"type": "object"}},
         }
     ),
+    "Schedule": _object(
+        {
+            "name": _STR,
+            "queue": _STR,
+            "cron": _NULLABLE_STR,
+            "every": {"type": ["number", "null"], "description": "seconds"},
+            "timezone": _STR,
+            "payload": _STR,
+            "enabled": {"type": "boolean"},
+            "paused": {"type": "boolean"},
+            "missed": {"enum": ["skip", "once"]},
+            "overlap": {"type": "boolean"},
+            "options": {"type": "object", "description": "enqueue options: retries, timeout, backoff, lock, callback"},
+            "next_run": _TIME,
+            "last_run": _TIME,
+            "last_tick": _TIME,
+            "paused_at": _TIME,
+            "last_task_id": _NULLABLE_STR,
+            "last_kind": {"enum": ["tick", "catchup", "trigger", None]},
+            "runs": _INT,
+            "catchups": _INT,
+            "triggered": _INT,
+            "skipped": _INT,
+        },
+        required=["name", "queue", "paused", "next_run"],
+    ),
+    "SchedulePaused": _object({"name": _STR, "paused": {"type": "boolean"}}),
+    "Triggered": _object({"name": _STR, "id": _STR}),
 }
 
 
@@ -202,7 +268,7 @@ def describe():
         "info": {
             "title": "worqr HTTP API",
             "version": "1",
-            "description": "Tasks and queues of worqr over HTTP. Send `Authorization: Bearer <token>`; "
+            "description": "Tasks, queues and schedules of worqr over HTTP. Send `Authorization: Bearer <token>`; "
             "bodies are JSON objects. Unknown methods on a path answer 405.",
         },
         "paths": _PATHS,

@@ -52,6 +52,19 @@ class WorkersFeed(Feed):
         return {"view": "workers", "now_ms": queries.server_ms(self.client), "workers": queries.workers(self.client)}
 
 
+class SchedulesFeed(Feed):
+    """The Schedules page: schedule changes, and every queue's events (runs enqueued, started,
+    finished: the last runs' outcomes)."""
+
+    channels = (keys.SCHEDULE_CHANGES,)
+    patterns = (keys.ALL_QUEUE_EVENTS,)
+
+    def snapshot(self):
+        from .schedules import snapshot
+
+        return snapshot(self.client)
+
+
 class QueueFeed(Feed):
     def __init__(self, client, name, page=1):
         super().__init__(client)
@@ -89,7 +102,7 @@ def parse_page(value):
 
 
 def feed_for(client, view, arg=None, params=None):
-    """The feed of a view: ``overview``, ``workers``, ``queue`` (arg: name) or ``task`` (arg: id).
+    """The feed of a view: ``overview``, ``workers``, ``schedules``, ``queue`` (arg: name) or ``task`` (arg: id).
 
     Raises InvalidInput for a malformed name, id or page and TaskNotFound for an unknown queue.
     """
@@ -98,6 +111,8 @@ def feed_for(client, view, arg=None, params=None):
         return OverviewFeed(client)
     if view == "workers":
         return WorkersFeed(client)
+    if view == "schedules":
+        return SchedulesFeed(client)
     if view == "queue":
         name = keys.check_queue_name(arg)
         if not queries.queue_exists(client, name):

@@ -6,6 +6,7 @@ The launcher owns the worker's state and its lifecycle; the duties are in their 
 2. ``control.Listener`` listens on the worker's control channel;
 3. ``fetch.Fetcher`` fills free slots, acknowledging finished tasks in the same calls;
 4. ``processor.run`` runs each delivery; ``reporter.Reporter`` reports outcomes;
+   ``scheduler.Scheduler`` syncs the schedules and fires their ticks (every worker takes part);
 5. on stop (``request_stop``, SIGTERM/SIGINT): take no more work, let running tasks finish for up
    to ``grace`` seconds (a second signal ends the grace at once), give the rest back to the
    front of their queues in the order they started (one call per queue), deregister.
@@ -34,6 +35,7 @@ from .fetch import Fetcher
 from .heartbeat import Heart
 from .pool import ThreadPool
 from .reporter import Reporter
+from .scheduler import Scheduler
 
 log = logging.getLogger("worqr.worker")
 
@@ -43,9 +45,11 @@ def default_name():
 
 
 class Worker:
-    def __init__(self, queues, connection, *, concurrency=1, name=None, grace=30.0, callback_handler=None):
+    def __init__(self, queues, connection, *, concurrency=1, name=None, grace=30.0, callback_handler=None,
+                 schedules=None):
         """``callback_handler`` (a HandlerSpec) runs tasks that carry a callback URL; with it, a
-        queue without a handler of its own may be served (for such tasks only)."""
+        queue without a handler of its own may be served (for such tasks only). ``schedules``
+        ([ScheduleSpec]): the settings' schedules, synced to Redis at start (None: left as they are)."""
         if not queues:
             raise NoHandler("no queue to serve: give queue names or register handlers")
         self.queues = [keys.check_queue_name(q) for q in queues]
@@ -62,6 +66,7 @@ class Worker:
         self.concurrency = concurrency
         self.name = keys.check_worker_name(name or default_name())
         self.grace = grace
+        self.schedules = schedules
         self.deliveries = {}  # (id, lease) -> processor.Delivery
         self.stopping = False
         self.registered = False
@@ -112,6 +117,8 @@ class Worker:
             await self.heart.register_until_done()
             listener = Listener(self.redis, keys.worker_channel(self.name), self.on_control, self.on_subscribed)
             helpers = [asyncio.ensure_future(c) for c in (listener.run(), self.heart.run())]
+            self.scheduler = Scheduler(self, self.schedules)  # schedules (periodic tasks)
+            helpers.append(asyncio.ensure_future(self.scheduler.run()))
             log.info("worqr: worker %s serving %s with %d slot(s)", self.name, ", ".join(self.queues), self.concurrency)
             await self.fetcher.run()
             await self._shutdown()

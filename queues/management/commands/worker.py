@@ -5,7 +5,7 @@ import logging
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError
 
-from queues.conf import get_connection
+from queues.conf import get_connection, schedule_specs
 from queues.engine.errors import WorqrError
 from queues.engine.registry import all_handlers
 from queues.engine.worker import Worker
@@ -50,6 +50,7 @@ class Command(BaseCommand):
                 name=options["name"],
                 grace=options["grace"],
                 callback_handler=callbacks,
+                schedules=schedule_specs(),
             )
         except (WorqrError, ValueError, ImproperlyConfigured) as exc:
             raise CommandError(str(exc)) from exc
