@@ -32,6 +32,10 @@ _WRITE = (400, 401, 403, 413, 415, 503)
 _PARAMS = {"id": TASK_ID_SCHEMA, "name": QUEUE_SCHEMA}
 
 
+def _object(properties, required=None):
+    return {"type": "object", "required": list(properties) if required is None else required, "properties": properties}
+
+
 def _ref(name):
     return {"$ref": f"#/components/schemas/{name}"}
 
@@ -165,9 +169,6 @@ _STR, _INT = {"type": "string"}, {"type": "integer"}
 _NULLABLE_STR = {"type": ["string", "null"]}
 _TIME = {"type": ["string", "null"], "format": "date-time"}
 
-
-def _object(properties, required=None):
-    return {"type": "object", "required": list(properties) if required is None else required, "properties": properties}
 
 
 _RESPONSES = {
