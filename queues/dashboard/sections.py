@@ -30,6 +30,7 @@ SECTIONS = {
     },
     "task": {"task": ("task",), "failures": ("failures",)},
     "workers": {"workers": ("workers",)},
+    "schedules": {"schedules": ("schedules",)},
 }
 
 CHART_WIDTH, CHART_HEIGHT, CHART_PAD = 720, 160, 28
