@@ -79,8 +79,3 @@ class ApiToken(models.Model):
         raw = "wq_" + secrets.token_urlsafe(32)
         self.key_hash, self.prefix = hash_token(raw), raw[:8]
         return raw
-
-    def has_perm(self, codename):
-        return (
-            not self.revoked and self.permissions.filter(codename=codename, content_type__app_label="queues").exists()
-        )

@@ -15,6 +15,7 @@ import logging
 
 from asgiref.sync import sync_to_async
 
+from ..engine.backoff import Backoff
 from ..engine.connection import NETWORK_ERRORS
 from . import feeds
 
@@ -52,7 +53,7 @@ class LivePump:
             await asyncio.gather(listener, return_exceptions=True)
 
     async def _listen(self):
-        backoff, down = 0.1, False
+        backoff, down = Backoff(first=0.1, cap=5.0), False
         while True:
             pubsub = self.redis.pubsub()
             try:
@@ -62,7 +63,8 @@ class LivePump:
                     await pubsub.psubscribe(*self.feed.patterns)
                 if down:
                     await self.send({"type": "status", "redis": "up"})
-                backoff, down = 0.1, False
+                backoff.reset()
+                down = False
                 self.mark_dirty(full=True)  # the first snapshot, or a resync after a lost link
                 expected = len(self.feed.channels) + len(self.feed.patterns)
                 async for msg in pubsub.listen():
@@ -74,12 +76,11 @@ class LivePump:
                         if expected < 0:  # redis-py reconnected and resubscribed: events were lost
                             self.mark_dirty(full=True)
             except NETWORK_ERRORS as exc:
-                log.warning("worqr dashboard: event subscription lost (%s); retrying in %.1f s", exc, backoff)
+                log.warning("worqr dashboard: event subscription lost (%s); retrying", exc)
                 if not down:
                     down = True
                     await self.send({"type": "status", "redis": "down"})
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, 5.0)
+                await backoff.wait()
             finally:
                 try:
                     await asyncio.shield(pubsub.aclose())
