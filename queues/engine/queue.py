@@ -209,11 +209,17 @@ class Queue:
     def cancel(self, task_id):
         """Cancel a task: True if it was pending, delayed, waiting (removed) or active (its worker
         is told to stop it); False if unknown. A failed or completed task raises InvalidState."""
+        return self.cancel_outcome(task_id) is not None
+
+    def cancel_outcome(self, task_id):
+        """Cancel a task and say what that did: ``"removed"`` (it had not started and never will),
+        ``"stopping"`` (it was running: its worker is told to stop it), or None (no such task).
+        A failed or completed task raises InvalidState."""
         code = commands.cancel(self.name, self._check_id(task_id)).run(self.client)
         if code == Code.UNKNOWN:
-            return False
+            return None
         commands.check(code, "cancel", self.name, task_id)
-        return True
+        return "stopping" if code == Code.STOPPING else "removed"
 
     def retry(self, task_id):
         """Put a failed task back at the tail of the queue with its attempts reset."""

@@ -12,7 +12,7 @@ from django.shortcuts import redirect
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 
-from ...engine import Queue, keys, readmodel
+from ...engine import Queue, keys
 from ...engine.errors import InvalidInput, InvalidState, TaskNotFound
 from ...models import AuditLog
 from ...quoting import shown
@@ -55,15 +55,11 @@ def _audit(request, action, queue="", task_id="", detail=""):
 
 def _cancel(queue, task_id):
     """Cancel a task; True if it was running (its worker is told to stop it), False if it was
-    removed before it ran. ``Queue.cancel`` says only whether it did either, so the task is read
-    before (running then: it is being stopped) and after (still running, marked: the same)."""
-    before = readmodel.task(queue.client, task_id)
-    if not queue.cancel(task_id):
+    removed before it ran."""
+    outcome = queue.cancel_outcome(task_id)
+    if outcome is None:
         raise BadInput(f"There is no task {shown(task_id)} to cancel (it may have finished).", status=404)
-    if before is not None and before.state == "active":
-        return True
-    after = readmodel.task(queue.client, task_id)
-    return after is not None and after.state == "active"
+    return outcome == "stopping"
 
 
 def _task_action(action):
