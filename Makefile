@@ -2,12 +2,13 @@
 #              WORQR_REDIS_URL is set)
 # make test  - the whole test suite (installs what it needs first)
 # make bench - the benchmark, worqr beside RQ, Celery, Dramatiq, arq and huey
+# make build - the package: dist/worqr-<version>.tar.gz and the wheel dist/worqr-<version>-py3-none-any.whl
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 PORT ?= 8000
 
-.PHONY: demo test bench lint deps browser clean
+.PHONY: demo test bench build lint deps browser clean
 
 $(VENV)/.installed: requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -34,9 +35,15 @@ demo: deps
 bench: deps
 	PY=$(PY) ./bench/run.sh $(BENCH_ARGS)
 	$(PY) bench/scale.py $(SCALE_ARGS)
+	$(PY) bench/schedules.py $(SCHEDULE_ARGS)
+
+# The sdist, then the wheel built from it (the way pip builds from an sdist); uv makes the
+# isolated build environment quickly.
+build: deps
+	$(PY) -m build --installer uv --outdir dist .
 
 lint: deps
 	$(VENV)/bin/ruff check .
 
 clean:
-	rm -rf $(VENV) var/*.sqlite3 test-artifacts
+	rm -rf $(VENV) var/*.sqlite3 test-artifacts dist build

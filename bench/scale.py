@@ -97,11 +97,12 @@ def pct(xs, q):
 
 def start_cost(r, queue, samples):
     """Median / p99 of `start` (taking one task): Redis's time per call and the client's."""
-    from queues.engine import scripts
+    from queues.engine import commands, scripts
+    from queues.engine.codes import Code
 
     sha = scripts.load_all()["start"].sha.encode()
     worker = "bench-probe"
-    scripts.run(r, "register", QUEUE, worker, 3_600_000)
+    _register(r, worker)
     r.config_set("slowlog-max-len", samples * 100)  # Redis 7 also logs the commands inside scripts
     r.config_set("slowlog-log-slower-than", 0)
     r.slowlog_reset()
@@ -110,15 +111,15 @@ def start_cost(r, queue, samples):
         for _ in range(samples):
             queue.enqueue(PAYLOAD)
             t0 = time.perf_counter()
-            reply = scripts.run(r, "start", QUEUE, worker, 1, 35000, 10000, 0)
+            reply = _start(r, worker, 35)
             client_us.append((time.perf_counter() - t0) * 1e6)
-            task_id, lease = reply[2], reply[4]
-            codes = scripts.run(r, "finish", QUEUE, worker, 1, 0, task_id, lease, "")
-            assert reply[0] == 1 and codes == [1], (reply[:2], codes)
+            (task,) = reply.tasks
+            codes = commands.finish(QUEUE, worker, [(task.id, task.lease, "", False)], result_ttl=0).run(r)
+            assert reply.status == Code.OK and codes == [Code.COMPLETED], (reply.status, codes)
         log = r.slowlog_get(samples * 100)
     finally:
         r.config_set("slowlog-log-slower-than", 10000)
-        scripts.run(r, "unregister", QUEUE, worker, "worker_left")
+        commands.unregister(QUEUE, worker).run(r)
     server_us = [e["duration"] for e in log
                  if e["command"].split(b" ")[:2] == [b"EVALSHA", sha]]
     return {"server_p50": pct(server_us, 50), "server_p99": pct(server_us, 99), "client_p50": pct(client_us, 50),
@@ -131,20 +132,29 @@ def fmt_cost(c):
 
 
 def hold_lock_with_waiters(r, queue, waiters):
-    """One task holds lock "L" (taken by another worker); `waiters` tasks wait on it. Call on an
-    empty queue (the holder's second start must find only tasks locked on L)."""
-    from queues.engine import scripts
+    """One task holds lock "L" (taken by another worker); `waiters` tasks wait on it (they went to
+    the lock's wait list at enqueue). Call on an empty queue."""
+    from queues.engine import readmodel
 
     queue.enqueue_many([PAYLOAD] * (waiters + 1), lock="L")
-    scripts.run(r, "register", QUEUE, "bench-holder", 3_600_000)
-    reply = scripts.run(r, "start", QUEUE, "bench-holder", 1, 3_600_000, 10000, 0)
-    assert len(reply[2:]) == 9, reply[:2]
-    # The holder's next start sweeps the rest onto the lock's wait list (taking none of them).
-    reply = scripts.run(r, "start", QUEUE, "bench-holder", 1, 3_600_000, 10000, 0)
-    assert len(reply) == 2, len(reply)
-    waiting = r.llen(f"worqr:{{{QUEUE}}}:lockwait:L")
+    _register(r, "bench-holder")
+    assert len(_start(r, "bench-holder", 3600).tasks) == 1
+    assert not _start(r, "bench-holder", 3600).tasks  # the others wait on the lock: none runnable
+    waiting = readmodel.queue_counts(r, QUEUE)["waiting"]
     assert waiting == waiters, waiting
     return waiting
+
+
+def _register(r, worker):
+    from queues.engine import commands
+
+    commands.register(QUEUE, worker, ttl=3600, lock_ttl=35, grace=10, default_timeout=0, fresh=False).run(r)
+
+
+def _start(r, worker, lock_ttl):
+    from queues.engine import commands
+
+    return commands.start(QUEUE, worker, 1, lock_ttl=lock_ttl, grace=10, default_timeout=0, result_ttl=0).run(r)
 
 
 # -- dashboard ---------------------------------------------------------------------------------

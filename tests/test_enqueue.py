@@ -6,8 +6,10 @@ import sys
 import pytest
 
 from queues import Queue
-from queues.engine import keys, scripts
+from queues.engine import commands, keys, readmodel
+from queues.engine.codes import Code
 from queues.engine.errors import InvalidInput, InvalidQueueName, InvalidTask, PayloadTooLarge, TaskNotFound
+from tests.engine_calls import finish, take
 
 
 def test_enqueue_returns_ids_and_tasks_are_pending_in_fifo_order(client):
@@ -38,7 +40,7 @@ def test_cancel_pending_removes_it(client):
     a, b = q.enqueue_many(["a", "b"])
     assert q.cancel(a) is True
     assert q.get(a) is None
-    assert client.lrange(keys.queue_key("t1", "pending"), 0, -1) == [b.encode()]
+    assert [t.id for t in readmodel.pending(client, "t1")] == [b] and q.counts()["pending"] == 1
     assert q.cancel(a) is False
     assert q.counts()["cancelled"] == 1
 
@@ -91,17 +93,14 @@ def test_stale_lease_is_refused(client, conn):
     """A delivery recovered from a worker presumed dead can't be completed by that worker."""
     q = Queue("t1")
     tid = q.enqueue("p")
-    scripts.run(client, "register", "t1", "w-old", 3000)
-    reply = scripts.run(client, "start", "t1", "w-old", 1, 35000, 1000, 0)
-    old_lease = reply[4]
-    scripts.run(client, "unregister", "t1", "w-old", "worker_failed")  # presumed dead: requeued
+    (old,) = take(client, "t1", "w-old")
+    commands.unregister("t1", "w-old", "worker_failed").run(client)  # presumed dead: requeued
     assert q.get(tid).state == "pending"
-    scripts.run(client, "register", "t1", "w-new", 3000)
-    new_lease = scripts.run(client, "start", "t1", "w-new", 1, 35000, 1000, 0)[4]
-    assert new_lease > old_lease
-    assert scripts.run(client, "finish", "t1", "w-old", 1, 0, tid, old_lease, "") == [-1]
+    (new,) = take(client, "t1", "w-new")
+    assert new.id == tid and new.lease > old.lease
+    assert finish(client, old, "w-old") == Code.STALE
     assert q.get(tid).state == "active" and q.get(tid).worker == "w-new"
-    assert scripts.run(client, "finish", "t1", "w-new", 1, 0, tid, new_lease, "") == [1]
+    assert finish(client, new, "w-new") == Code.COMPLETED
     assert q.get(tid) is None and q.counts()["completed"] == 1
 
 

@@ -12,6 +12,7 @@ from queues import Queue
 from queues.engine import keys
 from queues.engine.errors import InvalidState, InvalidTask
 from tests.conftest import records, wait_for, wait_registered
+from tests.engine_calls import fail, take
 
 
 def test_retry_with_backoff_then_success(client, workers):
@@ -133,13 +134,10 @@ def test_failure_history_is_capped(client, conn):
 
     small = connection.configure(conn.config.with_(failure_history=5), conn.url)
     q = Queue("t1", small)
-    from queues.engine import scripts
-
-    scripts.run(small.client, "register", "t1", "w", 3000)
     for i in range(8):
         q.enqueue(str(i))
-        _, _, tid, _, lease, *_ = scripts.run(small.client, "start", "t1", "w", 1, 35000, 1000, 0)
-        scripts.run(small.client, "fail", "t1", "w", tid, lease, f"E{i}", "tb", 0, 1, 10, 0, 5, "")
+        (task,) = take(small.client, "t1")
+        fail(small.client, task, f"E{i}", history=5)
     assert [f["error"] for f in q.failures()] == ["E7", "E6", "E5", "E4", "E3"]
     assert q.counts()["failed"] == 8
 

@@ -7,7 +7,7 @@ from django.test import Client
 from prometheus_client.parser import text_string_to_metric_families
 
 from queues import Queue
-from queues.framework import TaskResultStatus
+from queues.backends.framework import TaskResultStatus
 from queues.models import ApiToken
 from tests.conftest import wait_for
 from tests.tasksapp import tasks
@@ -129,3 +129,9 @@ def test_bearer_tokens(web):
     assert web.get("/metrics", HTTP_AUTHORIZATION=f"Bearer {weak}").status_code == 403
     for raw in (revoked_raw, "wq_nonsense", ""):
         assert web.get("/metrics", HTTP_AUTHORIZATION=f"Bearer {raw}").status_code == 401
+
+
+def test_post_is_405_even_without_a_csrf_token():
+    """/metrics only reads: a POST answers 405 with Allow (not the CSRF check's 403)."""
+    resp = Client(enforce_csrf_checks=True).post("/metrics")
+    assert resp.status_code == 405 and resp["Allow"] == "GET, HEAD"

@@ -7,8 +7,8 @@ from django.db import transaction
 
 from queues import Queue
 from queues.backends import WorqrBackend
+from queues.backends.framework import TaskResultDoesNotExist, TaskResultStatus
 from queues.engine.errors import InvalidTask, PayloadTooLarge
-from queues.framework import TaskResultDoesNotExist, TaskResultStatus
 from tests.conftest import wait_for
 from tests.tasksapp import tasks
 

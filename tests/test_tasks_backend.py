@@ -9,7 +9,7 @@ import pytest
 from django.utils import timezone
 
 from queues import Queue
-from queues.framework import (
+from queues.backends.framework import (
     InvalidTaskError,
     TaskResultDoesNotExist,
     TaskResultStatus,
@@ -203,7 +203,7 @@ def test_task_enqueued_signal():
 def test_exception_class_paths_from_worqr_errors():
     """The class of a failure is read from the traceback's last line; worqr's own errors (a
     timeout, a lost worker) map to real classes."""
-    from queues.dispatch import exception_path
+    from queues.backends.dispatch import exception_path
 
     chained = (
         "Traceback (most recent call last):\n  File \"a.py\", line 1\nKeyError: 'k'\n\n"

@@ -9,6 +9,7 @@ import pytest
 from queues import Queue
 from queues.engine import keys, readmodel
 from tests.conftest import records, wait_for, wait_registered
+from tests.engine_calls import take
 
 
 def _active_on(q, worker, n):
@@ -42,7 +43,7 @@ def test_kill_9_puts_the_tasks_back_at_the_front_and_leaves_others_alone(client,
 
 
 def _head_is(client, ids):
-    head = [i.decode() for i in client.lrange(keys.queue_key("t1", "pending"), 0, len(ids) - 1)]
+    head = [t.id for t in readmodel.pending(client, "t1", 0, len(ids))]
     return head == ids
 
 
@@ -59,7 +60,7 @@ def test_sigterm_lets_tasks_finish_within_grace_then_requeues_the_rest(client, w
     assert w.wait(timeout=15) == 0
     assert q.get(short) is None and q.counts()["completed"] == 1
     assert q.get(long).state == "pending" and q.get(long).attempt == 0
-    assert [i.decode() for i in client.lrange(keys.queue_key(queue, "pending"), 0, -1)] == [long, waiting]
+    assert [t.id for t in readmodel.pending(client, queue)] == [long, waiting]
     assert readmodel.workers(client) == []
     assert client.zcard(keys.queue_key(queue, "workers")) == 0
     assert "outcome=completed" in w.output() and "outcome=stopped" in w.output()
@@ -114,21 +115,19 @@ def test_a_hand_over_lost_with_the_control_connection_is_recovered(client, worke
     """A task handed to a worker whose control connection was down (simulated by taking it for
     the worker without telling it) is not stranded: when the connection is killed and the worker
     resubscribes, it takes stock and gives the task back, and it runs."""
-    from queues.engine import scripts
-
     q = Queue("t6")
+    tid = q.enqueue("stranded", delay=3600)  # before the worker starts: no wake-up reaches it later
     workers(["t6"], concurrency=1, name="deaf")
     wait_registered(client, "deaf")
     channel = keys.worker_channel("deaf")
     wait_for(lambda: dict(client.pubsub_numsub(channel)).get(channel.encode()) == 1, message="it to listen")
-    time.sleep(0.2)  # and to have taken stock after subscribing
-    # A task made runnable behind the worker's back (no wake-up), then taken for it: the state a
-    # hand-over leaves when its message is lost.
-    tid = q.enqueue("stranded", delay=3600)
+    wait_for(lambda: client.sismember(keys.queue_key("t6", "idle"), "deaf"), message="it to go idle")
+    # The delayed task made runnable behind the worker's back (no wake-up), then taken for it:
+    # the state a hand-over leaves when its message is lost.
     client.zrem(keys.queue_key("t6", "delayed"), tid)
     client.hset(keys.task_key("t6", tid), "s", "pending")
     client.rpush(keys.queue_key("t6", "pending"), tid)
-    scripts.run(client, "start", "t6", "deaf", 1, 35000, 1000, 0)
+    assert [t.id for t in take(client, "t6", "deaf", register_first=False)] == [tid]
     time.sleep(0.5)
     assert q.get(tid).state == "active" and records(client, "t6") == []
     client.client_kill_filter(_type="pubsub")

@@ -37,8 +37,7 @@ def preview(text, limit=PAYLOAD_PREVIEW):
 
 
 def server_ms(client):
-    seconds, micros = client.time()
-    return int(seconds) * 1000 + int(micros) // 1000
+    return readmodel.server_ms(client)
 
 
 def task_row(task):
@@ -53,21 +52,8 @@ def task_row(task):
 
 
 def throughput(client, queues, minutes=THROUGHPUT_MINUTES, now_ms=None):
-    """Completed and failed per minute over the last ``minutes``, summed over ``queues``, in one
-    round trip (the read model's ``throughput`` takes one queue and two round trips)."""
-    now_ms = server_ms(client) if now_ms is None else now_ms
-    m_now = now_ms // 60000
-    span = range(m_now - minutes + 1, m_now + 1)
-    fields = [f"{kind}{m}" for m in span for kind in ("c", "f")]
-    p = client.pipeline(transaction=False)
-    for q in queues:
-        p.hmget(keys.queue_key(q, "throughput"), fields)
-    completed, failed = [0] * minutes, [0] * minutes
-    for values in p.execute():
-        for i in range(minutes):
-            completed[i] += int(values[2 * i] or 0)
-            failed[i] += int(values[2 * i + 1] or 0)
-    return {"start_ms": span[0] * 60000, "completed": completed, "failed": failed}
+    """Completed and failed per minute over the last ``minutes``, summed over ``queues``."""
+    return readmodel.throughput(client, queues, minutes=minutes, now_ms=now_ms)
 
 
 def _worker_row(info):
@@ -83,11 +69,8 @@ def _worker_row(info):
 def workers(client):
     """Live workers; tasks in process counted from Redis now (the heartbeat's count lags)."""
     rows = [_worker_row(info) for info in readmodel.workers(client)]
-    p = client.pipeline(transaction=False)
     pairs = [(row, q) for row in rows for q in row["queues"] if _valid_queue(q)]
-    for row, q in pairs:
-        p.scard(keys.worker_tasks_key(q, row["name"]))
-    for (row, _), n in zip(pairs, p.execute()):
+    for (row, _), n in zip(pairs, readmodel.workers_active(client, [(row["name"], q) for row, q in pairs])):
         row["active"] += n
     return rows
 
@@ -123,7 +106,7 @@ def overview(client):
 
 
 def queue_exists(client, name):
-    return bool(client.sismember(keys.KNOWN_QUEUES, name))
+    return readmodel.queue_exists(client, name)
 
 
 def page_count(total, per_page=PER_PAGE):
@@ -141,11 +124,7 @@ class FailureCache:
         self.signature, self.groups = None, []
 
     def groups_for(self, client, queue):
-        key = keys.queue_key(queue, "failures")
-        p = client.pipeline(transaction=False)
-        p.llen(key)
-        p.lindex(key, 0)
-        signature = tuple(p.execute())
+        signature = readmodel.failures_signature(client, queue)
         if signature != self.signature:
             self.groups = [_group_json(g) for g in group_failures(readmodel.failures(client, queue))]
             self.signature = signature
@@ -174,7 +153,7 @@ def queue(client, name, page=1, cache=None):
     failure history and throughput. Reads one page of each list, never a whole list."""
     now = server_ms(client)
     counts = readmodel.queue_counts(client, name)
-    listed = max(0, counts["pending"] - counts["waiting"])  # LLEN of the pending list
+    listed = counts["runnable"]  # the pending tasks that are not waiting for a lock
     pages = page_count(listed)
     page = min(max(1, page), pages)
     offset = (page - 1) * PER_PAGE

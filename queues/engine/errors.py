@@ -2,15 +2,18 @@
 
     WorqrError
     ├── ConfigurationError        a bad setting
+    │   └── InvalidSchedule       a bad entry of SCHEDULES (names the schedule and the field)
     ├── InvalidInput (ValueError) bad input from a caller; nothing was written
     │   ├── InvalidQueueName
     │   ├── InvalidWorkerName
     │   ├── InvalidTask           bad payload or option (size, delay, retries, timeout, lock...)
     │   └── PayloadTooLarge
     ├── TaskNotFound (LookupError)
+    ├── ScheduleNotFound (LookupError)
     ├── InvalidState              the task exists but is not in a state that allows the action
     ├── StaleLease                a finish/stop/fail with a lease that is no longer the task's
     ├── WorkerLost                the worker's registration is gone (it was presumed dead)
+    ├── WorkerNameTaken           a live worker already runs under that name
     ├── NoHandler                 a worker was asked to serve a queue with no handler
     └── RetryLater                raised by a handler: run again later, no attempt used
 """
@@ -22,6 +25,15 @@ class WorqrError(Exception):
 
 class ConfigurationError(WorqrError):
     pass
+
+
+class InvalidSchedule(ConfigurationError):
+    """A bad schedule: ``schedule`` is its name, ``field`` the key at fault (or None)."""
+
+    def __init__(self, schedule, field, message):
+        where = f"schedule {schedule!r}" + (f", {field!r}" if field else "")
+        super().__init__(f"{where}: {message}")
+        self.schedule, self.field, self.reason = schedule, field, message
 
 
 class InvalidInput(WorqrError, ValueError):
@@ -48,6 +60,10 @@ class TaskNotFound(WorqrError, LookupError):
     pass
 
 
+class ScheduleNotFound(WorqrError, LookupError):
+    pass
+
+
 class InvalidState(WorqrError):
     pass
 
@@ -57,6 +73,10 @@ class StaleLease(WorqrError):
 
 
 class WorkerLost(WorqrError):
+    pass
+
+
+class WorkerNameTaken(WorqrError):
     pass
 
 

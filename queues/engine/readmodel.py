@@ -1,13 +1,16 @@
-"""The read model: what dashboards, commands and the HTTP API show. Reads only, never scans:
-every list is read a page at a time and every count is a length kept by Redis.
+"""The read model: every read of Redis that dashboards, commands, metrics and the HTTP API
+show, and the only place besides the scripts that knows the keys' layout and the task hash's
+field names. Reads only, never scans: every list is read a page at a time and every count is a
+length or a counter kept by Redis. Counts are read in one MULTI, so they are consistent.
 """
 
 import json
 
-from . import keys
+from . import durations as _durations
+from . import keys, scripts
 from .task import Task, ms_to_datetime
 
-_STAT_NAMES = ("enqueued", "completed", "failed", "failures", "retried", "cancelled", "deleted", "waiting")
+_STAT_NAMES = ("enqueued", "completed", "failed", "failures", "retried", "cancelled", "deleted", "waiting", "gone")
 
 
 def _decode(b):
@@ -19,58 +22,57 @@ def known_queues(client):
     return sorted(_decode(q) for q in client.smembers(keys.KNOWN_QUEUES))
 
 
-def _queue_reads(p, queue):
-    p.llen(keys.queue_key(queue, "pending"))
-    p.zcard(keys.queue_key(queue, "delayed"))
-    p.zcard(keys.queue_key(queue, "active"))
-    p.zcard(keys.queue_key(queue, "failed"))
-    p.hgetall(keys.queue_key(queue, "stats"))
-    p.hexists(keys.queue_key(queue, "meta"), "paused")
-
-
-def _counts(replies):
-    pending, delayed, active, failed, stats, paused = replies
+def _counts(reply):
+    front, listed, delayed, active, failed, flat, paused = reply
+    stats = dict(zip(flat[::2], flat[1::2]))
     counts = {name: int(stats.get(name.encode(), 0)) for name in _STAT_NAMES}
-    counts["waiting"] = max(counts["waiting"], 0)
+    gone = counts.pop("gone")
     counts["total_failed"] = counts.pop("failed")
-    counts.update(pending=pending + counts["waiting"], delayed=delayed, active=active, failed=failed)
+    runnable = front + listed - gone  # entries of removed tasks are skipped when reached
+    counts.update(pending=runnable + counts["waiting"], runnable=runnable, delayed=delayed, active=active,
+                  failed=failed)
     counts["paused"] = bool(paused)
     return counts
 
 
 def queue_counts(client, queue):
-    """Counts per state and lifetime counters of one queue, in one round trip.
+    """Counts per state and lifetime counters of one queue, read atomically (one script).
 
-    ``pending`` includes tasks waiting for a lock (also given as ``waiting``); ``failed`` is
-    the size of the failed set (tasks out of attempts); ``total_failed`` counts tasks that ran
-    out of attempts, ``failures`` failed attempts.
+    ``pending`` includes tasks waiting for a lock (also given alone as ``waiting``; the others
+    are ``runnable``); ``failed`` is the size of the failed set (tasks out of attempts);
+    ``total_failed`` counts tasks that ran out of attempts, ``failures`` failed attempts.
     """
-    p = client.pipeline(transaction=False)
-    _queue_reads(p, queue)
-    return _counts(p.execute())
+    return _counts(scripts.run(client, "counts", queue))
 
 
 def overview(client):
-    """[{name, counts...}] for every known queue, in two round trips whatever their number."""
+    """[{name, counts...}] for every known queue, in two round trips whatever their number
+    (each queue's counts read atomically)."""
     names = known_queues(client)
-    p = client.pipeline(transaction=False)
-    for name in names:
-        _queue_reads(p, name)
-    replies = p.execute()
-    return [dict(_counts(replies[6 * i:6 * i + 6]), name=name) for i, name in enumerate(names)]
+    replies = scripts.run_pipelined(client, [("counts", name, ()) for name in names])
+    return [dict(_counts(reply), name=name) for name, reply in zip(names, replies)]
 
 
-def _tasks(client, queue, ids):
+def _tasks(client, queue, ids, state=None):
     p = client.pipeline(transaction=False)
     for tid in ids:
         p.hgetall(keys.task_key(queue, _decode(tid)))
-    return [t for t in (Task.from_hash(_decode(i), queue, h) for i, h in zip(ids, p.execute())) if t]
+    tasks = (Task.from_hash(_decode(i), queue, h) for i, h in zip(ids, p.execute()))
+    return [t for t in tasks if t and (state is None or t.state == state)]
 
 
 def pending(client, queue, offset=0, limit=50):
-    """One page of pending tasks, in the order they will run."""
-    ids = client.lrange(keys.queue_key(queue, "pending"), offset, offset + limit - 1)
-    return _tasks(client, queue, ids)
+    """One page of runnable tasks, in the order they will run (front, then pending). Entries
+    of tasks removed since they were listed are left out, so a page may be short."""
+    front_key = keys.queue_key(queue, "front")
+    p = client.pipeline(transaction=False)
+    p.llen(front_key)
+    p.lrange(front_key, offset, offset + limit - 1)
+    front_len, ids = p.execute()
+    if len(ids) < limit:
+        start = max(0, offset - front_len)
+        ids += client.lrange(keys.queue_key(queue, "pending"), start, start + limit - len(ids) - 1)
+    return _tasks(client, queue, ids, state="pending")
 
 
 def delayed(client, queue, offset=0, limit=50):
@@ -120,18 +122,79 @@ def locks(client, queue, limit=100):
     return sorted(held.values(), key=lambda e: (-e["waiting"], e["lock"]))
 
 
-def throughput(client, queue, minutes=60):
-    """[(minute start datetime, completed, failed)] for the last ``minutes`` minutes."""
-    now_s, _ = client.time()
-    m_now = int(now_s) // 60
-    fields = []
-    for m in range(m_now - minutes + 1, m_now + 1):
-        fields += [f"c{m}", f"f{m}"]
-    values = client.hmget(keys.queue_key(queue, "throughput"), fields)
-    out = []
-    for i, m in enumerate(range(m_now - minutes + 1, m_now + 1)):
-        out.append((ms_to_datetime(m * 60000), int(values[2 * i] or 0), int(values[2 * i + 1] or 0)))
+def throughput(client, queues, minutes=60, now_ms=None):
+    """Completed and failed attempts per minute over the last ``minutes``, summed over
+    ``queues``, in one round trip: {start_ms, completed: [...], failed: [...]} (oldest first)."""
+    now_ms = server_ms(client) if now_ms is None else now_ms
+    m_now = now_ms // 60000
+    span = range(m_now - minutes + 1, m_now + 1)
+    fields = [f"{kind}{m}" for m in span for kind in ("c", "f")]
+    p = client.pipeline(transaction=False)
+    for q in queues:
+        p.hmget(keys.queue_key(q, "throughput"), fields)
+    completed, failed = [0] * minutes, [0] * minutes
+    for values in p.execute():
+        for i in range(minutes):
+            completed[i] += int(values[2 * i] or 0)
+            failed[i] += int(values[2 * i + 1] or 0)
+    return {"start_ms": span[0] * 60000, "completed": completed, "failed": failed}
+
+
+def server_ms(client):
+    """Redis's clock, in Unix ms (every time worqr stores comes from it)."""
+    seconds, micros = client.time()
+    return int(seconds) * 1000 + int(micros) // 1000
+
+
+def durations(client, queues):
+    """{queue: (cumulative [(bound text, count)] ending with '+Inf', sum of seconds)} for the
+    queues that have recorded runs."""
+    p = client.pipeline(transaction=False)
+    for queue in queues:
+        p.hgetall(keys.queue_key(queue, "durations"))
+    out = {}
+    for queue, h in zip(queues, p.execute(), strict=True):
+        if not h:
+            continue
+        total, buckets = 0, []
+        for bound in (*_durations.BUCKETS, None):
+            text = _durations.bound_text(bound)
+            total += int(h.get(f"le:{text}".encode(), 0))
+            buckets.append((text, total))
+        out[queue] = (buckets, float(h.get(b"sum", 0)))
     return out
+
+
+def is_paused(client, queue):
+    return bool(client.hexists(keys.queue_key(queue, "meta"), "paused"))
+
+
+def queue_exists(client, queue):
+    """Whether ``queue`` has had tasks or workers."""
+    return bool(client.sismember(keys.KNOWN_QUEUES, queue))
+
+
+def failed_ids(client, queue, limit):
+    """Ids of up to ``limit`` failed tasks, oldest failure first."""
+    return [_decode(i) for i in client.zrange(keys.queue_key(queue, "failed"), 0, limit - 1)]
+
+
+def failures_signature(client, queue):
+    """Changes whenever the failure history does (it only grows at its head, then is trimmed):
+    its length and newest entry, read without reading the (up to 100) entries."""
+    key = keys.queue_key(queue, "failures")
+    p = client.pipeline(transaction=False)
+    p.llen(key)
+    p.lindex(key, 0)
+    return tuple(p.execute())
+
+
+def workers_active(client, pairs):
+    """How many tasks each (worker, queue) pair holds right now, in one round trip."""
+    p = client.pipeline(transaction=False)
+    for worker, queue in pairs:
+        p.scard(keys.worker_tasks_key(queue, worker))
+    return p.execute()
 
 
 def workers(client):
@@ -167,3 +230,46 @@ def task(client, task_id):
     if queue is None:
         return None
     return Task.from_hash(task_id, queue, client.hgetall(keys.task_key(queue, task_id)))
+
+
+# -- schedules (periodic tasks) --------------------------------------------------------------
+
+
+def schedule_index(client):
+    """{schedule name: queue} of every schedule (the global index ``keys.SCHEDULES``)."""
+    return {_decode(k): _decode(v) for k, v in client.hgetall(keys.SCHEDULES).items()}
+
+
+def _schedules(client, pairs):
+    from .schedules import Schedule
+
+    p = client.pipeline(transaction=False)
+    for name, queue in pairs:
+        p.hgetall(keys.schedule_key(queue, name))
+        p.zscore(keys.queue_key(queue, "schedules"), name)
+    replies = p.execute()
+    found = (Schedule.from_hash(name, queue, replies[2 * i], replies[2 * i + 1]) for i, (name, queue) in enumerate(pairs))
+    return [s for s in found if s is not None]
+
+
+def schedules(client):
+    """Every schedule (``schedules.Schedule``), sorted by name, in two round trips."""
+    return _schedules(client, sorted(schedule_index(client).items()))
+
+
+def schedule(client, name):
+    """The schedule called ``name``, or None."""
+    queue = client.hget(keys.SCHEDULES, name)
+    if queue is None:
+        return None
+    found = _schedules(client, [(name, _decode(queue))])
+    return found[0] if found else None
+
+
+def task_states(client, task_ids):
+    """{id: state, or None once the task is gone (finished)} in one round trip."""
+    ids = [i for i in task_ids if keys.queue_from_task_id(i)]
+    p = client.pipeline(transaction=False)
+    for task_id in ids:
+        p.hget(keys.task_key(keys.queue_from_task_id(task_id), task_id), "s")
+    return {task_id: _decode(state) for task_id, state in zip(ids, p.execute() if ids else [])}

@@ -59,6 +59,3 @@ def get_handler(queue):
 def all_handlers():
     return dict(_handlers)
 
-
-def unregister(queue):
-    _handlers.pop(queue, None)

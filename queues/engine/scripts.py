@@ -1,71 +1,143 @@
 """Loads the Lua scripts in ``lua/`` and runs them by EVALSHA, falling back to SCRIPT LOAD.
 
-Each script is ``lua/<name>-<number of keys>.lua``; the shared helpers in ``lua/includes/`` are
-inlined in front of every script, in file-name order. Every script takes the queue's keys in
-``keys.QUEUE_KINDS`` order (hence the ``-15``), then ARGV[1] = the queue's key prefix and
-ARGV[2] = the queue name. Placeholders ``@@NAME@@`` are filled from ``keys`` here, so key and
-channel names are still built in one module.
+Each script is ``lua/<name>-<number of keys>.lua`` and opens with a header (purpose, input,
+output, events) that also declares, for the loader:
+
+    -- Keys: pending front stats ...     the queue keys it takes, in KEYS order
+                                         (kinds of ``keys.QUEUE_KINDS``)
+    -- @include locks                    a helper file ``lua/includes/locks.lua``
+
+The loader checks the key count against the file name, inlines each include once (includes may
+include others; dependencies first), prepends ``local K = {<kind> = KEYS[i], ...}`` and refuses
+a script whose code uses a ``K.<kind>`` it did not declare. Placeholders ``@@name@@`` are filled
+from ``keys`` (``@@task@@``, ``@@lock@@``... and ``@@events@@``, ``@@control@@``), ``codes``
+(``@@STALE@@``...) and ``durations``, so key names, reply codes and histogram bounds are each
+defined in one Python module. ARGV[1] is always the queue's key prefix and ARGV[2] the
+queue name; the calls themselves are built in ``commands``.
 """
 
 import hashlib
+import re
 from functools import cache, lru_cache
 from pathlib import Path
 
 from redis.exceptions import NoScriptError, ResponseError
 
-from . import keys
+from . import durations, keys
+from .codes import lua_placeholders
 
 LUA_DIR = Path(__file__).with_name("lua")
-_PLACEHOLDERS = {"@@CONTROL_PREFIX@@": keys.worker_channel("")}
+
+_KEYS_RE = re.compile(r"^-- Keys:(.*)$", re.M)
+_INCLUDE_RE = re.compile(r"^-- @include (\S+)\s*$", re.M)
+_K_USE_RE = re.compile(r"\bK\.([A-Za-z_]\w*)")
+_PLACEHOLDER_RE = re.compile(r"@@(\w+)@@")
+
+
+class ScriptError(RuntimeError):
+    """A Lua script file that the loader refuses (bad key count, unknown include...)."""
+
+
+def _placeholders():
+    values = dict(keys.SUBKEY_KINDS)
+    values.update(events=keys.EVENTS, control=keys.CONTROL_PREFIX, duration_bounds=durations.lua_bounds())
+    values.update(lua_placeholders())
+    return values
 
 
 class Script:
-    """One Lua script: its source, SHA1 and key count."""
+    """One Lua script: its name, the queue key kinds it takes, its full source and SHA1."""
 
-    def __init__(self, name, numkeys, source):
-        self.name, self.numkeys, self.source = name, numkeys, source
+    def __init__(self, name, kinds, source):
+        self.name, self.kinds, self.source = name, tuple(kinds), source
         self.sha = hashlib.sha1(source.encode()).hexdigest()
+
+    @property
+    def numkeys(self):
+        return len(self.kinds)
 
     def __repr__(self):
         return f"<Script {self.name}-{self.numkeys}>"
 
 
+def _read_include(lua_dir, name, path_of):
+    path = lua_dir / "includes" / f"{name}.lua"
+    if not path.is_file():
+        raise ScriptError(f"{path_of}: unknown include {name!r} (no {path.relative_to(lua_dir)})")
+    return path.read_text()
+
+
+def _resolve_includes(lua_dir, text, path_of, seen, order, stack=()):
+    for name in _INCLUDE_RE.findall(text):
+        if name in stack:
+            raise ScriptError(f"{path_of}: include cycle {' -> '.join((*stack, name))}")
+        if name in seen:
+            continue
+        body = _read_include(lua_dir, name, path_of)
+        _resolve_includes(lua_dir, body, f"includes/{name}.lua", seen, order, (*stack, name))
+        seen.add(name)
+        order.append(body)
+
+
+def build(path, lua_dir=LUA_DIR):
+    """The Script of one file, checked; raises ScriptError with the file and the problem."""
+    name, _, count = path.stem.rpartition("-")
+    if not name or not count.isdigit():
+        raise ScriptError(f"{path.name}: Lua script names end in -<number of keys>")
+    text = path.read_text()
+    declared = _KEYS_RE.findall(text)
+    if len(declared) != 1:
+        raise ScriptError(f"{path.name}: the header must declare its keys once ('-- Keys: ...')")
+    kinds = declared[0].split()
+    unknown = [k for k in kinds if k not in keys.QUEUE_KINDS]
+    if unknown or len(set(kinds)) != len(kinds):
+        raise ScriptError(f"{path.name}: unknown or repeated key kinds {unknown or kinds}")
+    if len(kinds) != int(count):
+        raise ScriptError(f"{path.name}: declares {len(kinds)} keys but its name says {count}")
+    parts = []
+    _resolve_includes(lua_dir, text, path.name, set(), parts)
+    body = "\n".join([*parts, text])
+    missing = sorted(set(_K_USE_RE.findall(body)) - set(kinds))
+    if missing:
+        raise ScriptError(f"{path.name}: uses keys it does not declare: {', '.join(missing)}")
+    if re.search(r"\bK\[", body):
+        raise ScriptError(f"{path.name}: index K by name (K.<kind>), never K[...]")
+    values = _placeholders()
+
+    def fill(m):
+        if m.group(1) not in values:
+            raise ScriptError(f"{path.name}: unknown placeholder {m.group(0)}")
+        return values[m.group(1)]
+
+    body = _PLACEHOLDER_RE.sub(fill, body)
+    header = "local K = {" + ", ".join(f"{k} = KEYS[{i}]" for i, k in enumerate(kinds, 1)) + "}\n"
+    return Script(name, kinds, header + body)
+
+
 @cache
-def load_all():
-    """{name: Script} for every script file, read once per process."""
-    prelude = "\n".join(p.read_text() for p in sorted((LUA_DIR / "includes").glob("*.lua")))
-    for placeholder, value in _PLACEHOLDERS.items():
-        prelude = prelude.replace(placeholder, value)
+def load_all(lua_dir=LUA_DIR):
+    """{name: Script} for every script file, read and checked once per process."""
     scripts = {}
-    for path in sorted(LUA_DIR.glob("*.lua")):
-        name, _, numkeys = path.stem.rpartition("-")
-        if not numkeys.isdigit():
-            raise RuntimeError(f"{path.name}: Lua script names end in -<number of keys>")
-        if int(numkeys) != len(keys.QUEUE_KINDS):
-            raise RuntimeError(f"{path.name}: expected {len(keys.QUEUE_KINDS)} keys")
-        scripts[name] = Script(name, int(numkeys), prelude + "\n" + path.read_text())
+    for path in sorted(Path(lua_dir).glob("*.lua")):
+        script = build(path, Path(lua_dir))
+        scripts[script.name] = script
     return scripts
 
 
-@lru_cache(maxsize=4096)
-def queue_args(queue):
-    """The KEYS and the two leading ARGV every script of ``queue`` takes."""
-    return tuple(keys.queue_key(queue, kind) for kind in keys.QUEUE_KINDS) + (
-        keys.queue_prefix(queue),
-        queue,
-    )
+@lru_cache(maxsize=8192)
+def _keys_and_head(name, queue):
+    script = load_all()[name]
+    return tuple(keys.queue_key(queue, kind) for kind in script.kinds) + (keys.queue_prefix(queue), queue)
 
 
 def _is_noscript(exc):
-    return isinstance(exc, NoScriptError) or (
-        isinstance(exc, ResponseError) and str(exc).startswith("NOSCRIPT")
-    )
+    return isinstance(exc, NoScriptError) or (isinstance(exc, ResponseError) and str(exc).startswith("NOSCRIPT"))
 
 
 def run(client, name, queue, *args):
     """Run script ``name`` for ``queue`` on a synchronous client."""
     script = load_all()[name]
-    argv = queue_args(queue) + args
+    argv = _keys_and_head(name, queue) + args
     try:
         return client.evalsha(script.sha, script.numkeys, *argv)
     except ResponseError as exc:
@@ -78,7 +150,7 @@ def run(client, name, queue, *args):
 async def arun(client, name, queue, *args):
     """Run script ``name`` for ``queue`` on an asyncio client."""
     script = load_all()[name]
-    argv = queue_args(queue) + args
+    argv = _keys_and_head(name, queue) + args
     try:
         return await client.evalsha(script.sha, script.numkeys, *argv)
     except ResponseError as exc:
@@ -88,13 +160,20 @@ async def arun(client, name, queue, *args):
         return await client.evalsha(script.sha, script.numkeys, *argv)
 
 
-def pipe(pipeline, name, queue, *args):
-    """Queue script ``name`` on a pipeline (the caller loads scripts first with ``ensure``)."""
-    script = load_all()[name]
-    pipeline.evalsha(script.sha, script.numkeys, *(queue_args(queue) + args))
-
-
-def ensure(client):
-    """Load every script into the server (after a restart the cache is empty)."""
-    for script in load_all().values():
-        client.script_load(script.source)
+def run_pipelined(client, calls):
+    """Run several scripts in one round trip: ``calls`` is [(name, queue, args)]; returns the
+    replies in order (scripts missing from the server's cache are loaded, then all re-run)."""
+    for attempt in (1, 2):
+        p = client.pipeline(transaction=False)
+        for name, queue, args in calls:
+            script = load_all()[name]
+            p.evalsha(script.sha, script.numkeys, *_keys_and_head(name, queue), *args)
+        replies = p.execute(raise_on_error=False)
+        missing = {name for (name, _, _), r in zip(calls, replies) if isinstance(r, Exception) and _is_noscript(r)}
+        if not missing or attempt == 2:
+            for r in replies:
+                if isinstance(r, Exception):
+                    raise r
+            return replies
+        for name in missing:
+            client.script_load(load_all()[name].source)

@@ -90,10 +90,6 @@ class Task:
         """True once the task was cancelled (or timed out) while running: stop, its outcome is discarded."""
         return self._cancelled
 
-    @property
-    def attempts(self):
-        return self.attempt
-
     @classmethod
     def from_hash(cls, task_id, queue, h):
         """Build from an HGETALL reply (bytes keys), or None if the hash is empty."""

@@ -2,7 +2,8 @@
 
 Backend "default" serves the queues dt-default and dt-emails (no retries); backend "retrying"
 serves dt-retry (two retries, short backoff). Functions that leave a trace RPUSH it to the Redis
-list "test:dt:<name>".
+list "test:dt:<name>"; the receivers of task_started and task_finished (connected below, so in
+every worker that runs one of these functions) RPUSH to "test:dt:signals".
 """
 
 import asyncio
@@ -12,6 +13,7 @@ import time
 
 from django.contrib.auth.models import User
 
+from queues.backends.framework import TaskContext, task_finished, task_started
 from queues.engine.connection import get_default
 
 try:
@@ -68,4 +70,87 @@ def flaky(context, succeed_on):
     _trace("flaky", attempt=context.attempt, result_id=context.task_result.id)
     if context.attempt < succeed_on:
         raise RuntimeError(f"attempt {context.attempt} fails")
+    return context.attempt
+
+
+# -- the contract tests' functions (tests/test_tasks_backend_contract.py) -----------------------
+
+
+@task(queue_name="dt-default")
+def noop(*args, **kwargs):
+    return None
+
+
+@task(queue_name="dt-default")
+async def noop_async(*args, **kwargs):
+    return None
+
+
+@task(queue_name="dt-default")
+def meaning_of_life():
+    return 42
+
+
+@task(queue_name="dt-default")
+def escapes(kind):
+    """Raise SystemExit or KeyboardInterrupt (BaseExceptions that are not Exceptions)."""
+    raise {"SystemExit": SystemExit, "KeyboardInterrupt": KeyboardInterrupt}[kind](f"{kind} from a task")
+
+
+@task(queue_name="dt-default")
+def calls_exit():
+    exit(1)
+
+
+@task(queue_name="dt-default")
+def nested_exception():
+    raise ValueError(ValueError("the inner error"))
+
+
+@task(queue_name="dt-default")
+def sleeps(seconds):
+    time.sleep(seconds)
+    return os.getpid()
+
+
+@task(queue_name="dt-default", takes_context=True)
+def own_id(context):
+    return context.task_result.id
+
+
+@task(queue_name="dt-default", takes_context=True)
+def context_of(context):
+    """What a takes_context task sees of its context, as JSON."""
+    result = context.task_result
+    return {
+        "is_context": isinstance(context, TaskContext),
+        "attempt": context.attempt,
+        "id": result.id,
+        "status": str(result.status),
+        "args": result.args,
+    }
+
+
+def _record_signal(sender, task_result, **kwargs):
+    """Keep what task_started/task_finished receivers see (sent in the worker process)."""
+    times = {k: getattr(task_result, k) for k in ("enqueued_at", "started_at", "finished_at")}
+    _trace(
+        "signals",
+        sender=sender.__name__,
+        id=task_result.id,
+        status=str(task_result.status),
+        **{k: v.isoformat() if v else None for k, v in times.items()},
+    )
+
+
+task_started.connect(_record_signal, dispatch_uid="tests.tasksapp.started")
+task_finished.connect(_record_signal, dispatch_uid="tests.tasksapp.finished")
+
+
+@task(queue_name="dt-default", takes_context=True)
+def slow_first_time(context):
+    """Hang on the first attempt (the test kills its worker meanwhile); answer at once after."""
+    _trace("slow_first_time", attempt=context.attempt)
+    if context.attempt == 1:
+        time.sleep(60)
     return context.attempt

@@ -5,7 +5,8 @@ Payloads are JSON objects of directives (any other payload is just recorded):
   fail   "always", or the number of first attempts that raise
   log    Redis list to RPUSH a record to: id, payload, attempt, pid, start, end (time.time())
   defer  seconds: raise RetryLater on the first attempt
-Every handler also RPUSHes the record to "test:log:<queue>".
+Every handler also RPUSHes the record to "test:log:<queue>" (with the task's meta: a scheduled
+run's schedule, tick and kind).
 """
 
 import asyncio
@@ -33,7 +34,7 @@ def _record(task, start, outcome):
         "id": task.id, "queue": task.queue, "attempt": task.attempt, "pid": os.getpid(),
         "start": start, "end": time.time(), "outcome": outcome,
         "payload": task.payload.hex() if isinstance(task.payload, bytes) else task.payload,
-        "bytes": isinstance(task.payload, bytes),
+        "bytes": isinstance(task.payload, bytes), "meta": task.meta,
     }
     client = get_default().client
     client.rpush(f"test:log:{task.queue}", json.dumps(rec))
@@ -83,7 +84,7 @@ async def run_async(task):
     _record(task, start, "ok")
 
 
-for name in ("t1", "t2", "t3", "t4", "t5", "t6", "d1", "high", "mid", "low", "locks", "priority"):
+for name in ("t1", "t2", "t3", "t4", "t5", "t6", "d1", "high", "mid", "low", "locks", "priority", "sched"):
     handler(name)(run_sync)
 for name in ("a1", "a2", "a3"):
     handler(name)(run_async)

@@ -1,11 +1,14 @@
 """The worker runtime, in Sidekiq-sized pieces:
 
-- ``launcher.Worker``: registration, heartbeat, the fetch loop, shutdown;
-- ``control.Listener``: the worker's control channel (wake-ups, cancels), resubscribing after
-  every reconnect;
+- ``launcher.Worker``: the worker's state, its lifecycle and shutdown;
+- ``heartbeat.Heart``: registration (claiming the name) and the heartbeat;
+- ``control.Listener``: the worker's control channel (wake-ups, hand-overs, cancels),
+  resubscribing after every reconnect;
+- ``fetch.Fetcher``: fills free slots, takes stock after reconnects, takes hand-overs;
 - ``processor``: runs one delivery (sync handlers on threads, async ones on the loop) under its
   timeout and decides its outcome;
-- ``reporter.Reporter``: sends outcomes to Redis (completions acknowledged in batches);
+- ``reporter.Reporter``: sends outcomes to Redis (completions acknowledged in batches) and
+  releases the locks kept for handlers that outlived their outcome;
 - ``pool.ThreadPool``: daemon threads for sync handlers.
 """
 

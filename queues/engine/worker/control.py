@@ -1,13 +1,15 @@
 """The worker's control channel: one subscription per worker, kept across reconnects.
 
 Messages (published from Lua): ``w <queue>`` work is there; ``d <queue> <ms>`` a delayed task
-is due in that many ms; ``c <queue> <id>`` stop that task. After every (re)subscribe the
-worker is told to check its queues, so a notification lost while disconnected strands nothing.
+is due in that many ms; ``c <queue> <id>`` stop that task; ``t <queue>\\n<fields>`` a task handed
+straight to this worker. After every (re)subscribe the worker is told to take stock, so a
+message lost while disconnected strands nothing and a cancel is never missed.
 """
 
 import asyncio
 import logging
 
+from ..backoff import Backoff
 from ..connection import NETWORK_ERRORS
 
 log = logging.getLogger("worqr.worker")
@@ -19,7 +21,7 @@ class Listener:
         self.on_message, self.on_subscribed = on_message, on_subscribed
 
     async def run(self):
-        backoff = 0.05
+        backoff = Backoff()
         while True:
             pubsub = self.client.pubsub()
             try:
@@ -30,16 +32,15 @@ class Listener:
                         await pubsub.ping()  # an idle link: make sure it is still there
                         continue
                     if msg["type"] == "subscribe":
-                        backoff = 0.05
+                        backoff.reset()
                         self.on_subscribed()
                     elif msg["type"] == "message":
                         self.on_message(msg["data"])
             except asyncio.CancelledError:
                 raise
             except NETWORK_ERRORS as exc:
-                log.warning("worqr: control channel lost (%s); resubscribing in %.1f s", exc, backoff)
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, 2.0)
+                log.warning("worqr: control channel lost (%s); resubscribing", exc)
+                await backoff.wait()
             finally:
                 try:
                     await asyncio.shield(pubsub.aclose())

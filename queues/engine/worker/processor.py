@@ -1,15 +1,18 @@
 """Runs one delivery and reports its outcome.
 
-1. Start the handler: an ``async def`` one as an asyncio task, a sync one on a pool thread.
-2. Wait for it, for at most the task's timeout.
-3. Report exactly one outcome, unless one was already reported (a cancel of a sync handler is
+1. Don't start it if it was cancelled (or given back) before it could start, or if this worker
+   was unresponsive long enough to be presumed dead and no longer holds it.
+2. Start the handler: an ``async def`` one as an asyncio task, a sync one on a pool thread.
+3. Wait for it, for at most the task's timeout.
+4. Report exactly one outcome, unless one was already reported (a cancel of a sync handler is
    reported at once; the thread's eventual result is then discarded):
-   - returned: completed (acknowledged in batches by the launcher);
+   - returned: completed (acknowledged in batches by the fetcher);
    - raised RetryLater: deferred without using an attempt;
    - raised anything else: a failed attempt (retried with backoff, or failed for good);
-   - timed out: cancelled like a user cancel, and reported as a failed attempt;
-   - cancelled by a user: finished as cancelled;
-   - stopped by shutdown: given back to the front of the queue.
+   - timed out: cancelled like a user cancel, and reported as a failed attempt at once;
+   - cancelled by a user: finished as cancelled.
+5. A delivery whose outcome was reported while its handler still ran keeps its lock (and its
+   slot) until the handler really returns; then the lock is released (``Reporter.release``).
 """
 
 import asyncio
@@ -23,21 +26,33 @@ log = logging.getLogger("worqr.worker")
 
 
 class Delivery:
-    """A task handed to this worker: the task, its handler and its run state."""
+    """A task handed to this worker (one lease of it): the task, its handler and its run state."""
 
-    __slots__ = ("task", "spec", "started", "handle", "reported", "stopping", "runner")
+    __slots__ = ("task", "spec", "started", "handle", "reported", "runner", "keep_lock", "stale", "ended",
+                 "released")
 
     def __init__(self, task, spec):
         self.task, self.spec = task, spec
         self.started = time.monotonic()
         self.handle = None  # the asyncio task (async handler) or future (sync handler)
-        self.reported = False
-        self.stopping = False  # shutdown: give it back rather than cancel it
+        self.reported = False  # an outcome was reported (or the task given back)
         self.runner = None  # the asyncio task running ``run`` for this delivery
+        self.keep_lock = False  # its outcome was reported while the handler still ran
+        self.stale = False  # a report was refused: the task was taken from us (and maybe its lock kept)
+        self.ended = False  # ``run`` is over: the handler has returned (or never started)
+        self.released = False
+
+    @property
+    def key(self):
+        return (self.task.id, self.task.lease)
 
     @property
     def is_async(self):
         return self.spec.is_async
+
+    def still_running(self):
+        """Whether the handler was started and has not returned yet."""
+        return self.handle is not None and not self.handle.done()
 
     def cancel_locally(self):
         """Ask the handler to stop: cancels an async one, flags a sync one."""
@@ -61,10 +76,16 @@ async def run(worker, d):
     """Run delivery ``d`` on ``worker`` (a launcher.Worker) and report its outcome."""
     task, spec = d.task, d.spec
     try:
-        if time.monotonic() - worker.last_beat > worker.config.heartbeat_ttl and not await worker.still_holds(task):
+        if worker.heart.unresponsive() and not await worker.still_holds(task):
             # We may have been frozen (or cut off) long enough to be presumed dead: the task was
             # handed to us before that and has since been taken back. Don't run it twice.
             log.warning("worqr: task %s was taken back while this worker was unresponsive; not running it", task.id)
+            d.reported = True
+            return
+        if d.reported or task.cancelled:  # cancelled (or given back) before it could start
+            if not d.reported:
+                d.reported = True
+                worker.reporter.done(d, "cancelled", "")
             return
         if d.is_async:
             d.handle = asyncio.ensure_future(spec.func(task))
@@ -77,15 +98,15 @@ async def run(worker, d):
             d.cancel_locally()
             if not d.reported:
                 d.reported = True
-                await worker.reporter.failure(
-                    d, f"TaskTimeout: ran longer than its timeout of {timeout:g} s", ""
-                )
-            await asyncio.wait((d.handle,))  # the slot is busy until the handler really ends
+                await worker.reporter.failure(d, f"TaskTimeout: ran longer than its timeout of {timeout:g} s", "")
+            await asyncio.wait((d.handle,))  # the slot (and a lock) stay taken until it really ends
             return
         await _report(worker, d)
     except Exception:  # a bug here must not kill the worker; the task is recovered by lease
         log.exception("worqr: error while running task %s", task.id)
     finally:
+        d.ended = True
+        worker.reporter.release_if_due(d)
         worker.delivery_done(d)
 
 
@@ -95,10 +116,7 @@ async def _report(worker, d):
         return
     d.reported = True
     if handle.cancelled():
-        if d.stopping:
-            await worker.reporter.stop(d)
-        else:
-            worker.reporter.done(d, "cancelled", "")
+        worker.reporter.done(d, "cancelled", "")
         return
     exc = handle.exception()
     if exc is None:
@@ -109,7 +127,7 @@ async def _report(worker, d):
     elif isinstance(exc, RetryLater):
         await worker.reporter.failure(d, _describe(exc), "", retry_after=exc.seconds)
     elif isinstance(exc, asyncio.CancelledError):
-        await worker.reporter.stop(d) if d.stopping else worker.reporter.done(d, "cancelled", "")
+        worker.reporter.done(d, "cancelled", "")
     else:
         trace = "".join(tb_module.format_exception(type(exc), exc, exc.__traceback__))
         await worker.reporter.failure(d, _describe(exc), trace[-20000:])

@@ -1,98 +1,143 @@
 """Reports outcomes to Redis for a worker.
 
-- completed and cancelled tasks are acknowledged in batches: the launcher's fetch loop takes
-  them (``take_acks``) and sends them with its next ``start`` call for that queue, so a busy
-  worker acknowledges and fetches in one round trip; ``flush`` sends them alone (shutdown);
-- failures and stops are sent at once (they are rarer, and a failure's retry timing counts);
-- every call is retried through network errors with backoff; a stale lease is logged, not raised.
+- completed and cancelled tasks are acknowledged in batches: the fetcher takes them
+  (``take_acks``) and sends them with its next ``start`` call for that queue, so a busy worker
+  acknowledges and fetches in one round trip; ``flush`` sends them alone (shutdown);
+- failures are sent at once (they are rarer, and a failure's retry timing counts);
+- an outcome reported while the handler still runs (a timeout, a cancel of a sync handler)
+  keeps the task's lock held; once the handler has really returned, the lock is released
+  (``release_if_due``; the fetcher sends the releases, always after the report they follow);
+- every call is retried through network errors with backoff; a stale lease is logged, not
+  raised (the task was taken from this worker, which then also releases any lock kept for it).
 """
 
-import asyncio
 import logging
 import random
 import time
 from collections import defaultdict
 
-from .. import scripts
+from .. import commands
+from ..backoff import Backoff
+from ..codes import Code
 from ..connection import NETWORK_ERRORS
 
 log = logging.getLogger("worqr.worker")
 
 
-def _default(value, fallback):
+def default(value, fallback):
     return fallback if value is None else value
 
 
 class Reporter:
     def __init__(self, worker):
         self.w = worker
-        self.acks = defaultdict(list)
+        self.acks = defaultdict(list)  # queue -> [(delivery, result)]
+        self.releases = defaultdict(list)  # queue -> [(id, lease)]
+        self.processed = self.failed = 0
 
-    def _log(self, d, outcome):
+    def log_outcome(self, d, outcome):
         if log.isEnabledFor(logging.INFO):
             log.info("task %s queue=%s outcome=%s duration=%.1fms", d.task.id, d.task.queue, outcome,
                      (time.monotonic() - d.started) * 1000)
 
+    # -- acknowledgements ------------------------------------------------------------------
+
     def done(self, d, outcome, result):
         """Completed or cancelled: acknowledged by the next batch."""
-        self.w.processed += outcome == "completed"
-        self._log(d, outcome)
-        self.acks[d.task.queue].append((d.task.id, d.task.lease, result))
-        self.w.kick.set()
-        self.w.slot_freed.set()
+        self.processed += outcome == "completed"
+        self.log_outcome(d, outcome)
+        self.acks[d.task.queue].append((d, result))
+        self.w.changed.set()
 
     def take_acks(self):
-        """{queue: [(id, lease, result)]} of everything to acknowledge, handed to the caller."""
-        acks, self.acks = self.acks, defaultdict(list)
-        return acks
+        """{queue: [(id, lease, result, keep)]} of everything to acknowledge now, and the
+        deliveries behind them: {queue: [delivery]}. ``keep`` is decided here, at sending time:
+        the handler still runs, so its lock must stay held until it returns."""
+        taken, self.acks = self.acks, defaultdict(list)
+        out, behind = {}, {}
+        for queue, batch in taken.items():
+            out[queue] = []
+            behind[queue] = []
+            for d, result in batch:
+                d.keep_lock = d.still_running()
+                out[queue].append((d.task.id, d.task.lease, result, d.keep_lock))
+                behind[queue].append((d, result))
+        return out, behind
 
-    def put_back(self, acks):
-        for queue, batch in acks.items():
+    def put_back(self, behind):
+        """Acknowledgements whose call failed: sent again with the next batch (a repeat of one
+        that did land is refused as stale, harmlessly)."""
+        for queue, batch in behind.items():
             self.acks[queue][:0] = batch
 
-    def check_codes(self, batch, codes):
-        for (task_id, lease, _), code in zip(batch, codes):
-            if code == -1:
-                log.warning("worqr: task %s: lease %s is stale; completion refused", task_id, lease)
+    def pending_keys(self):
+        """(id, lease) of the deliveries whose acknowledgement has not been sent yet."""
+        return {d.key for batch in self.acks.values() for d, _ in batch}
 
-    async def failure(self, d, error, trace, retry_after=None):
-        c, spec = self.w.config, d.spec
-        self.w.failed += retry_after is None
-        self._log(d, "deferred" if retry_after is not None else "failed")
-        code = await self._call_retrying(
-            "fail", d.task.queue, self.w.name, d.task.id, d.task.lease, error, trace,
-            _default(spec.retries, c.retries), _default(spec.backoff, c.backoff), c.backoff_max,
-            random.random() * c.backoff_jitter, c.failure_history,
-            "" if retry_after is None else max(0.0, retry_after),
-        )
-        if code == -1:
-            log.warning("worqr: task %s: lease %s is stale; failure refused", d.task.id, d.task.lease)
-
-    async def stop(self, d):
-        self._log(d, "stopped")
-        await self._call_retrying("stop", d.task.queue, self.w.name, 1, d.task.id, d.task.lease)
-
-    async def _call_retrying(self, script, queue, *args, attempts=20):
-        backoff = 0.05
-        for _ in range(attempts):
-            try:
-                return await scripts.arun(self.w.redis, script, queue, *args)
-            except NETWORK_ERRORS as exc:
-                log.warning("worqr: %s failed (%s); retrying", script, exc)
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, 2.0)
-        log.error("worqr: gave up on %s for queue %s; the lease will expire", script, queue)
-        return None
+    def check_codes(self, deliveries, codes):
+        for d, code in zip(deliveries, codes):
+            if code == Code.STALE:
+                log.warning("worqr: task %s: lease %s is stale; completion refused", d.task.id, d.task.lease)
+                self._stale(d)
+            else:
+                self.release_if_due(d)
 
     async def flush(self):
         """Acknowledge everything pending now, one ``finish`` call per queue."""
-        ttl_ms = int(self.w.config.result_ttl * 1000)
-        for queue in list(self.acks):
-            batch = self.acks.pop(queue, [])
-            if not batch:
-                continue
-            args = [x for triple in batch for x in triple]
-            codes = await self._call_retrying("finish", queue, self.w.name, len(batch), ttl_ms, *args)
+        acks, behind = self.take_acks()
+        for queue, batch in acks.items():
+            call = commands.finish(queue, self.w.name, batch, result_ttl=self.w.config.result_ttl)
+            codes = await self.call(call)
             if codes is not None:
-                self.check_codes(batch, codes)
+                self.check_codes([d for d, _ in behind[queue]], codes)
 
+    # -- failures --------------------------------------------------------------------------
+
+    async def failure(self, d, error, trace, retry_after=None):
+        c, spec = self.w.config, d.spec
+        self.failed += retry_after is None
+        self.log_outcome(d, "deferred" if retry_after is not None else "failed")
+        d.keep_lock = d.still_running()
+        call = commands.fail(
+            d.task.queue, self.w.name, d.task.id, d.task.lease, error, trace,
+            retries=default(spec.retries, c.retries), backoff=default(spec.backoff, c.backoff),
+            backoff_max=c.backoff_max, jitter=random.random() * c.backoff_jitter, history=c.failure_history,
+            retry_after=retry_after, keep=d.keep_lock,
+        )
+        code = await self.call(call)
+        if code == Code.STALE:
+            log.warning("worqr: task %s: lease %s is stale; failure refused", d.task.id, d.task.lease)
+            self._stale(d)
+
+    # -- locks kept for handlers that still ran --------------------------------------------
+
+    def _stale(self, d):
+        """A report was refused: whoever took the task may have kept its lock for this handler."""
+        d.stale = True
+        self.release_if_due(d)
+
+    def release_if_due(self, d):
+        """Queue the release of a lock kept for ``d`` once its handler has returned."""
+        if (d.keep_lock or d.stale) and d.ended and not d.released:
+            d.released = True
+            self.releases[d.task.queue].append(d.key)
+            self.w.changed.set()
+
+    async def send_releases(self):
+        releases, self.releases = self.releases, defaultdict(list)
+        for queue, holders in releases.items():
+            await self.call(commands.release(queue, self.w.name, holders))
+
+    # -- calls -----------------------------------------------------------------------------
+
+    async def call(self, call, attempts=20):
+        """Run a command, retrying through network errors; None if it never got through."""
+        backoff = Backoff()
+        for _ in range(attempts):
+            try:
+                return await call.arun(self.w.redis)
+            except NETWORK_ERRORS as exc:
+                log.warning("worqr: %s failed (%s); retrying", call.script, exc)
+                await backoff.wait()
+        log.error("worqr: gave up on %s for queue %s; the lease will expire", call.script, call.queue)
+        return None

@@ -1,0 +1,273 @@
+"""The engine's calls to its Lua scripts: one function per script, and the only place that
+knows each script's arguments (ARGV order) and the shape of its reply.
+
+Each function returns a ``Call``; run it with ``call.run(client)`` (a synchronous client) or
+``await call.arun(client)`` (an asyncio one), which returns the parsed reply. Codes in replies
+are ``codes.Code``; ``error_for`` turns a negative one into the typed error that names the
+script, the queue and the task. ``Queue``, the worker and the tests call these, never
+``scripts.run`` with raw arguments.
+"""
+
+from dataclasses import dataclass, field
+
+from . import scripts
+from .codes import Code
+from .errors import InvalidState, StaleLease, TaskNotFound, WorkerLost
+from .task import Task, decode_payload
+
+
+def _ms(seconds):
+    return int(seconds * 1000)
+
+
+@dataclass(frozen=True)
+class Call:
+    """One script call, ready to run on a client."""
+
+    script: str
+    queue: str
+    args: tuple
+    parse: object = field(default=None, compare=False)
+
+    def run(self, client):
+        reply = scripts.run(client, self.script, self.queue, *self.args)
+        return self.parse(reply) if self.parse else reply
+
+    async def arun(self, client):
+        reply = await scripts.arun(client, self.script, self.queue, *self.args)
+        return self.parse(reply) if self.parse else reply
+
+
+def _codes(reply):
+    return [Code(c) for c in reply]
+
+
+def _code(reply):
+    return Code(reply)
+
+
+# -- errors ----------------------------------------------------------------------------------
+
+_MESSAGES = {
+    Code.STALE: (StaleLease, "its lease is stale (the task was taken back and handed to another worker)"),
+    Code.UNKNOWN: (TaskNotFound, "there is no such task (it never existed, or it has finished)"),
+    Code.ACTIVE: (InvalidState, "it is running: cancel it instead"),
+    Code.NOT_FAILED: (InvalidState, "it is not failed"),
+    Code.FINISHED: (InvalidState, "it has already failed or completed: delete it instead"),
+    Code.NOT_REGISTERED: (WorkerLost, "the worker is not registered (it was presumed dead)"),
+}
+
+
+def error_for(code, script, queue, task_id=None):
+    """The typed error for a negative reply ``code`` of ``script``, naming the task and queue."""
+    kind, why = _MESSAGES[Code(code)]
+    subject = f"task {task_id} of queue {queue}" if task_id else f"queue {queue}"
+    return kind(f"{script}: {subject}: {why}")
+
+
+def check(code, script, queue, task_id=None):
+    """Return ``code`` if it is not an error code, else raise its error."""
+    if code < 0:
+        raise error_for(code, script, queue, task_id)
+    return Code(code)
+
+
+# -- producing -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Enqueued:
+    is_new_queue: bool
+    now_ms: int
+    ids: list
+
+
+def _enqueued(reply):
+    return Enqueued(bool(reply[0]), int(reply[1]), [i.decode() for i in reply[2:]])
+
+
+def enqueue(queue, items, *, when="", retries="", timeout="", backoff="", lock="", callback="", meta=""):
+    """Add tasks. ``items``: (id, payload bytes, unique key or '', 'b' if bytes else '').
+    ``when``: '' now, '+<ms>' a delay, '@<ms>' a due time (Unix ms). Options are text, '' when
+    not given. Returns ``Enqueued``; an id whose task exists already is left as it is."""
+    flat = [x for item in items for x in item]
+    return Call("enqueue", queue, (len(items), when, retries, timeout, backoff, lock, callback, meta, *flat), _enqueued)
+
+
+# -- the worker's calls ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Started:
+    status: Code
+    due_in_ms: int
+    tasks: list
+    codes: list
+
+
+def task_from_fields(queue, fields):
+    """The Task a delivery's 9 fields describe (from ``start``, or a hand-over message)."""
+    task_id, payload, lease, attempt, timeout, callback, meta, retries, kind = fields
+    timeout = float(timeout or 0)
+    return Task(
+        id=task_id.decode(), queue=queue, payload=decode_payload(payload, kind), state="active",
+        attempt=int(attempt), lease=int(lease), timeout=timeout if timeout > 0 else None,
+        callback=callback.decode() or None, meta=meta.decode() or None,
+        retries=int(retries) if retries else None,
+    )
+
+
+def _ack_args(acks):
+    return tuple(x for task_id, lease, result, keep in acks for x in (task_id, lease, result, "k" if keep else ""))
+
+
+def start(queue, worker, count, *, lock_ttl, grace, default_timeout, result_ttl, acks=()):
+    """Acknowledge ``acks`` ((id, lease, result, keep) each) and take up to ``count`` tasks.
+    Returns ``Started``: status OK, PAUSED, MORE (call again) or NOT_REGISTERED, the ms until the
+    next delayed task is due (-1: none), the Tasks taken and one code per ack."""
+    acks = list(acks)
+
+    def parse(reply):
+        n = len(acks)
+        head, codes = (reply[:-n], reply[-n:]) if n else (reply, [])
+        fields = head[2:]
+        tasks = [task_from_fields(queue, fields[i:i + 9]) for i in range(0, len(fields), 9)]
+        return Started(Code(head[0]), int(head[1]), tasks, _codes(codes))
+
+    args = (worker, count, _ms(lock_ttl), _ms(grace), default_timeout or 0, _ms(result_ttl), len(acks), *_ack_args(acks))
+    return Call("start", queue, args, parse)
+
+
+def finish(queue, worker, acks, *, result_ttl):
+    """Acknowledge ``acks`` ((id, lease, result, keep) each): one code per task."""
+    acks = list(acks)
+    return Call("finish", queue, (worker, len(acks), _ms(result_ttl), *_ack_args(acks)), _codes)
+
+
+def fail(queue, worker, task_id, lease, error, traceback, *, retries, backoff, backoff_max, jitter, history,
+         retry_after=None, keep=False):
+    """Report a failed attempt (or, with ``retry_after`` seconds, a deferral that uses no
+    attempt). ``keep``: the handler still runs; its lock stays held until ``release``."""
+    args = (worker, task_id, lease, error, traceback, retries, backoff, backoff_max, jitter, history,
+            "" if retry_after is None else max(0.0, retry_after), "k" if keep else "")
+    return Call("fail", queue, args, _code)
+
+
+def stop(queue, worker, items):
+    """Give tasks back first in line, in the order given: (id, lease, keep) each."""
+    items = list(items)
+    flat = tuple(x for task_id, lease, keep in items for x in (task_id, lease, "k" if keep else ""))
+    return Call("stop", queue, (worker, len(items), *flat), _codes)
+
+
+def release(queue, worker, holders):
+    """The handlers of these (id, lease) deliveries have stopped: release the locks kept for them."""
+    holders = list(holders)
+    return Call("release", queue, (worker, len(holders), *(x for pair in holders for x in pair)))
+
+
+def register(queue, worker, *, ttl, lock_ttl, grace, default_timeout, fresh):
+    """Record ``worker`` as serving ``queue``; ``fresh``: a new process (an earlier worker of that
+    name, presumed dead, is failed first). Returns how many of its tasks went back."""
+    args = (worker, _ms(ttl), _ms(lock_ttl), _ms(grace), default_timeout or 0, "1" if fresh else "0")
+    return Call("register", queue, args, int)
+
+
+def heartbeat(queue, worker, *, ttl, lock_ttl, retries, backoff, backoff_max, jitter, history):
+    """Beat and housekeep. Returns (status OK or NOT_REGISTERED, workers reaped, tasks recovered)."""
+    args = (worker, _ms(ttl), _ms(lock_ttl), retries, backoff, backoff_max, jitter, history)
+    return Call("heartbeat", queue, args, lambda r: (Code(r[0]), int(r[1]), int(r[2])))
+
+
+def unregister(queue, worker, reason="worker_left"):
+    """``worker`` leaves ``queue`` (or is failed: reason 'worker_failed'); its tasks go back."""
+    return Call("unregister", queue, (worker, reason), int)
+
+
+def wake(queue, n):
+    """Pass a wake-up on to up to ``n`` idle workers."""
+    return Call("wake", queue, (n,), int)
+
+
+# -- managing --------------------------------------------------------------------------------
+
+
+def cancel(queue, task_id):
+    """REMOVED, STOPPING (it runs; its worker is told), UNKNOWN or FINISHED."""
+    return Call("cancel", queue, (task_id,), _code)
+
+
+def delete(queue, ids):
+    """One code per id: DELETED, UNKNOWN or ACTIVE."""
+    ids = list(ids)
+    return Call("delete", queue, (len(ids), *ids), _codes)
+
+
+def retry(queue, ids):
+    """One code per id: REQUEUED, UNKNOWN or NOT_FAILED."""
+    ids = list(ids)
+    return Call("retry", queue, (len(ids), *ids), _codes)
+
+
+def pause(queue, paused):
+    """Pause (True) or resume; returns whether the state changed."""
+    return Call("pause", queue, ("1" if paused else "0",), bool)
+
+
+def purge(queue, limit):
+    """Delete up to ``limit`` waiting-to-run tasks: returns (deleted, more)."""
+    return Call("purge", queue, (limit,), lambda r: (int(r[0]), bool(r[1])))
+
+
+def drop(queue, limit):
+    """Drop up to ``limit`` tasks, then the queue's keys: returns True while tasks are left."""
+    return Call("drop", queue, (limit,), bool)
+
+
+# -- schedules (periodic tasks) --------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Fired:
+    code: Code
+    next_ms: int  # the schedule's next run, -1 if none (paused, disabled, gone)
+    task_id: str | None
+    late_ms: int
+    is_new_queue: bool
+    now_ms: int
+    version: str | None  # the schedule's settings version in Redis
+
+
+def _fired(reply):
+    code, next_ms, task_id, late, new, now, version = reply
+    return Fired(Code(code), int(next_ms), task_id.decode() or None if isinstance(task_id, bytes) else None,
+                 int(late), bool(new), int(now), version.decode() or None if isinstance(version, bytes) else None)
+
+
+def fire(queue, name, version, due_ms, next_ms, *, mode, grace_ms, task_id, meta):
+    """Fire the tick ``due_ms`` of schedule ``name``: enqueue its run as ``task_id`` and move it to
+    ``next_ms``, unless another call did first. ``mode``: 'tick' or 'missed'. Returns ``Fired``."""
+    args = (name, version, int(due_ms), int(next_ms), mode, int(grace_ms), task_id, meta)
+    return Call("fire", queue, args, _fired)
+
+
+def trigger(queue, name, task_id, meta):
+    """Enqueue one run of schedule ``name`` now: (OK or UNKNOWN, whether the queue was new)."""
+    return Call("trigger", queue, (name, task_id, meta), lambda r: (Code(r[0]), bool(r[1])))
+
+
+def schedule_sync(queue, name, document, version, next_ms, *, enabled, paused_since=None):
+    """Write a schedule's synced settings: 0 unchanged, 1 created, 2 changed."""
+    args = (name, document, version, int(next_ms), "1" if enabled else "0",
+            "" if paused_since is None else int(paused_since))
+    return Call("schedule_sync", queue, args, int)
+
+
+def schedule_remove(queue, name):
+    """Remove a schedule; returns whether it existed."""
+    return Call("schedule_remove", queue, (name,), bool)
+
+
+def schedule_pause(queue, name, paused, *, version="", next_ms=0):
+    """Pause (True) or resume; 1 changed, 0 unchanged, or Code UNKNOWN / STALE (negative)."""
+    return Call("schedule_pause", queue, (name, "1" if paused else "0", version, int(next_ms)), int)

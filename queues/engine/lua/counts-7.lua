@@ -1,0 +1,11 @@
+-- Read one queue's counts in one step, so they are consistent with each other (a read only).
+-- Keys: front pending delayed active failed stats meta
+-- @include base
+-- Input: none
+-- Output: {LLEN front, LLEN pending, ZCARD delayed, ZCARD active, ZCARD failed,
+--   the stats hash as a flat field/value list, 1 if paused else 0}
+return {
+  rcall('LLEN', K.front), rcall('LLEN', K.pending), rcall('ZCARD', K.delayed),
+  rcall('ZCARD', K.active), rcall('ZCARD', K.failed), rcall('HGETALL', K.stats),
+  rcall('HEXISTS', K.meta, 'paused'),
+}

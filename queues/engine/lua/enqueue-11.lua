@@ -1,0 +1,75 @@
+-- Add one or many tasks to the queue: runnable at the tail of pending (FIFO), on its lock's
+-- wait list if that lock is held or already has a runnable task first in line, or delayed
+-- until a due time. Idle workers are handed a task each inside their wake-up.
+-- Keys: pending front delayed active deadlines stats meta idle unique lockwaits lockheads
+-- @include take
+-- Input: ARGV[3] n, ARGV[4] when: '' (runnable now), '+<ms>' (a delay) or '@<ms>' (an absolute
+--   due time, Unix ms), ARGV[5] retries, ARGV[6] timeout s, ARGV[7] backoff s, ARGV[8] lock key,
+--   ARGV[9] callback URL, ARGV[10] meta (opaque text) -- each '' when not given --
+--   then n quadruples: id, payload, unique key ('' for none), 'b' if the payload was bytes.
+-- Output: {queue_was_new (0/1), now (ms), id1, id2, ...}. A unique key already held gives the
+--   holder's id; an id that already exists is left as it is (enqueue is idempotent by id).
+-- Events: 'enqueued' {n, ids, delayed}, 'waiting' {ids}, and 'started' for tasks handed
+--   straight to idle workers (one each, in their wake-up message); wakes up to n idle workers
+--   in all (or re-arms sleepers' timers for delayed tasks).
+local now = now_ms()
+local n = tonumber(ARGV[3])
+local due = 0
+if ARGV[4] ~= '' then
+  due = tonumber(string.sub(ARGV[4], 2))
+  if string.sub(ARGV[4], 1, 1) == '+' then due = now + due end
+  if due <= now then due = 0 end
+end
+local lk = false
+if ARGV[8] ~= '' then lk = ARGV[8] end
+local opts = {}
+for i, name in ipairs({'r', 't', 'b', 'lk', 'cb', 'm'}) do
+  if ARGV[4 + i] ~= '' then
+    opts[#opts + 1] = name
+    opts[#opts + 1] = ARGV[4 + i]
+  end
+end
+local is_new = 0
+if rcall('HSETNX', K.meta, 'created', now) == 1 then is_new = 1 end
+local out = {is_new, now}
+local added, runnable, waiting = {}, 0, {}
+for i = 0, n - 1 do
+  local j = 11 + 4 * i
+  local id, payload, uk, kind = ARGV[j], ARGV[j + 1], ARGV[j + 2], ARGV[j + 3]
+  local holder = false
+  if uk ~= '' then holder = rcall('HGET', K.unique, uk) end
+  local tk = task_key(id)
+  if holder then
+    out[#out + 1] = holder
+  elseif rcall('EXISTS', tk) == 1 then
+    out[#out + 1] = id
+  else
+    rcall('HSET', tk, 'p', payload, 'c', now)
+    if kind ~= '' then rcall('HSET', tk, 'y', kind) end
+    if #opts > 0 then rcall('HSET', tk, unpack(opts)) end
+    if uk ~= '' then
+      rcall('HSET', K.unique, uk, id)
+      rcall('HSET', tk, 'u', uk)
+    end
+    if due > 0 then
+      delay_task(id, tk, due, now)
+    elseif make_runnable(id, tk, lk, 'tail', now) then
+      runnable = runnable + 1
+    else
+      waiting[#waiting + 1] = id
+    end
+    added[#added + 1] = id
+    out[#out + 1] = id
+  end
+end
+if #added > 0 then
+  rcall('HINCRBY', K.stats, 'enqueued', #added)
+  publish({e = 'enqueued', n = #added, ids = added, delayed = due > 0})
+  if #waiting > 0 then publish({e = 'waiting', ids = waiting, n = #waiting}) end
+  if runnable > 0 then
+    -- Idle workers get a task each in the wake-up itself; the rest of them are just woken.
+    local pushed = push_to_idle(runnable, now)
+    wake(runnable - pushed)
+  end
+end
+return out

@@ -1,0 +1,96 @@
+-- @include locks
+-- Taking tasks, shared by start (a worker asks) and enqueue (a task is handed straight to an
+-- idle worker, saving it a round trip).
+
+-- Entries of front/pending looked at per call at most (removed tasks are skipped): no call
+-- does unbounded work; a worker that hits the cap calls again at once.
+local TAKE_SCAN_MAX = 1000
+
+-- Make due delayed tasks runnable (at most 1000 per call; the next call goes on).
+local function promote_due(now)
+  local due = rcall('ZRANGEBYSCORE', K.delayed, '-inf', now, 'LIMIT', 0, 1000)
+  for _, id in ipairs(due) do
+    rcall('ZREM', K.delayed, id)
+    local tk = task_key(id)
+    local f = rcall('HMGET', tk, 's', 'lk')
+    if f[1] == 'delayed' then
+      rcall('HDEL', tk, 'due')
+      make_runnable(id, tk, f[2], 'tail', now)
+    end
+  end
+  if #due > 0 then publish({e = 'promoted', n = #due, ids = due}) end
+end
+
+-- Take up to `count` runnable tasks, from the head of front then pending, for `worker`,
+-- appending 9 fields per task to `out` (id, payload, lease, attempt, timeout, callback, meta,
+-- retries, payload kind). Each task taken gets a new lease (fencing token) and its lock, and is
+-- recorded as held by the worker. opts: lock_ttl (ms), grace (ms), default_timeout (s).
+-- Returns the ids taken, and true if it stopped at TAKE_SCAN_MAX with more to look at.
+local function take_tasks(worker, count, out, now, opts)
+  local taken = {}
+  local wk = worker_tasks_key(worker)
+  local looked = 0
+  while #taken < count do
+    if looked >= TAKE_SCAN_MAX then return taken, true end
+    local id = rcall('LPOP', K.front)
+    if not id then id = rcall('LPOP', K.pending) end
+    if not id then break end
+    looked = looked + 1
+    local tk = task_key(id)
+    local f = rcall('HMGET', tk, 'p', 'lk', 't', 'cb', 'm', 'r', 'y', 's')
+    if f[8] ~= 'pending' then
+      rcall('HINCRBY', K.stats, 'gone', -1)  -- removed (or run) since it was listed
+    else
+      local lk = f[2]
+      if lk and rcall('HGET', K.lockheads, lk) == id then rcall('HDEL', K.lockheads, lk) end
+      if lk and rcall('EXISTS', lock_key(lk)) == 1 then
+        wait_for_lock(id, tk, lk, true, now)  -- never expected: a runnable head's lock is free
+      else
+        local lease = rcall('HINCRBY', tk, 'l', 1)
+        local attempt = rcall('HINCRBY', tk, 'a', 1)
+        if lk then rcall('SET', lock_key(lk), id .. ':' .. lease, 'PX', opts.lock_ttl) end
+        rcall('HSET', tk, 's', 'active', 'w', worker, 'st', now)
+        -- the fraction keeps the start order of one batch (a requeue restores it)
+        rcall('ZADD', K.active, now + math.min(#taken, 999) / 1000, id)
+        rcall('SADD', wk, id)
+        local timeout = tonumber(f[3] or opts.default_timeout)
+        if timeout > 0 then rcall('ZADD', K.deadlines, now + timeout * 1000 + opts.grace, id) end
+        taken[#taken + 1] = id
+        local i = #out
+        out[i + 1], out[i + 2], out[i + 3], out[i + 4] = id, f[1], tostring(lease), tostring(attempt)
+        out[i + 5], out[i + 6], out[i + 7], out[i + 8] = tostring(timeout), f[4] or '', f[5] or '', f[6] or ''
+        out[i + 9] = f[7] or ''
+      end
+    end
+  end
+  if #taken > 0 then publish({e = 'started', w = worker, ids = taken, n = #taken}) end
+  return taken, false
+end
+
+-- Hand up to n runnable tasks straight to idle workers, one each, over their control channels
+-- (the delivery travels in the message: 't <queue>' then each field as '<length>:<bytes>').
+-- Uses the timings the queue's workers registered with. Returns how many were handed out.
+local function push_to_idle(n, now)
+  if n <= 0 or rcall('HEXISTS', K.meta, 'paused') == 1 then return 0 end
+  local cfg = rcall('HMGET', K.meta, 'lt', 'gr', 'dt')
+  if not cfg[1] then return 0 end
+  local opts = {lock_ttl = tonumber(cfg[1]), grace = tonumber(cfg[2]), default_timeout = tonumber(cfg[3])}
+  local pushed = 0
+  while pushed < n do
+    local w = rcall('SPOP', K.idle)
+    if not w then break end
+    local fields = {}
+    if #take_tasks(w, 1, fields, now, opts) == 0 then
+      rcall('SADD', K.idle, w)
+      break
+    end
+    local parts = {'t ', QUEUE, '\n'}
+    for _, v in ipairs(fields) do
+      parts[#parts + 1] = #v .. ':'
+      parts[#parts + 1] = v
+    end
+    rcall('PUBLISH', CONTROL .. w, table.concat(parts))
+    pushed = pushed + 1
+  end
+  return pushed
+end

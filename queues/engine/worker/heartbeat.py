@@ -1,0 +1,138 @@
+"""Heart: a worker's registration and heartbeat.
+
+1. Register: the heartbeat key (TTL), which also claims the worker's name (a name held by a
+   live worker is refused), the worker registry, and each queue's worker set.
+2. Beat every HEARTBEAT_INTERVAL: refresh the key and, per queue, the deadline (which also reaps
+   dead workers, recovers stuck tasks and keeps locks alive).
+3. A lost registration (reaped while unresponsive, or Redis restarted) stops the tasks that were
+   taken back and registers anew.
+"""
+
+import asyncio
+import json
+import logging
+import os
+import random
+import socket
+import time
+
+from .. import commands, keys
+from ..backoff import Backoff
+from ..codes import Code
+from ..connection import NETWORK_ERRORS
+from ..errors import WorkerNameTaken
+from .reporter import default
+
+log = logging.getLogger("worqr.worker")
+
+
+class Heart:
+    def __init__(self, worker):
+        self.w = worker
+        self.instance = os.urandom(8).hex()  # tells this process from another of the same name
+        self.last_beat = time.monotonic()
+        self.registered_once = False
+
+    @property
+    def ttl(self):
+        return self.w.config.heartbeat_ttl
+
+    def unresponsive(self):
+        """Whether the last successful beat is older than the TTL (we may have been reaped)."""
+        return time.monotonic() - self.last_beat > self.ttl
+
+    def _info(self):
+        w = self.w
+        return json.dumps({
+            "host": socket.gethostname(), "pid": os.getpid(), "queues": w.queues,
+            "concurrency": w.concurrency, "started_at": w.started_at, "instance": self.instance,
+            "processed": w.reporter.processed, "failed": w.reporter.failed, "active": len(w.deliveries),
+            "ttl_ms": int(self.ttl * 1000),
+        })
+
+    # -- registration ----------------------------------------------------------------------
+
+    async def register_until_done(self):
+        backoff = Backoff()
+        while not self.w.stopping:
+            try:
+                await self._register()
+                return
+            except NETWORK_ERRORS as exc:
+                log.warning("worqr: cannot register (%s); retrying", exc)
+                await backoff.wait()
+
+    async def _claim_name(self):
+        """Set the heartbeat key if the name is free or ours. A name whose holder died is free
+        once its key expires (within the TTL): wait that long, no longer."""
+        r, key, ttl_ms = self.w.redis, keys.heartbeat_key(self.w.name), int(self.ttl * 1000)
+        deadline = time.monotonic() + self.ttl + 0.5
+        while True:
+            if await r.set(key, self._info(), px=ttl_ms, nx=True):
+                return
+            raw = await r.get(key)
+            if raw is not None and json.loads(raw).get("instance") == self.instance:
+                await r.set(key, self._info(), px=ttl_ms)
+                return
+            if time.monotonic() > deadline:
+                raise WorkerNameTaken(
+                    f"a live worker named {self.w.name!r} is already running: give this one another --name"
+                )
+            await asyncio.sleep(0.1)
+
+    async def _register(self):
+        w, c = self.w, self.w.config
+        await self._claim_name()
+        await w.redis.sadd(keys.WORKER_REGISTRY, w.name)
+        for q in w.queues:
+            back = await commands.register(
+                q, w.name, ttl=c.heartbeat_ttl, lock_ttl=c.lock_ttl, grace=c.timeout_grace,
+                default_timeout=w.specs[q].timeout, fresh=not self.registered_once,
+            ).arun(w.redis)
+            if back:
+                log.warning("worqr: %d task(s) of an earlier worker named %s went back to %s", back, w.name, q)
+            await w.redis.sadd(keys.KNOWN_QUEUES, q)
+        self.registered_once = True
+        self.last_beat = time.monotonic()
+        w.registration_done()
+
+    # -- beating ---------------------------------------------------------------------------
+
+    async def run(self):
+        w, c = self.w, self.w.config
+        while True:
+            await asyncio.sleep(c.heartbeat_interval)
+            if not w.registered:
+                await self._reregister()
+                continue
+            try:
+                key_alive = await w.redis.set(keys.heartbeat_key(w.name), self._info(), px=int(self.ttl * 1000), xx=True)
+                reaped = []
+                for q in w.queues:
+                    spec = w.specs[q]
+                    status, _, _ = await commands.heartbeat(
+                        q, w.name, ttl=c.heartbeat_ttl, lock_ttl=c.lock_ttl,
+                        retries=default(spec.retries, c.retries), backoff=default(spec.backoff, c.backoff),
+                        backoff_max=c.backoff_max, jitter=random.random() * c.backoff_jitter,
+                        history=c.failure_history,
+                    ).arun(w.redis)
+                    if status == Code.NOT_REGISTERED:
+                        reaped.append(q)
+                if not reaped:
+                    self.last_beat = time.monotonic()
+            except NETWORK_ERRORS as exc:
+                log.warning("worqr: heartbeat failed: %s", exc)
+                continue
+            if reaped:
+                w.lost_registration(reaped)
+            if (reaped or not key_alive) and not w.stopping:
+                log.warning("worqr: worker %s found its registration gone; registering again", w.name)
+                w.lost_registration([])
+                await self._reregister()
+
+    async def _reregister(self):
+        try:
+            await self.register_until_done()
+        except WorkerNameTaken as exc:
+            log.error("worqr: %s; stopping", exc)
+            self.w.fatal(exc)

@@ -1,0 +1,356 @@
+"""A reference model of one queue, in plain Python, for the randomized model check
+(tests/test_model_check.py): what every script should do to the queue's state, written
+independently of the Lua. Time never passes in it (no task becomes due, no lock or heartbeat
+expires): the check drives the scripts with long TTLs.
+"""
+
+from collections import OrderedDict, deque
+
+from queues.engine.codes import Code
+
+
+class ModelError(AssertionError):
+    pass
+
+
+class Task:
+    __slots__ = ("id", "state", "lock", "unique", "lease", "attempts", "retries", "worker", "cancel", "started")
+
+    def __init__(self, task_id, lock, unique, retries):
+        self.id, self.lock, self.unique, self.retries = task_id, lock, unique, retries
+        self.state, self.lease, self.attempts, self.worker, self.cancel, self.started = None, 0, 0, None, False, None
+
+
+class QueueModel:
+    def __init__(self):
+        self.tasks = {}  # id -> Task (tasks still in Redis)
+        self.front, self.pending = deque(), deque()
+        self.waits = {}  # lock -> deque of ids
+        self.holder = {}  # lock -> "id:lease" (the lock key exists)
+        self.heads = {}  # lock -> id
+        self.held = {}  # worker -> OrderedDict(holder -> lock): locks kept for handlers still running
+        self.unique = {}  # key -> id
+        self.workers, self.idle = set(), set()
+        self.owned = {}  # worker -> set of ids
+        self.paused = False
+        self.stats = dict(enqueued=0, completed=0, failed=0, cancelled=0, deleted=0)
+        self.take_seq = 0
+        #: the workers Redis woke during the operation being modelled (read from their channels
+        #: before the model runs it): which idle workers a wake-up pops is random in Redis
+        self.to_wake = set()
+
+    def wake(self, n):
+        """Pop min(n, idle) idle workers, those Redis woke."""
+        k = min(n, len(self.idle))
+        chosen = sorted(self.to_wake & self.idle)[:k]
+        if len(chosen) < k:
+            raise ModelError(f"a wake-up of {k} idle worker(s) {sorted(self.idle)}, but redis woke {sorted(self.to_wake)}")
+        self.idle -= set(chosen)
+        self.to_wake -= set(chosen)
+
+    # -- helpers mirroring the Lua includes --------------------------------------------------
+
+    def _wait(self, t, first):
+        q = self.waits.setdefault(t.lock, deque())
+        q.appendleft(t.id) if first else q.append(t.id)
+        t.state = "waiting"
+
+    def make_runnable(self, t, where):
+        if t.lock is not None:
+            if t.lock in self.heads or t.lock in self.holder:
+                self._wait(t, where == "front")
+                return False
+            self.heads[t.lock] = t.id
+        t.state = "pending"
+        self.front.appendleft(t.id) if where == "front" else self.pending.append(t.id)
+        return True
+
+    def promote_waiter(self, lock):
+        if lock in self.heads or lock in self.holder:
+            return
+        q = self.waits.get(lock)
+        if not q:
+            return
+        tid = q.popleft()
+        if not q:
+            del self.waits[lock]
+        t = self.tasks[tid]
+        self.heads[lock] = tid
+        t.state = "pending"
+        self.front.append(tid)
+        self.wake(1)
+
+    def release_lock(self, t, lease, requeued):
+        if self.holder.get(t.lock) == f"{t.id}:{lease}":
+            del self.holder[t.lock]
+        if not requeued:
+            self.promote_waiter(t.lock)
+
+    def leave_active(self, t, lease, mode):
+        self.owned[t.worker].discard(t.id)
+        if t.lock is None:
+            return
+        holder = f"{t.id}:{lease}"
+        if mode == "keep" and self.holder.get(t.lock) == holder:
+            self.held.setdefault(t.worker, OrderedDict())[holder] = t.lock
+            return
+        self.release_lock(t, lease, mode == "requeue")
+
+    def clear_unique(self, t):
+        if t.unique is not None and self.unique.get(t.unique) == t.id:
+            del self.unique[t.unique]
+
+    def forget(self, t):
+        self.clear_unique(t)
+        del self.tasks[t.id]
+
+    def requeue_front(self, t):
+        if t.cancel:
+            self.forget(t)
+            self.stats["cancelled"] += 1
+            if t.lock is not None:
+                self.promote_waiter(t.lock)
+            return False
+        t.worker = None
+        self.make_runnable(t, "front")
+        return True
+
+    def release_held(self, worker, holders):
+        mine = self.held.get(worker, OrderedDict())
+        for holder in list(mine) if holders is None else holders:
+            lock = mine.pop(holder, None)
+            if lock is None:
+                continue
+            if self.holder.get(lock) == holder:
+                del self.holder[lock]
+            self.promote_waiter(lock)
+
+    def take(self, worker, count):
+        taken = []
+        while len(taken) < count:
+            if self.front:
+                tid = self.front.popleft()
+            elif self.pending:
+                tid = self.pending.popleft()
+            else:
+                break
+            t = self.tasks[tid]
+            if t.lock is not None:
+                if self.heads.get(t.lock) == tid:
+                    del self.heads[t.lock]
+                if t.lock in self.holder:
+                    raise ModelError(f"runnable task {tid} found its lock {t.lock} held by {self.holder[t.lock]}")
+            t.lease += 1
+            t.attempts += 1
+            if t.lock is not None:
+                self.holder[t.lock] = f"{tid}:{t.lease}"
+            t.state, t.worker = "active", worker
+            self.take_seq += 1
+            t.started = self.take_seq
+            self.owned.setdefault(worker, set()).add(tid)
+            taken.append((tid, t.lease))
+        return taken
+
+    def remove_inactive(self, t):
+        if t.state == "pending":
+            (self.front if t.id in self.front else self.pending).remove(t.id)
+        elif t.state == "waiting":
+            self.waits[t.lock].remove(t.id)
+            if not self.waits[t.lock]:
+                del self.waits[t.lock]
+        self.forget(t)
+        if t.state == "pending" and t.lock is not None and self.heads.get(t.lock) == t.id:
+            del self.heads[t.lock]
+            self.promote_waiter(t.lock)
+
+    # -- operations (each returns what the script should reply) -----------------------------
+
+    def enqueue(self, ids, lock, unique, delayed, retries, handed):
+        """``handed``: the (worker, id, lease) hand-overs Redis published, in order. Returns the
+        ids replied."""
+        out, runnable = [], 0
+        for tid in ids:
+            if unique is not None and unique in self.unique:
+                out.append(self.unique[unique])
+                continue
+            t = self.tasks[tid] = Task(tid, lock, unique, retries)
+            if unique is not None:
+                self.unique[unique] = tid
+            self.stats["enqueued"] += 1
+            if delayed:
+                t.state = "delayed"
+            elif self.make_runnable(t, "tail"):
+                runnable += 1
+            out.append(tid)
+        pushed = 0
+        if runnable and not self.paused:
+            for worker, tid, lease in handed:
+                if worker not in self.idle:
+                    raise ModelError(f"handed a task to {worker}, which was not idle")
+                self.idle.discard(worker)
+                if self.take(worker, 1) != [(tid, lease)]:
+                    raise ModelError(f"hand-over of {tid}:{lease} to {worker} is not the task first in line")
+                pushed += 1
+        elif handed:
+            raise ModelError("a hand-over while paused or with nothing runnable")
+        self.wake(runnable - pushed)
+        return out
+
+    def finish(self, worker, acks):
+        codes = []
+        for tid, lease, keep in acks:
+            t = self.tasks.get(tid)
+            if t is None or t.lease != lease or t.state != "active":
+                codes.append(Code.STALE)
+                continue
+            self.leave_active(t, lease, "keep" if keep else "release")
+            self.forget(t)
+            if t.cancel:
+                self.stats["cancelled"] += 1
+                codes.append(Code.CANCELLED)
+            else:
+                self.stats["completed"] += 1
+                codes.append(Code.COMPLETED)
+        return codes
+
+    def start(self, worker, count, acks):
+        codes = self.finish(worker, acks) if acks else []
+        if count == 0:
+            return Code.OK, [], codes
+        if worker not in self.workers:
+            return Code.NOT_REGISTERED, [], codes
+        if self.paused:
+            self.idle.add(worker)
+            return Code.PAUSED, [], codes
+        taken = self.take(worker, count)
+        if len(taken) < count:
+            self.idle.add(worker)
+        else:
+            self.idle.discard(worker)
+        return Code.OK, taken, codes
+
+    def fail(self, worker, tid, lease, keep):
+        t = self.tasks.get(tid)
+        if t is None or t.lease != lease or t.state != "active":
+            return Code.STALE
+        self.leave_active(t, lease, "keep" if keep else "release")
+        if t.cancel:
+            self.forget(t)
+            self.stats["cancelled"] += 1
+            return Code.CANCELLED
+        t.worker = worker
+        if t.attempts <= t.retries:
+            t.state = "delayed"  # far in the future: never due in the model
+            return Code.RETRYING
+        t.state = "failed"
+        self.clear_unique(t)
+        self.stats["failed"] += 1
+        return Code.FAILED
+
+    def stop(self, worker, items):
+        codes = [None] * len(items)
+        requeued = 0
+        for i in range(len(items) - 1, -1, -1):
+            tid, lease, keep = items[i]
+            t = self.tasks.get(tid)
+            if t is None or t.lease != lease or t.state != "active":
+                codes[i] = Code.STALE
+                continue
+            mode = "keep" if keep else ("release" if t.cancel else "requeue")
+            self.leave_active(t, lease, mode)
+            t.attempts -= 1
+            if self.requeue_front(t):
+                requeued += 1
+                codes[i] = Code.REQUEUED
+            else:
+                codes[i] = Code.CANCELLED
+        self.wake(requeued)
+        return codes
+
+    def release(self, worker, holders):
+        self.release_held(worker, holders)
+
+    def pause(self, paused):
+        was, self.paused = self.paused, paused
+        if was and not paused:
+            self.wake(len(self.idle))
+
+    def cancel(self, tid):
+        t = self.tasks.get(tid)
+        if t is None:
+            return Code.UNKNOWN
+        if t.state == "active":
+            t.cancel = True
+            return Code.STOPPING
+        if t.state == "failed":
+            return Code.FINISHED
+        self.remove_inactive(t)
+        self.stats["cancelled"] += 1
+        return Code.REMOVED
+
+    def delete(self, tid):
+        t = self.tasks.get(tid)
+        if t is None:
+            return Code.UNKNOWN
+        if t.state == "active":
+            return Code.ACTIVE
+        self.remove_inactive(t)
+        self.stats["deleted"] += 1
+        return Code.DELETED
+
+    def retry(self, tid):
+        t = self.tasks.get(tid)
+        if t is None:
+            return Code.UNKNOWN
+        if t.state != "failed":
+            return Code.NOT_FAILED
+        t.attempts = 0
+        if t.unique is not None and t.unique not in self.unique:
+            self.unique[t.unique] = tid
+        if self.make_runnable(t, "tail"):
+            self.wake(1)
+        return Code.REQUEUED
+
+    def purge_all(self):
+        n = 0
+        for lock in list(self.waits):
+            for tid in self.waits.pop(lock):
+                self.forget(self.tasks[tid])
+                n += 1
+        for tid in [*self.front, *self.pending]:
+            t = self.tasks[tid]
+            if t.lock is not None and self.heads.get(t.lock) == tid:
+                del self.heads[t.lock]
+            self.forget(t)
+            n += 1
+        self.front.clear()
+        self.pending.clear()
+        self.stats["deleted"] += n
+        return n
+
+    def fail_worker(self, worker, order):
+        """``order``: the worker's task ids, latest-started first (as the script sorts them)."""
+        self.idle.discard(worker)
+        requeued = 0
+        for tid in order:
+            t = self.tasks[tid]
+            if t.state != "active" or t.worker != worker:
+                continue
+            self.leave_active(t, t.lease, "release" if t.cancel else "requeue")
+            t.lease += 1
+            if self.requeue_front(t):
+                requeued += 1
+        self.release_held(worker, None)
+        self.owned.pop(worker, None)
+        self.workers.discard(worker)
+        self.wake(requeued)
+        return requeued
+
+    # -- views ---------------------------------------------------------------------------
+
+    def active_of(self, worker):
+        return sorted((t for t in self.tasks.values() if t.state == "active" and t.worker == worker),
+                      key=lambda t: t.started)
+
+    def in_state(self, state):
+        return [t for t in self.tasks.values() if t.state == state]

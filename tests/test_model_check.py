@@ -1,0 +1,355 @@
+"""Randomized model check of the engine's scripts: seeded random sequences of operations (enqueue
+with and without locks and unique keys, start with acknowledgements, finish, fail, give back,
+release, cancel, delete, retry, purge, worker death, pause) run against the real scripts on the
+test Redis and against the reference model in tests/model.py; after every step the whole state
+is compared, and the invariants are checked on Redis alone:
+
+- every task's state, lease and attempts, and no task more or less than the model has;
+- the runnable order (front, then pending), each lock's wait list, holder and runnable head, the
+  locks kept for handlers still running, the idle set, what each worker holds;
+- counts: completed + failed + cancelled + deleted + pending + delayed + active == enqueued;
+- locks: no two active tasks share one, and each active task with a lock holds it.
+
+Reproduce a failure with its seed: ``WORQR_MODEL_SEED=<seed> pytest tests/test_model_check.py``.
+``WORQR_SOAK=1`` runs more seeds and steps.
+"""
+
+import os
+import random
+import uuid
+from collections import OrderedDict
+
+import pytest
+
+from queues import Queue
+from queues.engine import commands, keys, readmodel
+from queues.engine.codes import Code
+from tests.model import QueueModel
+
+Q = "mc"
+WORKERS = ("w1", "w2", "w3")
+LOCKS = ("A", "B", "C")
+LONG = 3600.0  # s: no lock, heartbeat or delay expires during a run
+SOAK = os.environ.get("WORQR_SOAK") == "1"
+STEPS = 4000 if SOAK else 900
+SEEDS = [int(os.environ["WORQR_MODEL_SEED"])] if os.environ.get("WORQR_MODEL_SEED") else (
+    list(range(1, 13)) if SOAK else [1, 2, 3, 4]
+)
+
+
+class Driver:
+    """Runs one operation on Redis and on the model, and checks the reply against the model."""
+
+    def __init__(self, client, seed):
+        self.client, self.rng, self.m = client, random.Random(seed), QueueModel()
+        self.queue = Queue(Q)
+        self.pubsub = client.pubsub()
+        self.pubsub.psubscribe(keys.worker_channel("*"))
+        self.pubsub.get_message(timeout=1.0)
+        self.log = []
+        self.delivered = []  # (worker, id, lease) of every delivery: reports of old ones are stale
+        self.seen = {}  # operation name -> times it changed something
+
+    # -- messages on the workers' control channels ------------------------------------------
+
+    def messages(self):
+        """(worker, kind, payload) of the control messages the last operation published."""
+        token = uuid.uuid4().hex
+        self.pubsub.ping(token)
+        out = []
+        while True:
+            msg = self.pubsub.get_message(timeout=5.0)
+            assert msg is not None, "no pong from the pubsub connection"
+            if msg["type"] == "pong" and msg["data"] == token.encode():
+                return out
+            if msg["type"] == "pmessage":
+                worker = msg["channel"].decode().rsplit(":", 1)[1]
+                out.append((worker, msg["data"][:1].decode(), msg["data"]))
+
+    def run(self, redis_op, model_op):
+        """Run an operation on Redis, tell the model which workers Redis woke, run it on the
+        model; returns (Redis's reply, the model's) and the hand-overs published."""
+        reply = redis_op()
+        msgs = self.messages()
+        self.m.to_wake = {w for w, kind, _ in msgs if kind == "w"}
+        handed = [(w, *_parse_handed(data.split(b"\n", 1)[1])) for w, kind, data in msgs if kind == "t"]
+        self.handed = handed
+        expected = model_op(handed)
+        assert not self.m.to_wake, f"redis woke {sorted(self.m.to_wake)} more than the model did"
+        return reply, expected
+
+    # -- operations ------------------------------------------------------------------------
+
+    def op_enqueue(self):
+        rng, m = self.rng, self.m
+        n = rng.choice((1, 1, 1, 2, 3))
+        lock = rng.choice((None, None, *LOCKS))
+        unique = rng.choice((None,) * 6 + ("u1", "u2"))
+        delayed = rng.random() < 0.1
+        retries = rng.choice((0, 0, 1))
+        ids = [f"{Q}-{rng.getrandbits(64):016x}" for _ in range(n)]
+        items = [(i, b"p", unique or "", "") for i in ids]
+        reply, expected = self.run(
+            lambda: commands.enqueue(Q, items, when="+3600000" if delayed else "", retries=str(retries),
+                                     backoff=str(LONG), lock=lock or "").run(self.client),
+            lambda handed: m.enqueue(ids, lock, unique, delayed, retries, handed),
+        )
+        assert reply.ids == expected
+        self.delivered += [(w, i, lease) for w, i, lease in self.handed]
+        self.log.append(("enqueue", ids, lock, unique, delayed))
+
+    def _acks(self, worker):
+        mine = self.m.active_of(worker)
+        chosen = [t for t in mine if self.rng.random() < 0.5]
+        return [(t.id, t.lease, self.rng.random() < 0.2) for t in chosen]
+
+    def op_start(self):
+        w = self.rng.choice(WORKERS)
+        acks = self._acks(w) if self.rng.random() < 0.5 else []
+        count = self.rng.choice((0, 1, 1, 2, 3))
+        reply, expected = self.run(
+            lambda: commands.start(Q, w, count, lock_ttl=LONG, grace=1, default_timeout=0, result_ttl=60,
+                                   acks=[(i, lease, "", keep) for i, lease, keep in acks]).run(self.client),
+            lambda _: self.m.start(w, count, acks),
+        )
+        assert (reply.status, [(t.id, t.lease) for t in reply.tasks], reply.codes) == expected
+        self.delivered += [(w, t.id, t.lease) for t in reply.tasks]
+        self.log.append(("start", w, count, acks))
+
+    def op_finish(self):
+        w = self.rng.choice(WORKERS)
+        acks = self._acks(w)
+        if self.rng.random() < 0.1:
+            acks.append((f"{Q}-{0:016x}", 1, False))  # unknown: stale
+        if not acks:
+            return
+        codes, expected = self.run(
+            lambda: commands.finish(Q, w, [(i, lease, "", keep) for i, lease, keep in acks],
+                                    result_ttl=60).run(self.client),
+            lambda _: self.m.finish(w, acks),
+        )
+        assert codes == expected
+        self.log.append(("finish", w, acks))
+
+    def op_fail(self):
+        w = self.rng.choice(WORKERS)
+        mine = self.m.active_of(w)
+        if not mine:
+            return
+        t = self.rng.choice(mine)
+        keep = self.rng.random() < 0.3
+        lease = t.lease if self.rng.random() < 0.9 else t.lease - 1
+        code, expected = self.run(
+            lambda: commands.fail(Q, w, t.id, lease, "E: x", "", retries=0, backoff=LONG, backoff_max=LONG,
+                                  jitter=0, history=10, keep=keep).run(self.client),
+            lambda _: self.m.fail(w, t.id, lease, keep),
+        )
+        assert code == expected
+        self.log.append(("fail", w, t.id, lease, keep))
+
+    def op_stop(self):
+        w = self.rng.choice(WORKERS)
+        mine = self.m.active_of(w)
+        items = [(t.id, t.lease, self.rng.random() < 0.2) for t in mine if self.rng.random() < 0.7]
+        if not items:
+            return
+        codes, expected = self.run(lambda: commands.stop(Q, w, items).run(self.client),
+                                   lambda _: self.m.stop(w, items))
+        assert codes == expected
+        self.log.append(("stop", w, items))
+
+    def op_release(self):
+        w = self.rng.choice(WORKERS)
+        held = list(self.m.held.get(w, OrderedDict()))
+        if not held:
+            return
+        holders = [h for h in held if self.rng.random() < 0.7] or held[:1]
+        pairs = [tuple(h.rsplit(":", 1)) for h in holders]
+        self.run(lambda: commands.release(Q, w, pairs).run(self.client), lambda _: self.m.release(w, holders))
+        self.log.append(("release", w, holders))
+
+    def _some_id(self):
+        ids = list(self.m.tasks)
+        if not ids or self.rng.random() < 0.05:
+            return f"{Q}-{self.rng.getrandbits(64):016x}"
+        return self.rng.choice(ids)
+
+    def op_cancel(self):
+        active = self.m.in_state("active")
+        tid = self.rng.choice(active).id if active and self.rng.random() < 0.5 else self._some_id()
+        code, expected = self.run(lambda: commands.cancel(Q, tid).run(self.client), lambda _: self.m.cancel(tid))
+        assert code == expected
+        self.log.append(("cancel", tid))
+
+    def op_delete(self):
+        tid = self._some_id()
+        code, expected = self.run(lambda: commands.delete(Q, [tid]).run(self.client)[0],
+                                  lambda _: self.m.delete(tid))
+        assert code == expected
+        self.log.append(("delete", tid))
+
+    def op_retry(self):
+        failed = self.m.in_state("failed")
+        tid = self.rng.choice(failed).id if failed and self.rng.random() < 0.9 else self._some_id()
+        code, expected = self.run(lambda: commands.retry(Q, [tid]).run(self.client)[0], lambda _: self.m.retry(tid))
+        assert code == expected
+        self.log.append(("retry", tid))
+
+    def op_purge(self):
+        reply, expected = self.run(lambda: commands.purge(Q, 100000).run(self.client),
+                                   lambda _: (self.m.purge_all(), False))
+        assert reply == expected
+        self.log.append(("purge",))
+
+    def op_die(self):
+        w = self.rng.choice(WORKERS)
+        if w not in self.m.workers:
+            return
+        # the script requeues the latest-started first (ties by id, descending)
+        ids = [i.decode() for i in self.client.smembers(keys.worker_tasks_key(Q, w))]
+        score = {i: self.client.zscore(keys.queue_key(Q, "active"), i) or 0 for i in ids}
+        order = sorted(ids, key=lambda i: (score[i], i), reverse=True)
+        n, expected = self.run(lambda: commands.unregister(Q, w, "worker_failed").run(self.client),
+                               lambda _: self.m.fail_worker(w, order))
+        assert n == expected
+        self.log.append(("die", w))
+
+    def op_register(self):
+        w = self.rng.choice(WORKERS)
+        self.run(lambda: commands.register(Q, w, ttl=LONG, lock_ttl=LONG, grace=1, default_timeout=0,
+                                           fresh=False).run(self.client), lambda _: self._registered(w))
+        self.log.append(("register", w))
+
+    def _registered(self, w):
+        self.m.workers.add(w)
+        self.m.owned.setdefault(w, set())
+
+    def op_heartbeat(self):
+        w = self.rng.choice(WORKERS)
+        reply, _ = self.run(
+            lambda: commands.heartbeat(Q, w, ttl=LONG, lock_ttl=LONG, retries=0, backoff=LONG, backoff_max=LONG,
+                                       jitter=0, history=10).run(self.client),
+            lambda _: None,  # nothing is due and nothing is stranded: the safety net finds nothing to do
+        )
+        assert reply == ((Code.OK if w in self.m.workers else Code.NOT_REGISTERED), 0, 0)
+        self.log.append(("heartbeat", w))
+
+    def op_stale(self):
+        """A report from a delivery that may be long gone (recovered, finished, handed on)."""
+        if not self.delivered:
+            return
+        m = self.m
+        live = [d for d in self.delivered if d[1] in m.tasks and m.tasks[d[1]].state == "active"
+                and m.tasks[d[1]].lease != d[2]]  # the task runs again, under a newer lease
+        w, tid, lease = self.rng.choice(live if live and self.rng.random() < 0.6 else self.delivered)
+        kind, keep = self.rng.choice(("finish", "fail", "stop")), self.rng.random() < 0.3
+        if kind == "finish":
+            code, expected = self.run(
+                lambda: commands.finish(Q, w, [(tid, lease, "", keep)], result_ttl=60).run(self.client)[0],
+                lambda _: self.m.finish(w, [(tid, lease, keep)])[0])
+        elif kind == "fail":
+            code, expected = self.run(
+                lambda: commands.fail(Q, w, tid, lease, "E: x", "", retries=0, backoff=LONG, backoff_max=LONG,
+                                      jitter=0, history=10, keep=keep).run(self.client),
+                lambda _: self.m.fail(w, tid, lease, keep))
+        else:
+            code, expected = self.run(lambda: commands.stop(Q, w, [(tid, lease, keep)]).run(self.client)[0],
+                                      lambda _: self.m.stop(w, [(tid, lease, keep)])[0])
+        assert code == expected
+        self.log.append(("stale", kind, w, tid, lease, keep))
+
+    def op_pause(self):
+        paused = self.rng.random() < 0.5
+        self.run(lambda: commands.pause(Q, paused).run(self.client), lambda _: self.m.pause(paused))
+        self.log.append(("pause", paused))
+
+    OPS = (("enqueue", 26), ("start", 25), ("finish", 8), ("fail", 6), ("stop", 6), ("release", 5),
+           ("cancel", 9), ("delete", 4), ("retry", 3), ("purge", 1), ("die", 3), ("register", 4),
+           ("heartbeat", 2), ("pause", 2), ("stale", 5))
+
+    def step(self):
+        names, weights = zip(*self.OPS, strict=True)
+        getattr(self, f"op_{self.rng.choices(names, weights)[0]}")()
+
+
+def _parse_handed(body):
+    fields, i = [], 0
+    while i < len(body):
+        colon = body.index(b":", i)
+        size = int(body[i:colon])
+        fields.append(body[colon + 1:colon + 1 + size])
+        i = colon + 1 + size
+    return fields[0].decode(), int(fields[2])
+
+
+def check(client, m):
+    """Compare Redis with the model, and check the invariants on Redis alone."""
+    p = client.pipeline(transaction=False)
+    ids = list(m.tasks)
+    for tid in ids:
+        p.hmget(keys.task_key(Q, tid), "s", "l", "a")
+    for tid, (state, lease, attempts) in zip(ids, p.execute(), strict=True):
+        t = m.tasks[tid]
+        got = (state and state.decode(), int(lease or 0), int(attempts or 0))
+        assert got == (t.state, t.lease, t.attempts), f"task {tid}: redis {got}, model {(t.state, t.lease, t.attempts)}"
+    stored = sum(1 for _ in client.scan_iter(match=keys.task_key(Q, "*"), count=1000))
+    assert stored == len(m.tasks), f"{stored} task hashes in redis, {len(m.tasks)} in the model"
+
+    assert [t.id for t in readmodel.pending(client, Q, 0, 100000)] == [*m.front, *m.pending]
+    for lock in LOCKS:
+        listed = [i.decode() for i in client.lrange(keys.lock_wait_key(Q, lock), 0, -1)]
+        live = [i for i in listed if i in m.tasks and m.tasks[i].state == "waiting"]
+        assert live == list(m.waits.get(lock, [])), f"wait list of {lock}"
+        holder = client.get(keys.lock_key(Q, lock))
+        assert (holder and holder.decode()) == m.holder.get(lock), f"holder of {lock}"
+        head = client.hget(keys.queue_key(Q, "lockheads"), lock)
+        assert (head and head.decode()) == m.heads.get(lock), f"head of {lock}"
+        if m.waits.get(lock):  # no stranded waiter: something will free it
+            assert lock in m.holder or lock in m.heads, f"waiters of {lock} with no holder and no head"
+    for w in WORKERS:
+        held = {k.decode(): v.decode() for k, v in client.hgetall(keys.held_locks_key(Q, w)).items()}
+        assert held == dict(m.held.get(w, {})), f"locks kept by {w}"
+        owned = {i.decode() for i in client.smembers(keys.worker_tasks_key(Q, w))}
+        assert owned == m.owned.get(w, set()), f"tasks held by {w}"
+    assert {i.decode() for i in client.smembers(keys.queue_key(Q, "idle"))} == m.idle
+    assert {i.decode() for i in client.zrange(keys.queue_key(Q, "workers"), 0, -1)} == m.workers
+    uniq = {k.decode(): v.decode() for k, v in client.hgetall(keys.queue_key(Q, "unique")).items()}
+    assert uniq == m.unique
+
+    c = readmodel.queue_counts(client, Q)
+    waiting = sum(len(q) for q in m.waits.values())
+    expected = dict(
+        pending=len(m.front) + len(m.pending) + waiting, waiting=waiting, runnable=len(m.front) + len(m.pending),
+        delayed=len(m.in_state("delayed")), active=len(m.in_state("active")), failed=len(m.in_state("failed")),
+        completed=m.stats["completed"], cancelled=m.stats["cancelled"], deleted=m.stats["deleted"],
+        enqueued=m.stats["enqueued"], total_failed=m.stats["failed"], paused=m.paused,
+    )
+    assert {k: c[k] for k in expected} == expected
+    assert (c["completed"] + c["failed"] + c["cancelled"] + c["deleted"] + c["pending"] + c["delayed"]
+            + c["active"]) == c["enqueued"]
+
+    active = [t for t in m.in_state("active")]
+    locks = [t.lock for t in active if t.lock is not None]
+    assert len(locks) == len(set(locks)), "two active tasks share a lock"
+    for t in active:
+        if t.lock is not None:
+            assert client.get(keys.lock_key(Q, t.lock)).decode() == f"{t.id}:{t.lease}"
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_scripts_agree_with_the_model_after_every_step(client, seed):
+    """Seeded random operations leave Redis exactly as the reference model says, with every
+    invariant holding after each step (counts, lock exclusivity, no stranded waiter)."""
+    d = Driver(client, seed)
+    for w in WORKERS:
+        commands.register(Q, w, ttl=LONG, lock_ttl=LONG, grace=1, default_timeout=0, fresh=False).run(client)
+        d._registered(w)
+    d.messages()
+    for i in range(STEPS):
+        try:
+            d.step()
+            check(client, d.m)
+        except AssertionError as exc:
+            recent = "\n".join(repr(op) for op in d.log[-8:])
+            raise AssertionError(f"seed {seed}, step {i}: {exc}\nlast operations (the failing one not listed):\n{recent}") from exc
+    d.pubsub.close()

@@ -1,0 +1,338 @@
+"""The package: ``python -m build`` makes the wheel ``worqr``, which carries the app with its
+templates, static files, Lua scripts and migrations; installed into a fresh virtualenv, it runs a
+new ``django-admin startproject`` project set up as README's "Use worqr in your own project" says.
+
+The slow tests build the wheel (sdist first, then the wheel from it) and make the virtualenv with
+``uv`` (a test requirement): it installs the wheel with its dependencies, resolved against PyPI and
+pinned to the versions this test session runs, in a few seconds (pip took about twenty here: the
+registry's answers are not kept in pip's cache).
+"""
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import tomllib
+import urllib.request
+import zipfile
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+
+from queues import Queue
+from tests.browser import CHROMIUM, free_port, launch_chromium
+from tests.conftest import ARTIFACTS, ROOT, wait_for
+
+README_SECTION = "## Use worqr in your own project"
+WAIT = 20_000  # ms, for the browser: generous, for a slow shared machine
+
+
+def runtime_requirements():
+    """The lines of requirements.txt's runtime section (from "# Runtime" to the next comment)."""
+    lines = (ROOT / "requirements.txt").read_text().splitlines()
+    start = lines.index("# Runtime") + 1
+    section = []
+    for line in lines[start:]:
+        if line.startswith("#"):
+            break
+        if line.strip():
+            section.append(line.strip())
+    return section
+
+
+def normalised(requirements):
+    """Requirements compared by meaning: names canonical, specifiers as sets, markers as text."""
+    parsed = (Requirement(r) for r in requirements)
+    return sorted((canonicalize_name(r.name), sorted(map(str, r.specifier)), str(r.marker or "")) for r in parsed)
+
+
+def test_package_dependencies_are_the_runtime_requirements():
+    """pyproject.toml's dependencies are exactly requirements.txt's runtime section."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert project["name"] == "worqr"
+    assert normalised(project["dependencies"]) == normalised(runtime_requirements())
+
+
+@pytest.fixture(scope="module")
+def dist(tmp_path_factory):
+    """``python -m build`` of this repository: the sdist, then the wheel built from it."""
+    out = tmp_path_factory.mktemp("dist")
+    done = subprocess.run(
+        [sys.executable, "-m", "build", "--installer", "uv", "--outdir", str(out), str(ROOT)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, f"python -m build failed:\n{done.stdout}\n{done.stderr}"
+    return out
+
+
+@pytest.fixture(scope="module")
+def wheel(dist):
+    found = list(dist.glob("worqr-*-py3-none-any.whl"))
+    assert len(found) == 1, f"one wheel expected in {dist}: {os.listdir(dist)}"
+    return found[0]
+
+
+def repo_files(*folders):
+    """Files of these folders that a build sees: tracked or new, not ignored by .gitignore."""
+    out = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard", "--", *folders],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    return {name for name in out.splitlines() if (ROOT / name).is_file()}
+
+
+@pytest.mark.slow
+def test_wheel_carries_the_app_its_templates_static_files_lua_and_migrations(wheel):
+    """The wheel (what ``unzip -l`` lists) holds the queues package, its templates and static
+    files inside it, and nothing of the demo project, the tests or the benchmark."""
+    with zipfile.ZipFile(wheel) as zf:
+        names = set(zf.namelist())
+        meta_name = next(n for n in names if n.endswith(".dist-info/METADATA"))
+        meta = zf.read(meta_name).decode()
+    files = {n for n in names if not n.split("/")[0].endswith(".dist-info")}
+    expected = repo_files("queues")
+    expected |= {f"queues/{name}" for name in repo_files("templates", "static")}
+    assert files == expected
+    for name in (
+        "queues/templates/queues/base.html",
+        "queues/templates/admin/index.html",
+        "queues/static/queues/live.js",
+        "queues/static/queues/dashboard.css",
+        "queues/engine/lua/enqueue-11.lua",
+        "queues/engine/lua/includes/base.lua",
+        "queues/migrations/0001_initial.py",
+        "queues/urls.py",
+        "queues/backends/__init__.py",
+    ):
+        assert name in files
+    assert not {
+        n for n in files if n.split("/")[0] in ("worqr_site", "sample", "tests", "bench", "templates", "static")
+    }
+    requires = [line.split(":", 1)[1].strip() for line in meta.splitlines() if line.startswith("Requires-Dist:")]
+    assert normalised(requires) == normalised(runtime_requirements())
+
+
+def readme_files():
+    """The files README's "Use worqr in your own project" shows: {path: (text, append?)}."""
+    text = (ROOT / "README.md").read_text()
+    section = text[text.index(README_SECTION) :]
+    section = section[: section.index("\n## ", 1)]
+    files = {}
+    for block in re.findall(r"```python\n(.*?)```", section, re.S):
+        header, _, body = block.partition("\n")
+        match = re.fullmatch(r"# (\S+)(: add at the end)?", header)
+        assert match, f"a README block without a '# <file>' header: {header!r}"
+        files[match[1]] = (body, bool(match[2]))
+    return files, section
+
+
+def test_readme_shows_the_steps_the_package_test_takes():
+    """The README section names each file the end-to-end test writes and each command it runs."""
+    files, section = readme_files()
+    assert set(files) == {"mysite/settings.py", "mysite/urls.py", "mysite/asgi.py", "jobs/tasks.py"}
+    for command in STEPS:
+        assert command in section, command
+
+
+STEPS = [
+    "pip install /path/to/worqr",
+    "django-admin startproject mysite && cd mysite",
+    "python manage.py startapp jobs",
+    "python manage.py migrate",
+    "python manage.py createsuperuser",
+    "python manage.py worker &",
+    "python manage.py enqueue emails someone@example.com",
+    "python manage.py runserver",
+]
+
+
+class Project:
+    """A new project in a fresh virtualenv; each command runs with only the environment a user
+    would have (the virtualenv's bin first on PATH, and the test session's Redis)."""
+
+    def __init__(self, venv, root, redis_url):
+        self.venv, self.root = venv, root
+        self.env = {
+            "PATH": f"{venv / 'bin'}:{os.environ['PATH']}",
+            "HOME": os.environ.get("HOME", "/tmp"),
+            "VIRTUAL_ENV": str(venv),
+            "WORQR_REDIS_URL": redis_url,
+            "PYTHONUNBUFFERED": "1",
+            "LANG": "C.UTF-8",
+        }
+        self.python = str(venv / "bin" / "python")
+        self.processes = []
+
+    def run(self, *args, cwd=None, env=None):
+        done = subprocess.run(
+            list(args),
+            cwd=cwd or self.root,
+            env=dict(self.env, **(env or {})),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, f"{args} exited {done.returncode}:\n{done.stdout}\n{done.stderr}"
+        return done.stdout
+
+    def manage(self, *args, **kwargs):
+        return self.run(self.python, "manage.py", *args, **kwargs)
+
+    def start(self, name, *args):
+        """``manage.py <args>`` in the background, its output in test-artifacts/package-<name>.log."""
+        ARTIFACTS.mkdir(exist_ok=True)
+        log_path = ARTIFACTS / f"package-{name}.log"
+        log = open(log_path, "w")
+        proc = subprocess.Popen(
+            [self.python, "manage.py", *args],
+            cwd=self.root,
+            env=self.env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        self.processes.append((proc, log))
+        return proc, log_path
+
+    def stop(self):
+        for proc, log in self.processes:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGTERM)
+                try:
+                    proc.wait(30)
+                except subprocess.TimeoutExpired:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    proc.wait(10)
+            log.close()
+
+
+def installed_versions():
+    """``name==version`` of every distribution this test session runs on (pins for the new venv)."""
+    return sorted({f"{d.metadata['Name']}=={d.version}" for d in metadata.distributions() if d.metadata["Name"]})
+
+
+def uv():
+    from uv import find_uv_bin  # the test requirement "uv"
+
+    return find_uv_bin()
+
+
+@pytest.fixture
+def project(wheel, tmp_path, redis_server):
+    """README's steps up to the migration: a fresh venv with the wheel, a new project, an app."""
+    venv = tmp_path / "venv"
+    subprocess.run([uv(), "venv", "--quiet", "--python", sys.executable, str(venv)], check=True, timeout=120)
+    pins = tmp_path / "pins.txt"
+    pins.write_text("\n".join(installed_versions()) + "\n")
+    subprocess.run(
+        [
+            uv(),
+            "pip",
+            "install",
+            "--quiet",
+            "--python",
+            str(venv / "bin" / "python"),
+            str(wheel),
+            "--constraint",
+            str(pins),
+        ],
+        check=True,
+        timeout=300,
+    )
+    project = Project(venv, tmp_path / "mysite", redis_server.url)
+    project.run(str(venv / "bin" / "django-admin"), "startproject", "mysite", cwd=tmp_path)
+    project.manage("startapp", "jobs")
+    for path, (text, append) in readme_files()[0].items():
+        target = project.root / path
+        if append:
+            target.write_text(target.read_text() + "\n" + text)
+        else:
+            target.write_text(text)
+    try:
+        yield project
+    finally:
+        project.stop()
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="needs /usr/bin/chromium (make browser)")
+def test_installed_wheel_runs_a_new_project_worker_and_dashboard(project):
+    """In a new project with only the installed wheel: migrate, a worker runs the app's handler on
+    a task enqueued from the command line, and a staff user sees the live dashboard, styled."""
+    playwright_api = pytest.importorskip("playwright.sync_api")
+    imported = project.run(project.python, "-c", "import queues; print(queues.__file__)")
+    assert Path(imported.strip()).is_relative_to(project.venv), imported  # not this repository's copy
+
+    project.manage("migrate", "--noinput")
+    worker, worker_log = project.start("worker", "worker")  # both start up while the steps below run
+    port = free_port()
+    server, server_log = project.start("runserver", "runserver", f"127.0.0.1:{port}", "--noreload")
+    project.manage(
+        "createsuperuser",
+        "--noinput",
+        "--username",
+        "admin",
+        "--email",
+        "admin@example.com",
+        env={"DJANGO_SUPERUSER_PASSWORD": "a-secret-pw"},
+    )
+    task_id = project.manage("enqueue", "emails", "someone@example.com").strip()
+    assert re.fullmatch(r"emails-[0-9a-f]{16}", task_id), task_id
+    wait_for(
+        lambda: f"task {task_id} queue=emails outcome=completed" in worker_log.read_text(),
+        timeout=60,
+        message=f"the worker to complete {task_id}",
+    )
+    assert "welcome mail to someone@example.com" in worker_log.read_text()
+    assert Queue("emails").counts()["completed"] == 1
+
+    url = f"http://127.0.0.1:{port}"
+    with playwright_api.sync_playwright() as p:
+        browser = launch_chromium(p)
+        page = browser.new_page()
+        page.set_default_timeout(WAIT)
+        try:
+            wait_for(
+                lambda: _answers(url + "/admin/login/") or server.poll() is not None,
+                timeout=60,
+                interval=0.2,
+                message="runserver to answer",
+            )
+            assert server.poll() is None, server_log.read_text()
+            expect = playwright_api.expect
+            page.goto(url + "/queues/")
+            expect(page).to_have_url(re.compile(r"/admin/login/\?next=/queues/"), timeout=WAIT)
+            page.fill("#id_username", "admin")
+            page.fill("#id_password", "a-secret-pw")
+            page.click("input[type=submit]")
+            expect(page).to_have_url(url + "/queues/", timeout=WAIT)
+            row = page.locator("tr[data-queue=emails]")
+            expect(row.locator("td").nth(5)).to_have_text("1", timeout=WAIT)  # Completed
+            status = page.locator("#wq-status")
+            expect(status).to_have_text("live", timeout=WAIT)  # the websocket, through the project's ASGI routing
+            # live.js ran (the badge says live); dashboard.css was served from the package and applied
+            assert page.evaluate(STYLED, "/static/queues/dashboard.css")
+            page.goto(url + "/admin/")
+            expect(page.get_by_role("link", name="Queues dashboard")).to_be_visible(timeout=WAIT)
+        finally:
+            browser.close()
+
+
+STYLED = "path => [...document.styleSheets].some(s => (s.href || '').endsWith(path) && s.cssRules.length > 0)"
+
+
+def _answers(url):
+    try:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            return response.status == 200
+    except OSError:  # not listening yet
+        return False
