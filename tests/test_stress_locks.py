@@ -117,12 +117,14 @@ def test_purge_of_a_requeued_holder_strands_no_waiter(client, workers):
 
 
 def test_promoted_waiters_of_several_locks_keep_their_order(client, workers):
-    """Holders of L1, L2, L3 finish while B1, B2, B3 (enqueued in that order) wait on them and
-    the queue is paused: the pending list reads B1, B2, B3, not the reverse."""
+    """Holders of L1, L2, L3 finish in that order while B1, B2, B3 wait on them and the queue is
+    paused: the promoted waiters are pending in the order B1, B2, B3 (first promoted, first
+    served), not the reverse."""
     q = Queue("st1")
     workers(["st1"], concurrency=4, name="fifo")
     wait_ready(client, "fifo")
-    holders = [q.enqueue(json.dumps({"sleep": 1.5}), lock=f"L{i}") for i in (1, 2, 3)]
+    # released in the order L1, L2, L3 (0.4 s apart)
+    holders = [q.enqueue(json.dumps({"sleep": 1.2 + 0.4 * i}), lock=f"L{i}") for i in (1, 2, 3)]
     wait_for(lambda: q.counts()["active"] == 3, message="three holders")
     waiters = [q.enqueue(f"B{i}", lock=f"L{i}") for i in (1, 2, 3)]
     wait_for(lambda: q.counts()["waiting"] == 3, message="three waiters")

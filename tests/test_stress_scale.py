@@ -102,11 +102,8 @@ def test_cancel_and_delete_in_the_middle_of_1000000_pending_are_fast(client, slo
     slow = slow_commands(client, 5_000)
     c = q.counts()
     assert (c["pending"], c["cancelled"], c["deleted"]) == (n - 4, 2, 2)
-    assert [t.id for t in readmodel.pending(client, "st3", n // 2 - 1, 3)] == [
-        ids[n // 2 - 1],
-        ids[n // 2 + 2],
-        ids[n // 2 + 3],
-    ]
+    around = [t.id for t in readmodel.pending(client, "st3", n // 2 - 1, 10)]
+    assert around[:3] == [ids[n // 2 - 1], ids[n // 2 + 2], ids[n // 2 + 3]]
     assert slow == [], (
         f"cancel took {cancel_ms:.1f} ms, delete {delete_ms:.1f} ms round trip; over 5 ms in Redis: "
         + describe_slow(slow)

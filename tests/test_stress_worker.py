@@ -33,9 +33,9 @@ def test_a_stuck_timed_out_attempt_keeps_its_slot_and_its_retry_runs(client, wor
     q = Queue("st1")
     workers(["st1"], concurrency=concurrency, name="slots")
     wait_ready(client, "slots")
-    stuck = q.enqueue(json.dumps({"sleep": [6, 0.5], "ignore_cancel": True}), timeout=1, retries=1, backoff=0.1)
+    stuck = q.enqueue(json.dumps({"sleep": [6, 0.2], "ignore_cancel": True}), timeout=1, retries=1, backoff=0.1)
     wait_for(lambda: _starts(client, "st1", stuck, 2), timeout=20, message="the retried attempt to start")
-    others = q.enqueue_many([json.dumps({"sleep": 1.0})] * 4, timeout=1.5, retries=0)
+    others = q.enqueue_many([json.dumps({"sleep": 1.0})] * 4, timeout=3, retries=0)
     wait_for(lambda: q.counts()["completed"] + q.counts()["failed"] == 5, timeout=40, message="every task to finish")
     wait_for(lambda: len(events(client, "st1", "end")) == 6, timeout=10, message="every run to end")
     problems = []
