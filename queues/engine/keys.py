@@ -27,6 +27,8 @@ Queue keys (``QUEUE_KINDS``; the type is in brackets):
 - ``lockheads``  [hash]  lock key -> the runnable task that is next to take that lock (at most
                          one runnable task per lock; the others wait on the lock's wait list)
 - ``results``    [zset]  ids of finished tasks whose result is kept (score: expiry, ms)
+- ``leases``     [string] the queue's lease counter: every delivery takes the next number (kept
+                         by ``drop``, so a lease is never used twice in a queue)
 - ``durations``  [hash]  histogram of run durations: ``le:<bound s>`` counts (not cumulative;
                          ``le:+Inf`` holds the rest), ``count`` and ``sum`` (seconds)
 - ``schedules``  [zset]  the periodic tasks (schedules) whose runs go to this queue (score: the
@@ -69,7 +71,7 @@ _WORKER_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@+:-]*")
 
 QUEUE_KINDS = (
     "pending", "front", "delayed", "active", "deadlines", "failed", "failures", "stats", "throughput",
-    "meta", "workers", "idle", "unique", "lockwaits", "lockheads", "results", "durations",
+    "meta", "workers", "idle", "unique", "lockwaits", "lockheads", "results", "durations", "leases",
     "schedules",
 )
 

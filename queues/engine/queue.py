@@ -14,7 +14,7 @@ from .task import Task
 
 #: Tasks per enqueue call (each call is atomic), and entries per purge, drop or retry call: so
 #: that no script call holds Redis for long (under a few ms each, measured with 300,000 tasks).
-_BATCH = 2000
+_BATCH = 500
 
 
 def new_task_id(queue):

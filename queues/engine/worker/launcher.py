@@ -39,6 +39,10 @@ from .scheduler import Scheduler
 
 log = logging.getLogger("worqr.worker")
 
+#: Seconds a cancel for a task this worker does not know (yet) is kept: a cancel can overtake the
+#: reply of the ``start`` call that gave us the task.
+EARLY_CANCEL_S = 10.0
+
 
 def default_name():
     return f"{socket.gethostname()}.{os.getpid()}.{os.urandom(3).hex()}"
@@ -68,6 +72,9 @@ class Worker:
         self.grace = grace
         self.schedules = schedules
         self.deliveries = {}  # (id, lease) -> processor.Delivery
+        #: (queue, id) -> when: cancels that arrived before the delivery they are for (its start
+        #: reply still on its way): applied if it arrives within EARLY_CANCEL_S
+        self.early_cancels = {}
         self.stopping = False
         self.registered = False
         self.started_at = datetime.now(UTC).isoformat()
@@ -127,7 +134,8 @@ class Worker:
         finally:
             for h in helpers:
                 h.cancel()
-            await asyncio.gather(*helpers, return_exceptions=True)
+            if helpers:  # cancelled helpers end at once; never let one hold the exit up
+                await asyncio.wait(helpers, timeout=5.0)
             self.pool.shutdown()
             await self.redis.aclose()
         log.info("worqr: worker %s stopped", self.name)
@@ -138,6 +146,8 @@ class Worker:
         return self.concurrency - len(self.deliveries) if self.registered else 0
 
     def start_delivery(self, d):
+        if self.early_cancels.pop((d.task.queue, d.task.id), None) is not None:
+            d.cancel_locally()  # cancelled before we even knew we had it: it never starts
         self.deliveries[d.key] = d
         d.runner = asyncio.ensure_future(processor.run(self, d))
 
@@ -198,10 +208,21 @@ class Worker:
             self.changed.set()
         elif kind == "c":
             queue, _, task_id = rest.partition(" ")
-            for d in [d for d in self.deliveries.values() if d.task.id == task_id and d.task.queue == queue]:
+            mine = [d for d in self.deliveries.values() if d.task.id == task_id and d.task.queue == queue]
+            for d in mine:
                 if not d.reported:
                     log.info("worqr: cancelling task %s of %s", task_id, queue)
                 self.cancel_delivery(d)
+            if not mine:
+                self._remember_early_cancel(queue, task_id)
+
+    def _remember_early_cancel(self, queue, task_id):
+        now = time.monotonic()
+        for key, at in list(self.early_cancels.items()):
+            if now - at > EARLY_CANCEL_S:
+                del self.early_cancels[key]
+        if len(self.early_cancels) < 10000:
+            self.early_cancels[(queue, task_id)] = now
 
     # -- shutdown --------------------------------------------------------------------------
 

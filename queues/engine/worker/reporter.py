@@ -19,7 +19,7 @@ from collections import defaultdict
 from .. import commands
 from ..backoff import Backoff
 from ..codes import Code
-from ..connection import NETWORK_ERRORS
+from ..connection import NETWORK_ERRORS, raise_if_cancelling
 
 log = logging.getLogger("worqr.worker")
 
@@ -137,6 +137,7 @@ class Reporter:
             try:
                 return await call.arun(self.w.redis)
             except NETWORK_ERRORS as exc:
+                raise_if_cancelling()
                 log.warning("worqr: %s failed (%s); retrying", call.script, exc)
                 await backoff.wait()
         log.error("worqr: gave up on %s for queue %s; the lease will expire", call.script, call.queue)

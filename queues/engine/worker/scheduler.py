@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from .. import commands, keys, schedules, ticks
 from ..backoff import Backoff
 from ..codes import Code
-from ..connection import NETWORK_ERRORS
+from ..connection import NETWORK_ERRORS, raise_if_cancelling
 from ..errors import ConfigurationError
 from ..queue import new_task_id
 from ..schedule_settings import ScheduleSpec, from_document
@@ -83,6 +83,7 @@ class Scheduler:
             try:
                 done = await asyncio.to_thread(schedules.sync, self.w.connection.client, self.specs)
             except NETWORK_ERRORS as exc:
+                raise_if_cancelling()
                 log.warning("worqr: cannot sync the schedules (%s); retrying", exc)
                 await backoff.wait(self.w.stop_event)
                 continue
@@ -107,6 +108,7 @@ class Scheduler:
                 await self._fire_due()
                 backoff.reset()
             except NETWORK_ERRORS as exc:
+                raise_if_cancelling()
                 self.dirty = True
                 log.warning("worqr: scheduler lost Redis (%s); retrying", exc)
                 await backoff.wait(self.w.stop_event)

@@ -1,4 +1,5 @@
 -- @include locks
+-- @include lease
 -- Taking tasks, shared by start (a worker asks) and enqueue (a task is handed straight to an
 -- idle worker, saving it a round trip).
 
@@ -46,7 +47,8 @@ local function take_tasks(worker, count, out, now, opts)
       if lk and rcall('EXISTS', lock_key(lk)) == 1 then
         wait_for_lock(id, tk, lk, true, now)  -- never expected: a runnable head's lock is free
       else
-        local lease = rcall('HINCRBY', tk, 'l', 1)
+        local lease = new_lease()
+        rcall('HSET', tk, 'l', lease)
         local attempt = rcall('HINCRBY', tk, 'a', 1)
         if lk then rcall('SET', lock_key(lk), id .. ':' .. lease, 'PX', opts.lock_ttl) end
         rcall('HSET', tk, 's', 'active', 'w', worker, 'st', now)

@@ -8,7 +8,7 @@
 --     the old holder out, and the task goes back first in line, or to the failed set when out
 --     of attempts; a holder still alive keeps the lock until it says the handler stopped;
 --  5. looks at up to 20 locks with waiters that nothing freed (a last-resort safety net).
--- Keys: pending front delayed active deadlines failed failures stats throughput workers idle unique lockwaits lockheads durations
+-- Keys: pending front delayed active deadlines failed failures stats throughput workers idle unique lockwaits lockheads durations leases
 -- @include workers
 -- @include failure
 -- Input: ARGV[3] worker, ARGV[4] heartbeat TTL ms, ARGV[5] lock TTL ms,
@@ -54,7 +54,7 @@ for _, id in ipairs(rcall('ZRANGEBYSCORE', K.deadlines, '-inf', now, 'LIMIT', 0,
     local mode = 'release'
     if f[4] and rcall('ZSCORE', K.workers, f[4]) then mode = 'keep' elseif requeue then mode = 'requeue' end
     leave_active(id, f[1], f[3], f[4], mode, now)
-    rcall('HINCRBY', tk, 'l', 1)
+    rcall('HSET', tk, 'l', new_lease())
     if f[4] then rcall('PUBLISH', CONTROL .. f[4], 'c ' .. QUEUE .. ' ' .. id) end
     if f[5] then
       requeue_front(id, tk, true, f[6], f[3], now)
