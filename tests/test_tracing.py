@@ -3,6 +3,7 @@ with an in-memory exporter), runs in real worker processes (the SDK exporting ea
 file, tests/settings_tracing.py), webhooks to a real local HTTP server."""
 
 import json
+import logging
 import subprocess
 import sys
 
@@ -17,6 +18,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 from queues import Queue, schedules
 from queues.checks import check_worqr_settings
 from queues.engine import Connection, commands, keys, tracing
+from queues.engine.worker.logs import JsonFormatter
 from tests.conftest import ROOT, wait_for
 from tests.tasksapp import tasks as framework_tasks
 from tests.test_api import Api, hooks, make_token  # noqa: F401  (hooks: a fixture)
@@ -269,6 +271,7 @@ def test_json_log_lines_carry_the_task_and_its_trace(spans, traced):
         (2, "completed", "INFO"),
     ]
     spans_by_attempt = {s["attributes"]["worqr.attempt"]: s for s in runs}
+    assert outcomes[0]["error"] == "ValueError: asked to fail on attempt 1" and "error" not in outcomes[1]
     for x in outcomes:
         assert x["queue"] == "t5" and isinstance(x["duration_ms"], float)
         assert x["time"].endswith("Z") and x["time"][:2] == "20"
@@ -297,6 +300,7 @@ def test_the_engine_runs_without_opentelemetry_installed(redis_server):
 import sys
 sys.modules["opentelemetry"] = None  # as if not installed
 from queues.engine import Connection, commands, keys, tracing
+from queues.engine.worker.logs import JsonFormatter
 from queues.engine.queue import Queue
 assert not tracing.AVAILABLE and not tracing.enabled()
 q = Queue("plain", Connection({redis_server.url!r}))
@@ -324,3 +328,13 @@ def test_a_hand_over_from_an_older_enqueue_script_is_still_a_delivery():
         None,
     )
     assert commands.task_from_fields("t1", [*fields, b"00-ab-cd-01"]).trace_context == "00-ab-cd-01"
+
+
+def test_a_line_logged_inside_a_span_carries_its_ids(spans):
+    """The JSON format gives a handler's own log lines the current span's trace and span ids."""
+    record = logging.LogRecord("myapp", logging.WARNING, __file__, 1, "charged %s", ("card",), None)
+    with spans.tracer.start_as_current_span("worqr run t1") as span:
+        line = json.loads(JsonFormatter("w1").format(record))
+    assert line["message"] == "charged card" and line["worker"] == "w1" and line["level"] == "WARNING"
+    assert (line["trace_id"], line["span_id"]) == (f"{span.context.trace_id:032x}", f"{span.context.span_id:016x}")
+    assert "trace_id" not in json.loads(JsonFormatter("w1").format(record))  # outside any span

@@ -2,9 +2,10 @@
 
 Every line has ``time`` (UTC, ISO 8601 with ms), ``level``, ``logger``, ``message`` and ``worker``.
 A task's outcome line (``Reporter.log_outcome``) adds ``queue``, ``task_id``, ``attempt``,
-``outcome`` and ``duration_ms``, and, when tracing is on, the run span's ``trace_id`` and
-``span_id`` (32 and 16 hex digits, as tracing backends show them), so logs and traces join up.
-Any other line written inside a span (a handler's own logging) carries that span's ids.
+``outcome``, ``duration_ms`` (and ``error``: a failed attempt's error, a deferral's reason) and,
+when tracing is on, the run span's ``trace_id`` and ``span_id`` (32 and 16 hex digits, as tracing
+backends show them), so logs and traces join up. Any other line written inside a span (a
+handler's own logging) carries that span's ids; a line with an exception adds ``traceback``.
 """
 
 import json
@@ -14,7 +15,7 @@ import time
 from .. import tracing
 
 #: Fields copied from a record's ``extra`` when present, in this order.
-TASK_FIELDS = ("queue", "task_id", "attempt", "outcome", "duration_ms", "trace_id", "span_id")
+TASK_FIELDS = ("queue", "task_id", "attempt", "outcome", "duration_ms", "error", "trace_id", "span_id")
 
 
 class JsonFormatter(logging.Formatter):

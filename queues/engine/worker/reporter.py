@@ -46,6 +46,8 @@ class Reporter:
             task, ms = d.task, (time.monotonic() - d.started) * 1000
             extra = {"worker": self.w.name, "queue": task.queue, "task_id": task.id, "attempt": task.attempt,
                      "outcome": outcome, "duration_ms": round(ms, 1)}
+            if error:
+                extra["error"] = error
             if span is not None and (ids := tracing.ids(span)):
                 extra["trace_id"], extra["span_id"] = ids
             log.info("task %s queue=%s outcome=%s duration=%.1fms", task.id, task.queue, outcome, ms, extra=extra)
