@@ -17,7 +17,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 
 from queues import Queue, schedules
 from queues.checks import check_worqr_settings
-from queues.engine import Connection, commands, keys, tracing
+from queues.engine import Connection, Task, commands, keys, tracing
 from queues.engine.worker.logs import JsonFormatter
 from tests.conftest import ROOT, wait_for
 from tests.tasksapp import tasks as framework_tasks
@@ -279,8 +279,9 @@ def test_json_log_lines_carry_the_task_and_its_trace(spans, traced):
         assert (f"0x{x['trace_id']}", f"0x{x['span_id']}") == (span["context"]["trace_id"], span["context"]["span_id"])
 
 
-def test_log_format_and_opentelemetry_settings_are_checked(settings):
-    """A bad WORQR["LOG_FORMAT"] or WORQR["OPENTELEMETRY"] is a queues.E001 error at start-up."""
+def test_log_format_and_opentelemetry_settings_are_checked(settings, monkeypatch):
+    """A bad WORQR["LOG_FORMAT"] or WORQR["OPENTELEMETRY"] is a queues.E001 error at start-up;
+    OPENTELEMETRY = True without the package a warning, queues.W001."""
     settings.WORQR = {**settings.WORQR, "LOG_FORMAT": "xml"}
     (error,) = check_worqr_settings(None)
     assert error.id == "queues.E001" and "LOG_FORMAT" in error.msg and "'xml'" in error.msg
@@ -289,6 +290,11 @@ def test_log_format_and_opentelemetry_settings_are_checked(settings):
     assert error.id == "queues.E001" and "OPENTELEMETRY" in error.msg and "True or False" in error.msg
     settings.WORQR = {**settings.WORQR, "OPENTELEMETRY": False}
     assert check_worqr_settings(None) == []
+    settings.WORQR = {**settings.WORQR, "OPENTELEMETRY": True}
+    assert check_worqr_settings(None) == []
+    monkeypatch.setattr(tracing, "AVAILABLE", False)  # asked for, but opentelemetry-api is missing
+    (warning,) = check_worqr_settings(None)
+    assert warning.id == "queues.W001" and "not installed" in warning.msg and "worqr[otel]" in warning.hint
     with pytest.raises(Exception, match="invalid choice: 'xml'"):
         call_command("worker", "t1", "--log-format", "xml")
 
@@ -299,7 +305,7 @@ def test_the_engine_runs_without_opentelemetry_installed(redis_server):
     code = f"""
 import sys
 sys.modules["opentelemetry"] = None  # as if not installed
-from queues.engine import Connection, commands, keys, tracing
+from queues.engine import Connection, Task, commands, keys, tracing
 from queues.engine.worker.logs import JsonFormatter
 from queues.engine.queue import Queue
 assert not tracing.AVAILABLE and not tracing.enabled()
@@ -338,3 +344,13 @@ def test_a_line_logged_inside_a_span_carries_its_ids(spans):
     assert line["message"] == "charged card" and line["worker"] == "w1" and line["level"] == "WARNING"
     assert (line["trace_id"], line["span_id"]) == (f"{span.context.trace_id:032x}", f"{span.context.span_id:016x}")
     assert "trace_id" not in json.loads(JsonFormatter("w1").format(record))  # outside any span
+
+
+def test_a_schedule_run_span_names_its_schedule(spans):
+    """A run whose meta says it is a schedule's has the schedule's name as worqr.schedule."""
+    meta = '{"schedule": "ping", "tick": 1767225600000, "kind": "tick"}'
+    tracing.end_run(tracing.start_run(Task(id="sched-1", queue="sched", attempt=1, meta=meta), "w1"), "completed")
+    tracing.end_run(tracing.start_run(Task(id="t1-1", queue="t1", attempt=1, meta="{}"), "w1"), "completed")
+    scheduled, plain = spans.get_finished_spans()
+    assert scheduled.attributes["worqr.schedule"] == "ping" and scheduled.parent is None
+    assert "worqr.schedule" not in plain.attributes
