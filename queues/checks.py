@@ -1,6 +1,7 @@
 """System checks: a bad WORQR setting stops ``manage.py`` at startup with a clear message."""
 
 from django.core.checks import Error, register
+from django.core.checks import Warning as CheckWarning
 
 from .engine.errors import ConfigurationError
 
@@ -17,20 +18,26 @@ def check_worqr_settings(app_configs, **kwargs):
 
 
 def _check_django_side_settings():
-    """The WORQR keys read outside the engine (webhooks, Tasks backend)."""
+    """The WORQR keys read outside the engine (webhooks, Tasks backend, the worker's logs)."""
     from django.core.exceptions import ImproperlyConfigured
 
-    from .conf import setting
+    from .conf import log_format, setting
+    from .engine import tracing
     from .webhooks import allowed_hosts, callback_timeout
 
     errors = []
-    for check in (allowed_hosts, callback_timeout):
+    for check in (allowed_hosts, callback_timeout, log_format):
         try:
             check()
         except ImproperlyConfigured as exc:
             errors.append(Error(str(exc), hint="Fix settings.WORQR.", id="queues.E001"))
     if not isinstance(setting("TASKS_ON_COMMIT", True), bool):
         errors.append(Error("WORQR['TASKS_ON_COMMIT'] must be True or False", id="queues.E001"))
+    if setting("OPENTELEMETRY") is True and not tracing.AVAILABLE:
+        errors.append(CheckWarning(
+            "WORQR['OPENTELEMETRY'] is True but opentelemetry-api is not installed: no spans are made",
+            hint="pip install 'worqr[otel]' (or opentelemetry-api)", id="queues.W001",
+        ))
     return errors
 
 

@@ -8,7 +8,8 @@
    ``queue``/``payload`` for clients of the seed) to the address that was checked (the name
    goes in the Host header and TLS SNI, so a second DNS answer can't move the connection),
    with the task id and attempt in headers, so receivers can be idempotent: deliveries are
-   at-least-once.
+   at-least-once. With OpenTelemetry on, the POST is a CLIENT span whose W3C ``traceparent``
+   (and ``tracestate``) headers are sent, so the receiver continues the task's trace.
 3. Judge the reply:
    - HTTP 429, or a body ``{"code": 101}``: "too many requests": raise RetryLater after the
      ``Retry-After`` header or the task's backoff; no attempt is used up;
@@ -35,7 +36,7 @@ from urllib.parse import urlsplit
 from django.core.exceptions import ImproperlyConfigured
 
 from .conf import get_connection, setting
-from .engine import readmodel
+from .engine import readmodel, tracing
 from .engine.errors import InvalidInput, RetryLater, WorqrError
 from .engine.registry import HandlerSpec
 
@@ -348,10 +349,22 @@ def deliver(task):
     }
     data = json.dumps(body_of(task)).encode()
     try:
-        status, reply_headers, body = _post(target, resolve(target, allowed), data, headers, deadline)
+        with _span(target, headers) as record_status:
+            status, reply_headers, body = _post(target, resolve(target, allowed), data, headers, deadline)
+            record_status(status)
     except (OSError, http.client.HTTPException, ValueError) as exc:  # refused, reset, timeouts, TLS
         raise DeliveryFailed(f"POST {target.url} failed: {exc}") from None
     judge(task, target.url, status, reply_headers, body)
+
+
+def _span(target, headers):
+    """The delivery's OpenTelemetry CLIENT span (a child of the task's run span), which adds the
+    W3C trace headers to ``headers``; or nothing, when tracing is off. The URL it records leaves
+    the query out (it may carry the receiver's secret)."""
+    if not tracing.enabled(get_connection().config):
+        return tracing.no_span()
+    url = target.url.split("?", 1)[0].split("#", 1)[0]
+    return tracing.client_span("POST", url, target.host, target.port, headers)
 
 
 def _post(target, addresses, data, headers, deadline):

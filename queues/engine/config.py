@@ -36,6 +36,9 @@ class Config:
     timeout_grace: float = 10.0
     #: How long the Django Tasks backend keeps results (1 day).
     result_ttl: float = 86400.0
+    #: Make OpenTelemetry spans (``engine.tracing``) when ``opentelemetry-api`` is importable; the
+    #: application's SDK decides what is recorded and where it goes.
+    opentelemetry: bool = True
 
     def __post_init__(self):
         if self.heartbeat_interval <= 0 or self.heartbeat_ttl <= 0:
@@ -62,6 +65,11 @@ class Config:
         kwargs = {}
         for key, value in mapping.items():
             kind = type(getattr(cls, names[key]))
+            if kind is bool:
+                if not isinstance(value, bool):
+                    raise ConfigurationError(f"WORQR[{key!r}] must be True or False, not {value!r}")
+                kwargs[names[key]] = value
+                continue
             if kind is not str and (isinstance(value, bool) or not isinstance(value, (int, float))):
                 raise ConfigurationError(f"WORQR[{key!r}] must be a number, not {value!r}")
             if kind is str and not isinstance(value, str):

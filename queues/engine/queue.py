@@ -5,7 +5,7 @@ import math
 import os
 from datetime import UTC, datetime
 
-from . import commands, keys, readmodel
+from . import commands, keys, readmodel, tracing
 from .codes import Code
 from .connection import get_default
 from .errors import InvalidInput, InvalidTask, PayloadTooLarge
@@ -84,9 +84,18 @@ class Queue:
         items = [((ids[i] if ids is not None else new_task_id(self.name)), *rest) for i, rest in enumerate(items)]
         names = ("retries", "timeout", "backoff", "lock", "callback", "meta")
         options = dict(zip(names, opts, strict=True))
+        if not tracing.enabled(self.connection.config):
+            return self._send(when, options, items)
+        with tracing.enqueue_span(self.name, len(items)) as (span, trace):
+            enqueued = self._send(when, options, items, trace)
+            tracing.enqueued(span, enqueued.ids)
+            return enqueued
+
+    def _send(self, when, options, items, trace=""):
         out, now, new = [], 0, False
         for start in range(0, len(items), _BATCH):
-            reply = commands.enqueue(self.name, items[start:start + _BATCH], when=when, **options).run(self.client)
+            batch = items[start:start + _BATCH]
+            reply = commands.enqueue(self.name, batch, when=when, trace=trace, **options).run(self.client)
             new = new or reply.is_new_queue
             out += reply.ids
             now = reply.now_ms

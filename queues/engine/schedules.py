@@ -21,7 +21,7 @@ import json
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from . import commands, keys, readmodel, ticks
+from . import commands, keys, readmodel, ticks, tracing
 from .codes import Code
 from .errors import InvalidSchedule, ScheduleNotFound
 from .queue import Queue, new_task_id
@@ -232,7 +232,13 @@ def trigger(client, name):
     """Enqueue one run of ``name`` now (its next tick stays as it is); returns the task id."""
     s = _find(client, name)
     task_id = new_task_id(s.queue)
-    code, is_new = commands.trigger(s.queue, name, task_id, run_meta(name, None, "trigger")).run(client)
+    meta = run_meta(name, None, "trigger")
+    if tracing.enabled():  # the run continues the trace of whoever triggered it
+        with tracing.enqueue_span(s.queue, 1, schedule=name) as (span, trace):
+            code, is_new = commands.trigger(s.queue, name, task_id, meta, trace).run(client)
+            tracing.enqueued(span, [task_id])
+    else:
+        code, is_new = commands.trigger(s.queue, name, task_id, meta).run(client)
     if code == Code.UNKNOWN:
         raise ScheduleNotFound(f"there is no schedule {name!r}")
     if is_new:

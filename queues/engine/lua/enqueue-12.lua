@@ -5,7 +5,8 @@
 -- @include take
 -- Input: ARGV[3] n, ARGV[4] when: '' (runnable now), '+<ms>' (a delay) or '@<ms>' (an absolute
 --   due time, Unix ms), ARGV[5] retries, ARGV[6] timeout s, ARGV[7] backoff s, ARGV[8] lock key,
---   ARGV[9] callback URL, ARGV[10] meta (opaque text) -- each '' when not given --
+--   ARGV[9] callback URL, ARGV[10] meta (opaque text), ARGV[11] trace context (W3C traceparent,
+--   then tracestate after a newline; delivered with the task) -- each '' when not given --
 --   then n quadruples: id, payload, unique key ('' for none), 'b' if the payload was bytes.
 -- Output: {queue_was_new (0/1), now (ms), id1, id2, ...}. A unique key already held gives the
 --   holder's id; an id that already exists is left as it is (enqueue is idempotent by id).
@@ -23,7 +24,7 @@ end
 local lk = false
 if ARGV[8] ~= '' then lk = ARGV[8] end
 local opts = {}
-for i, name in ipairs({'r', 't', 'b', 'lk', 'cb', 'm'}) do
+for i, name in ipairs({'r', 't', 'b', 'lk', 'cb', 'm', 'tc'}) do
   if ARGV[4 + i] ~= '' then
     opts[#opts + 1] = name
     opts[#opts + 1] = ARGV[4 + i]
@@ -38,7 +39,7 @@ local turn_taken = not lk  -- with a lock: whether the lock's turn was settled (
 local state = 'pending'
 if due > 0 then state = 'delayed' end
 for i = 0, n - 1 do
-  local j = 11 + 4 * i
+  local j = 12 + 4 * i
   local id, payload, uk, kind = ARGV[j], ARGV[j + 1], ARGV[j + 2], ARGV[j + 3]
   local holder = false
   if uk ~= '' then holder = rcall('HGET', K.unique, uk) end

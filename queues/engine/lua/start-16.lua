@@ -9,10 +9,11 @@
 -- Input: ARGV[3] worker, ARGV[4] count (0: only acknowledge), ARGV[5] lock TTL ms,
 --   ARGV[6] timeout grace ms, ARGV[7] default timeout s (0: none), ARGV[8] result TTL ms,
 --   ARGV[9] n finished, then n quadruples as for finish: id, lease, result, keep.
--- Output: {status, ms until the next delayed task is due (-1: none), then 9 fields per task
+-- Output: {status, ms until the next delayed task is due (-1: none), then 10 fields per task
 --   taken: id, payload, lease, attempt, timeout, callback, meta, retries, payload kind ('b':
---   bytes), then the n finish codes (as finish returns them)}. Status: OK, PAUSED, NOT_REGISTERED
---   (the worker was presumed dead: nothing taken), or MORE (entries left to look at: call again).
+--   bytes), trace context ('' for none), then the n finish codes (as finish returns them)}.
+--   Status: OK, PAUSED, NOT_REGISTERED (the worker was presumed dead: nothing taken), or MORE
+--   (entries left to look at: call again).
 -- Events: those of finish, 'promoted' {n}, 'started' {w, ids}
 local worker, count = ARGV[3], tonumber(ARGV[4])
 local now = now_ms()

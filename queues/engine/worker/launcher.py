@@ -25,7 +25,7 @@ from collections import defaultdict
 from dataclasses import replace
 from datetime import UTC, datetime
 
-from .. import commands, keys
+from .. import commands, keys, tracing
 from ..connection import NETWORK_ERRORS
 from ..errors import NoHandler
 from ..registry import get_handler
@@ -67,6 +67,7 @@ class Worker:
         if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
             raise ValueError("concurrency must be an integer >= 1")
         self.connection, self.config = connection, connection.config
+        self.tracing = tracing.enabled(self.config)  # OpenTelemetry run spans (engine.tracing)
         self.concurrency = concurrency
         self.name = keys.check_worker_name(name or default_name())
         self.grace = grace
@@ -153,6 +154,8 @@ class Worker:
 
     def delivery_done(self, d):
         self.deliveries.pop(d.key, None)
+        if d.span is not None:  # no outcome was reported: an error in the worker itself
+            self.reporter.log_outcome(d, "error", "the worker failed to run the task")
         self.changed.set()
 
     def cancel_delivery(self, d):

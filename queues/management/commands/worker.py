@@ -5,10 +5,11 @@ import logging
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError
 
-from queues.conf import get_connection, schedule_specs
+from queues.conf import LOG_FORMATS, get_connection, log_format, schedule_specs
 from queues.engine.errors import WorqrError
 from queues.engine.registry import all_handlers
 from queues.engine.worker import Worker
+from queues.engine.worker.logs import use_json
 from queues.webhooks import worker_callback_handler
 
 
@@ -31,6 +32,11 @@ class Command(BaseCommand):
             choices=["DEBUG", "INFO", "WARNING", "ERROR"],
             help="INFO logs one line per task; WARNING only problems",
         )
+        parser.add_argument(
+            "--log-format",
+            choices=LOG_FORMATS,
+            help="text, or json: one JSON object per line (default: WORQR['LOG_FORMAT'], else text)",
+        )
 
     def handle(self, *args, **options):
         logging.basicConfig(format="%(asctime)s %(levelname)s %(message)s", level=options["log_level"])
@@ -52,6 +58,8 @@ class Command(BaseCommand):
                 callback_handler=callbacks,
                 schedules=schedule_specs(),
             )
+            if (options["log_format"] or log_format()) == "json":
+                use_json(worker.name)
         except (WorqrError, ValueError, ImproperlyConfigured) as exc:
             raise CommandError(str(exc)) from exc
         for queue in queues:

@@ -38,11 +38,13 @@ end
 
 -- Enqueue one run of a schedule as task `id`, runnable now, like any enqueue: at the tail of
 -- pending (or on its lock's wait list), handed to an idle worker or waking one, with the
--- 'enqueued' event. `spec` is the decoded settings; `meta` tells the handler which tick it is.
--- Records it as the schedule's last run. Returns 1 if the queue was new, else 0.
-local function add_run(name, sk, spec, id, meta, kind, tick, now)
+-- 'enqueued' event. `spec` is the decoded settings; `meta` tells the handler which tick it is;
+-- `tc` is the trace context of whoever caused the run ('' or nil: none). Records it as the
+-- schedule's last run. Returns 1 if the queue was new, else 0.
+local function add_run(name, sk, spec, id, meta, kind, tick, now, tc)
   local tk = task_key(id)
   rcall('HSET', tk, 'p', spec.payload, 'c', now, 'm', meta)
+  if tc and tc ~= '' then rcall('HSET', tk, 'tc', tc) end
   for f, v in pairs(spec.opts) do rcall('HSET', tk, f, v) end
   local is_new = rcall('HSETNX', K.meta, 'created', now)
   rcall('HINCRBY', K.stats, 'enqueued', 1)
