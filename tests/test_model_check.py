@@ -72,7 +72,7 @@ class Driver:
         reply = redis_op()
         msgs = self.messages()
         self.m.to_wake = {w for w, kind, _ in msgs if kind == "w"}
-        handed = [(w, *_parse_handed(data.split(b"\n", 1)[1])) for w, kind, data in msgs if kind == "t"]
+        handed = [(w, *_handed(data)) for w, kind, data in msgs if kind == "t"]
         self.handed = handed
         expected = model_op(handed)
         assert not self.m.to_wake, f"redis woke {sorted(self.m.to_wake)} more than the model did"
@@ -272,17 +272,9 @@ class Driver:
         getattr(self, f"op_{self.rng.choices(names, weights)[0]}")()
 
 
-def _parse_handed(body):
-    """(id, lease) of a hand-over: a delivery's 10 fields (id, payload, lease, attempt, timeout,
-    callback, meta, retries, payload kind, trace context), each as '<length>:<bytes>'."""
-    fields, i = [], 0
-    while i < len(body):
-        colon = body.index(b":", i)
-        size = int(body[i:colon])
-        fields.append(body[colon + 1:colon + 1 + size])
-        i = colon + 1 + size
-    assert len(fields) == 10, f"a hand-over of {len(fields)} fields: {body!r}"
-    return fields[0].decode(), int(fields[2])
+def _handed(data):
+    task = commands.task_from_handover(data)
+    return task.id, task.lease
 
 
 def check(client, m):

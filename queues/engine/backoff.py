@@ -1,6 +1,18 @@
-"""Backoff between retries of a Redis call that failed on the network: 50 ms doubling to 2 s."""
+"""Waiting: backoff between retries of a Redis call that failed on the network (50 ms doubling
+to 2 s), and waiting for an event with an optional timeout."""
 
 import asyncio
+
+
+async def wait_event(event, timeout=None):
+    """Wait until ``event`` is set, or ``timeout`` seconds (None: no limit) have passed."""
+    if timeout is None:
+        await event.wait()
+        return
+    try:
+        await asyncio.wait_for(event.wait(), timeout)
+    except TimeoutError:
+        pass
 
 
 class Backoff:

@@ -125,6 +125,19 @@ def task_from_fields(queue, fields):
     )
 
 
+def task_from_handover(data):
+    """The Task a hand-over message carries: ``t <queue>\n`` then each delivery field written
+    as ``<length>:<bytes>`` (the enqueue script's ``push_to_idle`` writes it)."""
+    header, _, body = data.partition(b"\n")
+    fields, i = [], 0
+    while i < len(body):
+        colon = body.index(b":", i)
+        size = int(body[i:colon])
+        fields.append(body[colon + 1:colon + 1 + size])
+        i = colon + 1 + size
+    return task_from_fields(header[2:].decode(), fields)
+
+
 def _ack_args(acks):
     return tuple(x for task_id, lease, result, keep in acks for x in (task_id, lease, result, "k" if keep else ""))
 

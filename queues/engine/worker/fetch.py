@@ -16,7 +16,7 @@ import logging
 from collections import defaultdict, deque
 
 from .. import commands, keys
-from ..backoff import Backoff
+from ..backoff import Backoff, wait_event
 from ..codes import Code
 from ..connection import NETWORK_ERRORS, raise_if_cancelling
 from . import processor
@@ -51,7 +51,7 @@ class Fetcher:
                 free = w.free_slots()
                 acks, behind = w.reporter.take_acks()
                 if free <= 0 and not acks:
-                    await _wait(w.changed, None if w.registered else 1.0)
+                    await wait_event(w.changed, None if w.registered else 1.0)
                     continue
                 try:
                     taken, due_ms, more = await self._fetch(free, acks, behind)
@@ -70,7 +70,7 @@ class Fetcher:
             for d in taken:
                 w.start_delivery(d)
             if 0 < free and len(taken) < free and not more and not w.reporter.acks and not w.reporter.releases:
-                await _wait(w.changed, None if due_ms < 0 else due_ms / 1000)
+                await wait_event(w.changed, None if due_ms < 0 else due_ms / 1000)
 
     async def _fetch(self, free, acks, behind):
         """Acknowledge ``acks`` and take up to ``free`` tasks, queue by queue in priority order.
@@ -157,15 +157,8 @@ class Fetcher:
     def on_handed(self, data):
         """A task handed straight to us by an enqueue: run it, or give it back if we can't."""
         w = self.w
-        header, _, body = data.partition(b"\n")
-        queue = header[2:].decode()
-        fields, i = [], 0
-        while i < len(body):
-            colon = body.index(b":", i)
-            size = int(body[i:colon])
-            fields.append(body[colon + 1:colon + 1 + size])
-            i = colon + 1 + size
-        task = commands.task_from_fields(queue, fields)
+        task = commands.task_from_handover(data)
+        queue = task.queue
         key = (task.id, task.lease)
         if key in self.given_back or key in w.deliveries:
             return
@@ -196,13 +189,3 @@ class Fetcher:
             await commands.wake(queue, 1).arun(self.w.redis)
         except NETWORK_ERRORS:  # best effort: the reaper and taking stock cover a miss
             pass
-
-
-async def _wait(event, timeout):
-    if timeout is None:
-        await event.wait()
-        return
-    try:
-        await asyncio.wait_for(event.wait(), timeout)
-    except TimeoutError:
-        pass

@@ -26,6 +26,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 
 from .. import commands, keys, tracing
+from ..backoff import wait_event
 from ..connection import NETWORK_ERRORS
 from ..errors import NoHandler
 from ..registry import get_handler
@@ -235,7 +236,7 @@ class Worker:
             log.info("worqr: stopping: waiting up to %.0f s for %d task(s)", self.grace, len(self.deliveries))
         while [d for d in self.deliveries.values() if not d.reported] and time.monotonic() < began + self.grace:
             self.changed.clear()
-            await _wait(self.changed, max(0.0, began + self.grace - time.monotonic()))
+            await wait_event(self.changed, max(0.0, began + self.grace - time.monotonic()))
             await self.reporter.flush()
         left = sorted((d for d in self.deliveries.values() if not d.reported), key=lambda d: d.started)
         for d in left:
@@ -270,10 +271,3 @@ def _no_handler_spec(queue, callback_handler):
         raise NoHandler(f"queue {queue!r} has no handler and task {task.id} has no callback")
 
     return replace(callback_handler, queue=queue, func=no_handler, is_async=False)
-
-
-async def _wait(event, timeout):
-    try:
-        await asyncio.wait_for(event.wait(), timeout)
-    except TimeoutError:
-        pass

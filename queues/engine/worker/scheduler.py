@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass
 
 from .. import commands, keys, schedules, ticks
-from ..backoff import Backoff
+from ..backoff import Backoff, wait_event
 from ..codes import Code
 from ..connection import NETWORK_ERRORS, raise_if_cancelling
 from ..errors import ConfigurationError
@@ -113,7 +113,7 @@ class Scheduler:
                 log.warning("worqr: scheduler lost Redis (%s); retrying", exc)
                 await backoff.wait(self.w.stop_event)
                 continue
-            await _wait(self.changed, self._sleep_for())
+            await wait_event(self.changed, self._sleep_for())
 
     def _sleep_for(self):
         due = [e.next_ms for e in self.entries.values() if e.next_ms is not None]
@@ -195,13 +195,3 @@ class Scheduler:
         ).arun(self.w.redis)
         self._clock(reply.now_ms)
         return reply
-
-
-async def _wait(event, timeout):
-    if timeout is None:
-        await event.wait()
-        return
-    try:
-        await asyncio.wait_for(event.wait(), timeout)
-    except TimeoutError:
-        pass
