@@ -55,7 +55,8 @@ def conn(_engine):
 class WorkerProcess:
     """``python manage.py worker`` in its own process group, with its output kept."""
 
-    def __init__(self, queues, concurrency=1, name=None, grace=None, env=None, settings="tests.settings"):
+    def __init__(self, queues, concurrency=1, name=None, grace=None, env=None, settings="tests.settings",
+                 options=()):
         self.log_path = ARTIFACTS / f"worker-{time.time_ns()}.log"
         ARTIFACTS.mkdir(exist_ok=True)
         args = [sys.executable, str(ROOT / "manage.py"), "worker", *queues, "--concurrency", str(concurrency)]
@@ -63,6 +64,7 @@ class WorkerProcess:
             args += ["--name", name]
         if grace is not None:
             args += ["--grace", str(grace)]
+        args += list(options)  # more command-line options, e.g. ("--processes", "2")
         full_env = dict(os.environ, DJANGO_SETTINGS_MODULE=settings, PYTHONUNBUFFERED="1", **(env or {}))
         self.log = open(self.log_path, "w")
         self.proc = subprocess.Popen(args, cwd=ROOT, env=full_env, stdout=self.log, stderr=subprocess.STDOUT,

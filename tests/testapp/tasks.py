@@ -11,6 +11,7 @@ Every handler also RPUSHes the record to "test:log:<queue>".
 import asyncio
 import json
 import os
+import signal
 import time
 
 from queues import RetryLater, handler
@@ -89,3 +90,68 @@ handler("timeouts", timeout=1, retries=1, backoff=0.1)(run_sync)
 handler("atimeouts", timeout=1, retries=1, backoff=0.1)(run_async)
 handler("bylock", lock=lambda task: task.payload.split(":")[0])(run_sync)
 handler("stuck", timeout=2, retries=2, backoff=0.1)(run_sync)
+
+
+# -- isolated handlers (tests/test_isolation.py, tests/test_processes.py) -------------------------
+
+
+def run_isolated(task):
+    """run_sync's directives, plus (in its own process):
+    spin      loop on the CPU forever, never looking at task.cancelled
+    linger    sleep forever; on the way out (SIGTERM), RPUSH task.cancelled to test:cleanup:<id>
+    stubborn  ignore SIGTERM, then sleep forever (only SIGKILL ends it)
+    crash     "segfault", or an exit code for os._exit
+    hog       MB of memory to allocate and keep for the process's life
+    after     a task id: RPUSH to test:alive:<id> whether that task's process still exists
+    orm       count the users through Django's ORM (RPUSHed to test:orm:<id>)
+    It first RPUSHes its pid to test:pid:<id>."""
+    d = _directives(task.payload) if isinstance(task.payload, str) else {}
+    client = get_default().client
+    client.rpush(f"test:pid:{task.id}", os.getpid())
+    if d.get("hog"):
+        _kept.append(b"x" * (int(d["hog"]) * 2**20))
+    if d.get("after"):
+        other = int(client.lindex(f"test:pid:{d['after']}", -1))
+        client.rpush(f"test:alive:{task.id}", int(_exists(other)))
+    if d.get("orm"):
+        from django.contrib.auth.models import User
+
+        client.rpush(f"test:orm:{task.id}", User.objects.count())
+    if d.get("crash") == "segfault":
+        import ctypes
+
+        ctypes.string_at(0)
+    elif d.get("crash") is not None:
+        os._exit(int(d["crash"]))
+    if d.get("stubborn"):
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        while True:
+            time.sleep(1)
+    if d.get("linger"):
+        try:
+            while True:
+                time.sleep(1)
+        finally:
+            client.rpush(f"test:cleanup:{task.id}", int(task.cancelled))
+    if d.get("spin"):
+        while True:
+            pass
+    run_sync(task)
+    return f"ran in {os.getpid()}"
+
+
+def _exists(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+_kept = []
+
+for name in ("p1", "p2", "p3"):
+    handler(name, isolation="process")(run_isolated)
+handler("pspin", isolation="process", timeout=2)(run_isolated)
+handler("pcrash", isolation="process", retries=1, backoff=0.1)(run_isolated)
+handler("plock", isolation="process", timeout=1, lock="one")(run_isolated)

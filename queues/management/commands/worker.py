@@ -1,13 +1,42 @@
+import argparse
 import logging
+import os
 
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError
+from django.db import connections
 
 from queues.conf import get_connection
 from queues.engine.errors import WorqrError
 from queues.engine.registry import all_handlers
 from queues.engine.worker import Worker
+from queues.engine.worker.launcher import default_name
+from queues.engine.worker.supervisor import Supervisor
 from queues.webhooks import worker_callback_handler
+
+
+def child_init():
+    """Runs once in each isolated handler's process, before its first task. The process is a
+    fork of the worker, so Django is set up already (set up here otherwise), and it has no
+    database connection of its parent's: they were closed before the fork."""
+    from django.apps import apps
+
+    if not apps.ready:
+        import django
+
+        django.setup()
+
+
+def _count(value, auto=False):
+    if auto and value == "auto":
+        return os.cpu_count() or 1
+    try:
+        number = int(value)
+    except ValueError:
+        number = 0
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 1{' or auto' if auto else ''}, not {value!r}")
+    return number
 
 
 class Command(BaseCommand):
@@ -19,6 +48,13 @@ class Command(BaseCommand):
         parser.add_argument("--name", help="worker name (default: host.pid.random)")
         parser.add_argument("--grace", type=float, default=30.0,
                             help="seconds running tasks get to finish on SIGTERM/SIGINT (default 30)")
+        parser.add_argument("--processes", type=lambda v: _count(v, auto=True),
+                            help="run N worker processes (auto: one per CPU) under a supervisor, named NAME-1...")
+        parser.add_argument("--isolation", choices=["thread", "process"], default="thread",
+                            help="where sync handlers that don't choose run (default thread)")
+        parser.add_argument("--max-tasks-per-child", type=_count, help="replace a handler process after N tasks")
+        parser.add_argument("--max-memory", type=_count, metavar="MB",
+                            help="replace a handler process once its resident memory passes MB")
         parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"],
                             help="INFO logs one line per task; WARNING only problems")
 
@@ -30,12 +66,24 @@ class Command(BaseCommand):
         if options["grace"] < 0:
             raise CommandError("--grace must not be negative")
         queues = options["queues"] or sorted(all_handlers())
+
+        def make_worker(name):
+            return Worker(queues, get_connection(), concurrency=options["concurrency"], name=name,
+                          grace=options["grace"], callback_handler=worker_callback_handler(),
+                          isolation=options["isolation"], max_tasks_per_child=options["max_tasks_per_child"],
+                          max_memory=options["max_memory"], child_init=child_init)
+
         try:
-            worker = Worker(queues, get_connection(), concurrency=options["concurrency"],
-                            name=options["name"], grace=options["grace"],
-                            callback_handler=worker_callback_handler())
+            if options["processes"]:
+                base = options["name"] or default_name()
+                make_worker(f"{base}-1")  # bad input is reported here, before anything is forked
+                runner = Supervisor(options["processes"], base, lambda name: make_worker(name).run(),
+                                    grace=options["grace"], kill_grace=get_connection().config.kill_grace)
+            else:
+                runner = make_worker(options["name"])
         except (WorqrError, ValueError, ImproperlyConfigured) as exc:
             raise CommandError(str(exc)) from exc
-        code = worker.run()
+        connections.close_all()  # forked processes must not share this one's database connections
+        code = runner.run()
         if code:
             raise SystemExit(code)
