@@ -58,13 +58,13 @@ class _Proc:
     """One handler process, as the worker sees it."""
 
     def __init__(self, number, sock, loop):
-        self.number, self.sock, self.pid, self.writer = number, sock, None, None
+        self.number, self.sock, self.pid, self.transport = number, sock, None, None
         self.run = None  # the Run it is running
         self.tasks = 0
         self.stopping = self.retiring = False
         self.exited = loop.create_future()  # its exit code, as the fork server reports it
         self.kill_timer = None
-        self.reader = None
+        self.watcher = None  # the asyncio task that connects to it and, at its end, settles its run
 
     def signal(self, sig):
         if self.pid is not None and not self.exited.done():
@@ -117,7 +117,7 @@ class ProcessPool:
 
     def _hand(self, p, run):
         p.run, run.proc = run, p
-        p.writer.write(child.frame((run.task.queue, run.task)))
+        p.transport.write(child.frame((run.task.queue, run.task)))
 
     def _ready(self, p):
         if self.waiting:
@@ -141,7 +141,7 @@ class ProcessPool:
         if (self.max_tasks and p.tasks >= self.max_tasks) or (self.max_memory and rss > self.max_memory):
             log.debug("worqr: retiring handler process %s after %d task(s), %.0f MB", p.pid, p.tasks, rss)
             p.retiring = True
-            p.writer.close()  # it reads the end of its socket and exits
+            p.transport.close()  # it reads the end of its socket and exits
             return
         self._ready(p)
 
@@ -169,20 +169,21 @@ class ProcessPool:
         number = next(self.numbers)
         p = _Proc(number, self.server.fork(number), self.loop)
         self.procs[number] = p
-        p.reader = asyncio.ensure_future(self._serve(p))
+        p.watcher = asyncio.ensure_future(self._watch(p))
 
-    async def _serve(self, p):
-        """Read what process ``p`` says until it has gone, then settle its run and replace it."""
-        reader, p.writer = await asyncio.open_connection(sock=p.sock)
-        try:
-            kind, p.pid = await _receive(reader)
+    def _said(self, p, message):
+        if p.pid is None:  # its first words: ("ready", pid)
+            p.pid = message[1]
             self.early_deaths = 0
             self._ready(p)
-            while True:
-                self._answer(p, await _receive(reader))
-        except (asyncio.IncompleteReadError, ConnectionError):
-            pass
-        p.writer.close()
+        else:
+            self._answer(p, message)
+
+    async def _watch(self, p):
+        """Connect to process ``p``; once its socket has closed, settle its run and replace it."""
+        closed = self.loop.create_future()
+        await self.loop.create_unix_connection(lambda: _Link(self, p, closed), sock=p.sock)
+        await closed
         try:
             code = await asyncio.wait_for(asyncio.shield(p.exited), 2.0)
         except TimeoutError:  # its socket closed but it lives on: end it
@@ -242,19 +243,42 @@ class ProcessPool:
         for p in list(self.procs.values()):
             if p.run is not None:
                 p.signal(signal.SIGKILL)
-            if p.reader is not None:
-                p.reader.cancel()
-            if p.writer is not None:
-                p.writer.close()
+            if p.watcher is not None:
+                p.watcher.cancel()
+            if p.transport is not None:
+                p.transport.close()
         for run in self.waiting:
             run.cancel()
         self.waiting.clear()
         self.server.close()
 
 
-async def _receive(reader):
-    (size,) = child.HEADER.unpack(await reader.readexactly(child.HEADER.size))
-    return pickle.loads(await reader.readexactly(size))
+class _Link(asyncio.Protocol):
+    """The worker's end of a handler process's socket: each whole frame read goes to the pool."""
+
+    def __init__(self, pool, p, closed):
+        self.pool, self.p, self.closed = pool, p, closed
+        self.buffer = bytearray()
+
+    def connection_made(self, transport):
+        self.p.transport = transport
+
+    def data_received(self, data):
+        buffer = self.buffer
+        buffer += data
+        while len(buffer) >= child.HEADER.size:
+            (size,) = child.HEADER.unpack_from(buffer)
+            end = child.HEADER.size + size
+            if len(buffer) < end:
+                return
+            message = pickle.loads(buffer[child.HEADER.size : end])
+            del buffer[:end]
+            self.pool._said(self.p, message)
+
+    def connection_lost(self, exc):
+        self.p.transport.close()
+        if not self.closed.done():
+            self.closed.set_result(None)
 
 
 def for_worker(specs, size, config, *, max_tasks=None, max_memory=None, child_init=None, on_broken=None):
