@@ -20,6 +20,7 @@ import ctypes
 import ctypes.util
 import os
 import pickle
+import resource
 import signal
 import struct
 import sys
@@ -61,8 +62,12 @@ def _read(stream, size):
 
 
 def _rss_mb():
-    with open("/proc/self/statm", "rb") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+    """Resident memory now (Linux), else the peak so far."""
+    try:
+        with open("/proc/self/statm", "rb") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+    except OSError:
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / (2**20 if sys.platform == "darwin" else 2**10)
 
 
 class _Serving:
@@ -94,7 +99,9 @@ def serve(sock, parent, specs, child_init=None, measure_memory=False):
         _flush()
         os.kill(os.getpid(), signal.SIGTERM)
         code = 1
-    except BaseException:  # a broken initializer or pipe: say why, then go
+    except ConnectionError:  # the worker is gone, or closed our socket
+        code = 1
+    except BaseException:  # a broken initializer: say why, then go
         traceback.print_exc()
         code = 1
     _flush()

@@ -102,7 +102,10 @@ def _serve(sock, parent, serve_args):
                 _drain(wake_r)
                 _reap(sock, numbers)
             if sock in ready:
-                msg, fds, _, _ = socket.recv_fds(sock, 64, 1)
+                try:
+                    msg, fds, _, _ = socket.recv_fds(sock, 64, 1)
+                except ConnectionError:
+                    break  # the worker is gone
                 if not msg:
                     break
                 pid = os.fork()
