@@ -115,3 +115,17 @@ def test_a_killed_worker_takes_its_isolated_handlers_processes_with_it(client, w
     pid = wait_for(lambda: client.lindex(f"test:pid:{tid}", 0), message="the handler to start")
     os.kill(live(client)["kin-1"], signal.SIGKILL)
     wait_for(lambda: gone(int(pid)), timeout=2, message="the handler's process to die with its worker")
+
+
+def test_workers_stop_when_their_supervisor_is_killed(client, workers):
+    """kill -9 of the supervisor: its workers get SIGTERM, give their tasks back and deregister
+    (none is left running on its own)."""
+    q = Queue("t4")
+    sup = workers(["t4"], name="orphan", grace=1, options=("--processes", "2"))
+    wait_for(lambda: len(live(client)) == 2, timeout=15, message="two workers")
+    children = list(live(client).values())
+    tid = q.enqueue('{"sleep": 60}')
+    wait_for(lambda: q.counts()["active"] == 1, message="a task running")
+    sup.signal(signal.SIGKILL)
+    wait_for(lambda: all(gone(pid) for pid in children), timeout=10, message="the workers to exit")
+    assert live(client) == {} and q.get(tid).state == "pending"

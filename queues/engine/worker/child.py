@@ -13,9 +13,11 @@
 It never returns into the code it was forked from: it ends with ``os._exit``, so nothing it
 inherited (the worker's connections, atexit hooks) is closed or run twice.
 
-Frames, both ways: a 4-byte big-endian length, then a pickle.
+Frames, both ways: a 4-byte big-endian length, then a pickle (``frame``; the worker reads them
+with ``Frames``).
 """
 
+import asyncio
 import ctypes
 import ctypes.util
 import os
@@ -52,6 +54,35 @@ def die_with_parent(sig, parent):
 def frame(obj):
     data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
     return HEADER.pack(len(data)) + data
+
+
+class Frames(asyncio.Protocol):
+    """The worker's end of a handler process's socket: hands each whole frame read to
+    ``on_message``; sets ``closed`` once the socket has closed."""
+
+    def __init__(self, on_message, closed):
+        self.on_message, self.closed = on_message, closed
+        self.buffer = bytearray()
+        self.transport = None
+
+    def connection_made(self, transport):
+        self.transport = transport
+
+    def data_received(self, data):
+        buffer = self.buffer
+        buffer += data
+        while len(buffer) >= HEADER.size:
+            (size,) = HEADER.unpack_from(buffer)
+            end = HEADER.size + size
+            if len(buffer) < end:
+                return
+            message = pickle.loads(buffer[HEADER.size : end])
+            del buffer[:end]
+            self.on_message(message)
+
+    def connection_lost(self, exc):
+        if not self.closed.done():
+            self.closed.set_result(None)
 
 
 def _read(stream, size):

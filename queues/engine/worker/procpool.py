@@ -18,7 +18,6 @@ import asyncio
 import itertools
 import logging
 import os
-import pickle
 import signal
 from collections import deque
 
@@ -58,13 +57,18 @@ class _Proc:
     """One handler process, as the worker sees it."""
 
     def __init__(self, number, sock, loop):
-        self.number, self.sock, self.pid, self.transport = number, sock, None, None
+        self.number, self.sock, self.pid = number, sock, None
+        self.link = None  # the child.Frames protocol reading its socket
         self.run = None  # the Run it is running
         self.tasks = 0
         self.stopping = self.retiring = False
         self.exited = loop.create_future()  # its exit code, as the fork server reports it
         self.kill_timer = None
         self.watcher = None  # the asyncio task that connects to it and, at its end, settles its run
+
+    @property
+    def transport(self):
+        return self.link.transport if self.link is not None else None
 
     def signal(self, sig):
         if self.pid is not None and not self.exited.done():
@@ -167,7 +171,12 @@ class ProcessPool:
         if self.closing:
             return
         number = next(self.numbers)
-        p = _Proc(number, self.server.fork(number), self.loop)
+        try:
+            sock = self.server.fork(number)
+        except OSError as exc:  # the fork server is gone: _on_exits says so (and stops the worker)
+            log.error("worqr: could not ask for a handler process: %s", exc)
+            return
+        p = _Proc(number, sock, self.loop)
         self.procs[number] = p
         p.watcher = asyncio.ensure_future(self._watch(p))
 
@@ -182,7 +191,8 @@ class ProcessPool:
     async def _watch(self, p):
         """Connect to process ``p``; once its socket has closed, settle its run and replace it."""
         closed = self.loop.create_future()
-        await self.loop.create_unix_connection(lambda: _Link(self, p, closed), sock=p.sock)
+        p.link = child.Frames(lambda message: self._said(p, message), closed)
+        await self.loop.create_unix_connection(lambda: p.link, sock=p.sock)
         await closed
         try:
             code = await asyncio.wait_for(asyncio.shield(p.exited), 2.0)
@@ -251,34 +261,6 @@ class ProcessPool:
             run.cancel()
         self.waiting.clear()
         self.server.close()
-
-
-class _Link(asyncio.Protocol):
-    """The worker's end of a handler process's socket: each whole frame read goes to the pool."""
-
-    def __init__(self, pool, p, closed):
-        self.pool, self.p, self.closed = pool, p, closed
-        self.buffer = bytearray()
-
-    def connection_made(self, transport):
-        self.p.transport = transport
-
-    def data_received(self, data):
-        buffer = self.buffer
-        buffer += data
-        while len(buffer) >= child.HEADER.size:
-            (size,) = child.HEADER.unpack_from(buffer)
-            end = child.HEADER.size + size
-            if len(buffer) < end:
-                return
-            message = pickle.loads(buffer[child.HEADER.size : end])
-            del buffer[:end]
-            self.pool._said(self.p, message)
-
-    def connection_lost(self, exc):
-        self.p.transport.close()
-        if not self.closed.done():
-            self.closed.set_result(None)
 
 
 def for_worker(specs, size, config, *, max_tasks=None, max_memory=None, child_init=None, on_broken=None):
