@@ -35,6 +35,8 @@ demo: deps
 bench: deps
 	PY=$(PY) ./bench/run.sh $(BENCH_ARGS)
 	$(PY) bench/scale.py $(SCALE_ARGS)
+	$(PY) bench/schedules.py $(SCHEDULE_ARGS)
+	$(PY) bench/tracing.py $(TRACING_ARGS)
 
 # The sdist, then the wheel built from it (the way pip builds from an sdist); uv makes the
 # isolated build environment quickly.

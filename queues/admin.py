@@ -1,16 +1,20 @@
 """Admin of worqr's models.
 
-- AuditLog (the dashboard, issue 5): read-only; rows are written only by dashboard and API
-  actions, so nobody can add, edit or forge them here.
-- ApiToken: registered by the HTTP API (issue 6) below.
+- AuditLog: read-only; rows are written only by dashboard and API actions, so nobody can add,
+  edit or forge them here.
+- ApiToken: the key is shown once, on the page that answers the creation (never in a message,
+  which would travel in a cookie); a user may grant only the permissions they hold themselves
+  (superusers: all), on create and on change.
 """
 
-import secrets
-
-from django.contrib import admin, messages
+from django import forms
+from django.contrib import admin
 from django.contrib.auth.models import Permission
+from django.template.response import TemplateResponse
+from django.urls import reverse
+from django.utils.cache import add_never_cache_headers
 
-from .models import ACTION_PERMISSIONS, ApiToken, AuditLog, hash_token
+from .models import ACTION_PERMISSIONS, ApiToken, AuditLog
 
 
 @admin.register(AuditLog)
@@ -31,13 +35,51 @@ class AuditLogAdmin(admin.ModelAdmin):
         return False
 
 
-# -- ApiToken (HTTP API, issue 6) ---------------------------------------------------------------
+def action_permissions():
+    """The permissions a token can carry: the actions the API checks."""
+    return Permission.objects.filter(content_type__app_label="queues", codename__in=ACTION_PERMISSIONS)
+
+
+def grantable(user):
+    """The action permissions ``user`` may give a token: those they hold (superusers: all)."""
+    return {p.pk for p in action_permissions() if user.has_perm(f"queues.{p.codename}")}
+
+
+class ApiTokenForm(forms.ModelForm):
+    """Checks that the permissions added to a token are ones the editing user holds.
+
+    ``grantable`` and ``current`` (permission pks) are set by ``ApiTokenAdmin.get_form``; only
+    those are offered, and a crafted post adding another is refused with its name.
+    """
+
+    grantable, current = frozenset(), frozenset()
+
+    class Meta:
+        model = ApiToken
+        fields = ("name", "permissions", "revoked")
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        field = self.fields["permissions"]
+        field.queryset = action_permissions()
+        offered = [(p.pk, str(p)) for p in field.queryset if p.pk in self.grantable | self.current]
+        getattr(field.widget, "widget", field.widget).choices = offered
+
+    def clean_permissions(self):
+        chosen = self.cleaned_data["permissions"]
+        refused = sorted(f"queues.{p.codename}" for p in chosen if p.pk not in self.grantable | self.current)
+        if refused:
+            raise forms.ValidationError(
+                f"You can only grant permissions you hold yourself; you lack {', '.join(refused)}."
+            )
+        return chosen
 
 
 @admin.register(ApiToken)
 class ApiTokenAdmin(admin.ModelAdmin):
     """Tokens are created here or with ``manage.py api_token``; the key is shown once."""
 
+    form = ApiTokenForm
     list_display = ("name", "prefix", "created", "last_used", "revoked")
     list_filter = ("revoked",)
     search_fields = ("name", "prefix")
@@ -46,21 +88,30 @@ class ApiTokenAdmin(admin.ModelAdmin):
     filter_horizontal = ("permissions",)
     actions = ["revoke"]
 
-    def formfield_for_manytomany(self, db_field, request, **kwargs):
-        if db_field.name == "permissions":  # only the actions the API checks
-            kwargs["queryset"] = Permission.objects.filter(
-                content_type__app_label="queues", codename__in=ACTION_PERMISSIONS
-            )
-        return super().formfield_for_manytomany(db_field, request, **kwargs)
+    def get_form(self, request, obj=None, change=False, **kwargs):
+        form = super().get_form(request, obj, change=change, **kwargs)
+        current = frozenset(obj.permissions.values_list("pk", flat=True)) if obj else frozenset()
+        return type(form.__name__, (form,), {"grantable": frozenset(grantable(request.user)), "current": current})
 
     def save_model(self, request, obj, form, change):
-        if change:
-            return super().save_model(request, obj, form, change)
-        raw = "wq_" + secrets.token_urlsafe(32)  # the format of ApiToken.create
-        obj.key_hash, obj.prefix = hash_token(raw), raw[:8]
+        if not change:
+            obj._raw_key = obj.new_key()  # shown by response_add, never stored
         super().save_model(request, obj, form, change)
-        self.message_user(request, f"The token of {obj.name!r} is {raw} . Copy it now: it is stored hashed "
-                                   "and will not be shown again.", messages.WARNING)
+
+    def response_add(self, request, obj, post_url_continue=None):
+        """The page that shows the new key once (not cached), instead of a redirect and a message."""
+        context = {
+            **self.admin_site.each_context(request),
+            "title": "API token created",
+            "opts": self.opts,
+            "token": obj,
+            "raw_key": obj._raw_key,
+            "change_url": reverse("admin:queues_apitoken_change", args=[obj.pk]),
+            "changelist_url": reverse("admin:queues_apitoken_changelist"),
+        }
+        response = TemplateResponse(request, "admin/queues/apitoken/created.html", context)
+        add_never_cache_headers(response)
+        return response
 
     @admin.action(description="Revoke the selected tokens")
     def revoke(self, request, queryset):

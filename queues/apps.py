@@ -11,7 +11,10 @@ class QueuesConfig(AppConfig):
     def ready(self):
         from . import checks  # noqa: F401  (registers the system checks)
         from .conf import build_config, setup
+        from .dashboard.revocation import connect_signals
         from .engine.errors import ConfigurationError
+
+        connect_signals()  # logouts and lost permissions close the dashboard's open sockets
 
         try:
             build_config()

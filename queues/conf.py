@@ -16,13 +16,36 @@ def var_dir():
 def build_config():
     """The engine Config from ``settings.WORQR``; raises ConfigurationError when it is bad."""
     raw = dict(getattr(settings, "WORQR", {}) or {})
-    for django_only in ("CALLBACK_ALLOWED_HOSTS", "CALLBACK_TIMEOUT", "TASKS_ON_COMMIT"):
+    for django_only in ("CALLBACK_ALLOWED_HOSTS", "CALLBACK_TIMEOUT", "TASKS_ON_COMMIT", "SCHEDULES", "LOG_FORMAT"):
         raw.pop(django_only, None)
     return Config.from_mapping(raw)
 
 
 def setting(name, default=None):
     return (getattr(settings, "WORQR", {}) or {}).get(name, default)
+
+
+#: The worker's log formats (``WORQR["LOG_FORMAT"]``, ``manage.py worker --log-format``).
+LOG_FORMATS = ("text", "json")
+
+
+def log_format():
+    """``WORQR["LOG_FORMAT"]``: "text" (the default) or "json"; raises ImproperlyConfigured."""
+    value = setting("LOG_FORMAT", "text")
+    if value not in LOG_FORMATS:
+        raise ImproperlyConfigured(f"WORQR['LOG_FORMAT'] must be 'text' or 'json', not {value!r}")
+    return value
+
+
+def schedule_specs():
+    """The schedules of ``WORQR["SCHEDULES"]`` ([ScheduleSpec]), or None when the key is absent
+    (then workers leave the schedules in Redis as they are). Raises InvalidSchedule."""
+    from .engine.schedule_settings import parse_all
+
+    raw = setting("SCHEDULES", None)
+    if raw is None:
+        return None
+    return parse_all(raw, max_payload_bytes=build_config().max_payload_bytes)
 
 
 def setup():

@@ -1,39 +1,65 @@
-"""The dashboard's websocket: one consumer per open page. It checks access, picks the page's
-feed (``dashboard.feeds``) and runs the coalescing pump (``dashboard.live``); nothing else.
+"""The dashboard's websocket: one consumer per open page. It checks access, watches for
+access changes (``dashboard.revocation``), picks the page's feed (``dashboard.feeds``) and runs
+the coalescing pump (``dashboard.live``); nothing else.
 
-Close codes: 4403 not allowed (anonymous, not staff, no view permission), 4400 bad view
-argument, 4404 unknown queue, 4500 the pump stopped on an error (the page reconnects).
+Close codes (sent after accepting, so the page sees them): 4403 not allowed (anonymous, not
+staff, no view permission; or no longer: logged out, deactivated, a permission removed),
+4400 bad view argument, 4404 unknown queue, 4500 the pump stopped on an error (the page
+reconnects).
 """
 
 import asyncio
 import json
 import logging
 import time
+from functools import partial
 from urllib.parse import parse_qsl
 
 from asgiref.sync import sync_to_async
+from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 
 from .conf import get_connection
-from .dashboard import access, feeds
+from .dashboard import access, feeds, sections
 from .dashboard.live import LivePump
+from .dashboard.revocation import Watch
 from .engine.errors import InvalidInput, TaskNotFound
 
 log = logging.getLogger("worqr.dashboard")
 
 
 class DashboardConsumer(AsyncWebsocketConsumer):
-    pump = task = redis = None
-    #: Seconds after which access is checked again (from the session, in the database) before
-    #: the next message, so a logged-out or demoted user stops receiving within about a minute
-    #: of the next change. Never on a timer: an idle socket costs nothing.
+    pump = task = redis = watch = None
+    #: Logouts and access changes close the socket at once (pushed, see ``revocation``); as a
+    #: backstop (a session that expired, Redis down when the change was announced), access is
+    #: also checked again before a message sent more than this many seconds after the last
+    #: check. Never on a timer: an idle socket costs nothing.
     recheck_every = 60.0
     checked_at = 0.0
+    closed = False
+    closing = None
+
+    async def refuse(self, code):
+        """Accept, then close with ``code``: a refusal before accepting reaches the browser
+        only as a failed handshake, without the code."""
+        await self.accept()
+        await self.shut(code)
+
+    async def shut(self, code):
+        if not self.closed:
+            self.closed = True
+            await self.close(code=code)
+        await self._stop()
 
     async def connect(self):
-        if not await access.acan_view(self.scope.get("user")):
-            await self.close(code=4403)
-            return
+        user = self.scope.get("user")
+        if not getattr(user, "is_authenticated", False):
+            return await self.refuse(4403)
+        session = self.scope.get("session")
+        self.watch = Watch(user.pk, session.session_key if session else None, self._revoke, self._recheck)
+        await self.watch.start()  # before the check, so no change can slip in between
+        if not await access.acan_view(user):
+            return await self.refuse(4403)
         kwargs = self.scope["url_route"]["kwargs"]
         params = dict(parse_qsl(self.scope.get("query_string", b"").decode("latin-1")))
         conn = get_connection()
@@ -42,32 +68,41 @@ class DashboardConsumer(AsyncWebsocketConsumer):
                 conn.client, kwargs["view"], kwargs.get("arg"), params
             )
         except InvalidInput:
-            await self.close(code=4400)
-            return
+            return await self.refuse(4400)
         except TaskNotFound:
-            await self.close(code=4404)
-            return
+            return await self.refuse(4404)
+        actions = await database_sync_to_async(access.allowed_actions)(user)
         await self.accept()
         self.checked_at = time.monotonic()
         self.redis = conn.async_client()
-        self.pump = LivePump(self.redis, feed, self.send_json)
+        self.pump = LivePump(self.redis, feed, self.send_json, partial(sections.render_changed, actions=actions))
         self.task = asyncio.create_task(self.pump.run())
         self.task.add_done_callback(self._pump_done)
 
     def _pump_done(self, task):
         if not task.cancelled() and task.exception() is not None:
             log.error("worqr dashboard: live feed stopped", exc_info=task.exception())
-            asyncio.ensure_future(self.close(code=4500))
+            self.closing = asyncio.ensure_future(self.shut(4500))
+
+    async def _revoke(self):
+        """The session logged out: close now."""
+        await self.shut(4403)
+
+    async def _recheck(self):
+        """The user changed (or changes may have been missed): close if access is gone. The
+        closing is done by another task, which may stop the pump (the caller, maybe)."""
+        self.checked_at = time.monotonic()
+        session = self.scope.get("session")
+        if await access.asession_can_view(session.session_key if session else None):
+            return True
+        self.closing = asyncio.ensure_future(self.shut(4403))
+        return False
 
     async def send_json(self, message):
-        if time.monotonic() - self.checked_at >= self.recheck_every:
-            self.checked_at = time.monotonic()
-            session = self.scope.get("session")
-            if not await access.asession_can_view(session.session_key if session else None):
-                self.task.cancel()  # stops the pump at its next await
-                await self.close(code=4403)
-                return
-        await self.send(text_data=json.dumps(message))
+        if time.monotonic() - self.checked_at >= self.recheck_every and not await self._recheck():
+            return
+        if not self.closed:
+            await self.send(text_data=json.dumps(message))
 
     async def receive(self, text_data=None, bytes_data=None):
         """The page may ask for a resync: ``{"resync": true}``."""
@@ -79,8 +114,18 @@ class DashboardConsumer(AsyncWebsocketConsumer):
             self.pump.mark_dirty(full=True)
 
     async def disconnect(self, code):
-        if self.task is not None:
-            self.task.cancel()
-            await asyncio.gather(self.task, return_exceptions=True)
-        if self.redis is not None:
-            await self.redis.aclose()
+        self.closed = True
+        await self._stop()
+
+    async def _stop(self):
+        """Stop the pump and the watch, and close this socket's Redis client (once)."""
+        task, self.task = self.task, None
+        if task is not None:  # never the current task: shut() is run apart from the pump
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        watch, self.watch = self.watch, None
+        if watch is not None:
+            await watch.stop()
+        redis, self.redis = self.redis, None
+        if redis is not None:
+            await redis.aclose()

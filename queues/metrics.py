@@ -11,11 +11,16 @@
 - the histogram ``worqr_task_duration_seconds`` (``queues.engine.durations``: runs of Tasks framework
   tasks, until the engine records every run);
 
-and ``worqr_workers_online``. Access: a staff user with ``queues.view_dashboard`` (superusers
+``worqr_workers_online``, and per schedule (labels ``schedule``, ``queue``): the counters
+``worqr_schedule_runs_total`` (label ``kind``: tick, catchup, trigger) and
+``worqr_schedule_skipped_total`` (label ``reason``: overlap, missed), the histogram
+``worqr_schedule_lateness_seconds`` (due time to enqueue, for runs on time) and the gauges
+``worqr_schedule_paused`` and ``worqr_schedule_next_run_timestamp_seconds``. Access: a staff user with ``queues.view_dashboard`` (superusers
 have it), or ``Authorization: Bearer <token>`` of an API token with that permission.
 """
 
 from django.http import HttpResponse
+from django.views.decorators.csrf import csrf_exempt
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
@@ -80,6 +85,32 @@ class WorqrCollector:
             histogram.add_metric([queue], buckets, total)
         yield histogram
         yield GaugeMetricFamily("worqr_workers_online", "Workers with a live heartbeat.", value=len(workers))
+        yield from schedule_metrics(readmodel.schedules(self.client))
+
+
+def schedule_metrics(schedules):
+    """The schedules' metric families (see the module doc)."""
+    labels = ["schedule", "queue"]
+    runs = CounterMetricFamily("worqr_schedule_runs_total", "Runs enqueued by a schedule.", labels=[*labels, "kind"])
+    skipped = CounterMetricFamily("worqr_schedule_skipped_total", "Ticks of a schedule that enqueued no run.",
+                                  labels=[*labels, "reason"])
+    lateness = HistogramMetricFamily("worqr_schedule_lateness_seconds",
+                                     "How late runs were enqueued after their tick (runs on time).", labels=labels)
+    paused = GaugeMetricFamily("worqr_schedule_paused", "1 if the schedule is paused.", labels=labels)
+    next_run = GaugeMetricFamily("worqr_schedule_next_run_timestamp_seconds",
+                                 "When the schedule runs next (Unix time; absent while paused or disabled).",
+                                 labels=labels)
+    for s in schedules:
+        at = [s.name, s.queue]
+        for kind, n in (("tick", s.runs - s.catchups), ("catchup", s.catchups), ("trigger", s.triggered)):
+            runs.add_metric([*at, kind], n)
+        skipped.add_metric([*at, "overlap"], s.skipped)
+        skipped.add_metric([*at, "missed"], s.missed_count)
+        lateness.add_metric(at, s.lateness["buckets"], s.lateness["sum"])
+        paused.add_metric(at, int(s.paused))
+        if s.next_run is not None:
+            next_run.add_metric(at, s.next_run.timestamp())
+    yield from (runs, skipped, lateness, paused, next_run)
 
 
 def render(client):
@@ -105,6 +136,7 @@ def refusal(request):
     return None if access.can_view(user) else 403
 
 
+@csrf_exempt  # it only reads: a POST is answered 405, not refused by the CSRF check
 def metrics_view(request):
     """GET /metrics."""
     if request.method not in ("GET", "HEAD"):
@@ -112,7 +144,8 @@ def metrics_view(request):
     status = refusal(request)
     if status is not None:
         response = HttpResponse(
-            "authentication required\n" if status == 401 else "forbidden\n", status=status,
+            "authentication required\n" if status == 401 else "forbidden\n",
+            status=status,
             content_type="text/plain",
         )
         if status == 401:

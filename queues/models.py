@@ -18,6 +18,7 @@ ACTION_PERMISSIONS = {
     "retry_all_failed": "Can retry all failed tasks of a queue",
     "pause_queue": "Can pause and resume queues",
     "purge_queue": "Can purge a queue's pending tasks",
+    "manage_schedules": "Can pause, resume and trigger schedules",
 }
 
 
@@ -66,13 +67,15 @@ class ApiToken(models.Model):
     @classmethod
     def create(cls, name, permissions=None):
         """Create a token; returns (token, raw key). The raw key is shown once, never stored."""
-        raw = "wq_" + secrets.token_urlsafe(32)
-        token = cls.objects.create(name=name, key_hash=hash_token(raw), prefix=raw[:8])
+        token = cls(name=name)
+        raw = token.new_key()
+        token.save()
         if permissions is not None:
             token.permissions.set(permissions)
         return token, raw
 
-    def has_perm(self, codename):
-        return not self.revoked and self.permissions.filter(
-            codename=codename, content_type__app_label="queues"
-        ).exists()
+    def new_key(self):
+        """Give the (unsaved) token a new key; returns the raw key, of which only the hash is kept."""
+        raw = "wq_" + secrets.token_urlsafe(32)
+        self.key_hash, self.prefix = hash_token(raw), raw[:8]
+        return raw

@@ -20,6 +20,7 @@ commit and the enqueue loses the enqueue (at most once; an outbox table would cl
 from django.db import DEFAULT_DB_ALIAS, transaction
 
 from .engine import queue as engine_queue
+from .engine import tracing
 from .engine.errors import InvalidTask
 
 
@@ -48,7 +49,13 @@ class Queue(engine_queue.Queue):
             )
         self.check_enqueue(payloads, **options)
         ids = [engine_queue.new_task_id(self.name) for _ in payloads]
-        transaction.on_commit(lambda: self._enqueue_with_ids(payloads, ids, options), using=using)
+        ctx = tracing.current()  # the enqueue span goes where the call was made, not the commit
+
+        def send():
+            with tracing.attached(ctx):
+                self._enqueue_with_ids(payloads, ids, options)
+
+        transaction.on_commit(send, using=using)
         return ids
 
     def check_enqueue(self, payloads, **options):

@@ -1,38 +1,42 @@
 """Built-in webhook delivery: a task that carries a callback URL needs no Python handler.
 
-1. Check the URL again (the allow-list may have changed since the task was created, and tasks
-   enqueued from Python never went through the HTTP API's check).
+1. Check the URL against ``CALLBACK_ALLOWED_HOSTS`` again (the list may have changed since the
+   task was created, and tasks enqueued from Python never went through the HTTP API's check),
+   resolve its host once, and refuse loopback, private, link-local and other non-public
+   addresses unless an IP literal or CIDR entry of the list covers them.
 2. POST ``{"id", "queue", "payload", "topic", "content"}`` (``topic``/``content`` repeat
-   ``queue``/``payload`` for clients of the seed) with the task id and attempt in headers, so
-   receivers can be idempotent: deliveries are at-least-once.
+   ``queue``/``payload`` for clients of the seed) to the address that was checked (the name
+   goes in the Host header and TLS SNI, so a second DNS answer can't move the connection),
+   with the task id and attempt in headers, so receivers can be idempotent: deliveries are
+   at-least-once. With OpenTelemetry on, the POST is a CLIENT span whose W3C ``traceparent``
+   (and ``tracestate``) headers are sent, so the receiver continues the task's trace.
 3. Judge the reply:
    - HTTP 429, or a body ``{"code": 101}``: "too many requests": raise RetryLater after the
      ``Retry-After`` header or the task's backoff; no attempt is used up;
    - any 2xx, or a body ``{"code": 100}``: delivered;
    - anything else (another status, a redirect, a timeout, a refused connection): raise
      DeliveryFailed, a failed attempt the engine retries with backoff and, after the last, keeps
-     in the failed set and the failure history.
+     in the failed set and the failure history. The error quotes at most 1 KiB of the reply.
 
-Settings (Django side, in ``settings.WORQR``): ``CALLBACK_ALLOWED_HOSTS`` (host names as in
-Django's ALLOWED_HOSTS: ``"hooks.example.com"``, ``".example.com"`` for a domain and its
-subdomains; empty, the default, means no callbacks) and ``CALLBACK_TIMEOUT`` (seconds for a
-whole delivery, default 10).
+Settings (Django side, in ``settings.WORQR``): ``CALLBACK_ALLOWED_HOSTS`` (see ``AllowList``;
+empty, the default, means no callbacks) and ``CALLBACK_TIMEOUT`` (seconds for a whole
+delivery, default 10).
 """
 
 import email.utils
 import http.client
+import ipaddress
 import json
+import socket
+import ssl
 import time
-import urllib.error
-import urllib.request
 from datetime import UTC, datetime
 from urllib.parse import urlsplit
 
 from django.core.exceptions import ImproperlyConfigured
-from django.http.request import validate_host
 
 from .conf import get_connection, setting
-from .engine import readmodel
+from .engine import readmodel, tracing
 from .engine.errors import InvalidInput, RetryLater, WorqrError
 from .engine.registry import HandlerSpec
 
@@ -41,7 +45,10 @@ DEFAULT_TIMEOUT = 10.0
 MAX_URL_LENGTH = 2048
 #: Only this much of a reply is read: enough for ``{"code": ...}`` and an error message.
 MAX_REPLY_BYTES = 64 * 1024
+#: Only this much of a reply body is quoted in a failed delivery's error.
+ERROR_BODY_BYTES = 1024
 USER_AGENT = "worqr-webhooks/1"
+DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
 class InvalidCallback(InvalidInput):
@@ -52,15 +59,107 @@ class DeliveryFailed(WorqrError):
     """A delivery that did not succeed: a failed attempt."""
 
 
-# -- settings ------------------------------------------------------------------------------
+# -- the allow-list ------------------------------------------------------------------------
+
+
+def _ip(text):
+    """An IP address (IPv4-mapped IPv6 addresses as IPv4), or None."""
+    try:
+        address = ipaddress.ip_address(text)
+    except ValueError:
+        return None
+    return address.ipv4_mapped or address if address.version == 6 else address
+
+
+def is_public(address):
+    """True for a globally routable unicast address (not loopback, private, link-local...)."""
+    return address.is_global and not address.is_multicast
+
+
+class AllowList:
+    """``WORQR["CALLBACK_ALLOWED_HOSTS"]`` parsed. Entries, each with an optional ``:port``
+    (then only that port is allowed; without one, any port):
+
+    - ``"hooks.example.com"`` that name; ``".example.com"`` the domain and its subdomains;
+      ``"*"`` any name (and any public IP literal). A name must resolve to public addresses.
+    - ``"10.1.2.3"``, ``"[fd00::1]:8443"`` an IP literal; ``"10.0.0.0/8"`` a CIDR network (no
+      port). These allow the addresses they cover even when private or loopback, whether the
+      URL names the address or a name that resolves to it.
+    """
+
+    def __init__(self, entries):
+        self.names, self.networks = [], []  # (name or ".domain" or "*", port), (network, port)
+        for entry in entries:
+            self._add(entry)
+
+    def __bool__(self):
+        return bool(self.names or self.networks)
+
+    def _add(self, entry):
+        bad = ImproperlyConfigured(
+            f"WORQR['CALLBACK_ALLOWED_HOSTS']: {entry!r} is not a host name, IP address or CIDR network "
+            "(with an optional :port)"
+        )
+        if not isinstance(entry, str) or not entry or not entry.isascii() or entry != entry.strip():
+            raise bad
+        entry = entry.lower()
+        if "/" in entry:
+            try:
+                self.networks.append((ipaddress.ip_network(entry.strip("[]"), strict=False), None))
+            except ValueError:
+                raise bad from None
+            return
+        if _ip(entry) is not None:  # a bare IPv6 literal: no port
+            self.networks.append((ipaddress.ip_network(_ip(entry)), None))
+            return
+        try:
+            parts = urlsplit(f"//{entry}")
+            host, port = parts.hostname, parts.port
+        except ValueError:
+            raise bad from None
+        if not host or parts.netloc != entry or port == 0 or parts.username is not None:
+            raise bad
+        if _ip(host) is not None:
+            self.networks.append((ipaddress.ip_network(_ip(host)), port))
+        elif host == "*" or all(
+            label.replace("-", "").replace("_", "").isalnum() for label in host.lstrip(".").split(".")
+        ):
+            self.names.append((host, port))
+        else:
+            raise bad
+
+    def allows_name(self, host, port):
+        host = host.lower().rstrip(".")
+        return any(_name_matches(allowed, host) for allowed, allowed_port in self.names if allowed_port in (None, port))
+
+    def covers(self, address, port):
+        """True if an IP literal or CIDR entry allows ``address`` on ``port``."""
+        return any(address in net for net, allowed_port in self.networks if allowed_port in (None, port))
+
+    def allows_ip_literal(self, address, port):
+        return self.covers(address, port) or (is_public(address) and any(n == "*" for n, _ in self.names))
+
+
+def _name_matches(allowed, host):
+    if allowed == "*":
+        return True
+    if allowed.startswith("."):
+        return host == allowed[1:] or host.endswith(allowed)
+    return host == allowed
+
+
+def allow_list():
+    """``WORQR["CALLBACK_ALLOWED_HOSTS"]`` as an AllowList (empty: callbacks are off)."""
+    entries = setting("CALLBACK_ALLOWED_HOSTS", None) or []
+    if not isinstance(entries, (list, tuple)):
+        raise ImproperlyConfigured("WORQR['CALLBACK_ALLOWED_HOSTS'] must be a list of host names")
+    return AllowList(entries)
 
 
 def allowed_hosts():
-    """``WORQR["CALLBACK_ALLOWED_HOSTS"]``, lower-cased (empty: callbacks are off)."""
-    hosts = setting("CALLBACK_ALLOWED_HOSTS", None) or []
-    if not isinstance(hosts, (list, tuple)) or not all(isinstance(h, str) and h for h in hosts):
-        raise ImproperlyConfigured("WORQR['CALLBACK_ALLOWED_HOSTS'] must be a list of host names")
-    return [h.lower() for h in hosts]
+    """``WORQR["CALLBACK_ALLOWED_HOSTS"]`` checked and lower-cased (empty: callbacks are off)."""
+    allow_list()
+    return [h.lower() for h in setting("CALLBACK_ALLOWED_HOSTS", None) or []]
 
 
 def callback_timeout():
@@ -71,11 +170,66 @@ def callback_timeout():
     return float(value)
 
 
+# -- the allow-list as a JSON Schema pattern (for the OpenAPI document) ----------------------
+
+#: A host name whose last label starts with a letter: never an IP literal.
+_ANY_NAME = r"(?:[A-Za-z0-9_-]+\.)*[A-Za-z][A-Za-z0-9_-]*"
+_ANY_PORT = "(?:6553[0-5]|655[0-2][0-9]|65[0-4][0-9]{2}|6[0-4][0-9]{3}|[1-5][0-9]{4}|[1-9][0-9]{0,3})"
+_OCTET = "(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])"
+
+
+def _network_pattern(network):
+    """A regex of the IP literals of ``network`` (IPv4 on octet boundaries, single IPv6
+    addresses), or None when it has no simple one (those addresses are then left out)."""
+    if network.version == 6:
+        return rf"\[{network.network_address.compressed}\]" if network.prefixlen == 128 else None
+    if network.prefixlen % 8:
+        return None
+    fixed = str(network.network_address).split(".")[: network.prefixlen // 8]
+    return r"\.".join(fixed + [_OCTET] * (4 - len(fixed)))
+
+
+def callback_pattern():
+    """A JSON Schema pattern matching callback URLs the allow-list accepts (a subset where it
+    can't say exactly: CIDR networks off octet boundaries, public IP literals under "*"), or
+    None when callbacks are off."""
+    allowed = allow_list()
+    if not allowed:
+        return None
+    hosts = []
+    for name, port in allowed.names:
+        if name == "*":
+            host = _ANY_NAME
+        elif name.startswith("."):
+            host = r"(?:[A-Za-z0-9_-]+\.)*" + name[1:].replace(".", r"\.")
+        else:
+            host = name.replace(".", r"\.")
+        hosts.append(host + (f":{port}" if port else f"(?::{_ANY_PORT})?"))
+    for network, port in allowed.networks:
+        literal = _network_pattern(network)
+        if literal is not None:
+            hosts.append(literal + (f":{port}" if port else f"(?::{_ANY_PORT})?"))
+    return f"^https?://(?:{'|'.join(hosts)})(?:[/?#][!-~]*)?$"
+
+
 # -- checking URLs -------------------------------------------------------------------------
 
 
+class Target:
+    """A checked callback URL: scheme, host (as written), port and the request path."""
+
+    def __init__(self, url, scheme, host, port, path):
+        self.url, self.scheme, self.host, self.port, self.path = url, scheme, host, port, path
+
+
 def check_callback(url):
-    """Return ``url`` if it may be called back, else raise InvalidCallback saying why."""
+    """Return ``url`` if it may be called back, else raise InvalidCallback saying why. Names
+    are not resolved here (that is done once per delivery, by ``resolve``)."""
+    _target(url, allow_list())
+    return url
+
+
+def _target(url, allowed):
     if not isinstance(url, str):
         raise InvalidCallback(f"callback must be a string, not {type(url).__name__}")
     if not url or len(url) > MAX_URL_LENGTH:
@@ -87,7 +241,7 @@ def check_callback(url):
         port = parts.port  # raises ValueError on a bad port
     except ValueError as exc:
         raise InvalidCallback(f"callback is not a valid URL: {exc}") from None
-    if parts.scheme not in ("http", "https"):
+    if parts.scheme not in DEFAULT_PORTS:
         raise InvalidCallback("callback must be an http:// or https:// URL")
     if not parts.hostname:
         raise InvalidCallback("callback URL has no host")
@@ -95,26 +249,77 @@ def check_callback(url):
         raise InvalidCallback("callback URL must not carry credentials")
     if port == 0:
         raise InvalidCallback("callback URL has an invalid port")
-    allowed = allowed_hosts()
     if not allowed:
         raise InvalidCallback("callbacks are disabled (WORQR['CALLBACK_ALLOWED_HOSTS'] is empty)")
-    host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
-    if not validate_host(host, allowed):
-        raise InvalidCallback(f"callback host {host!r} is not in WORQR['CALLBACK_ALLOWED_HOSTS']")
-    return url
+    port = port or DEFAULT_PORTS[parts.scheme]
+    host = parts.hostname
+    address = _ip(host)
+    ok = allowed.allows_ip_literal(address, port) if address is not None else allowed.allows_name(host, port)
+    if not ok:
+        shown = f"[{host}]" if ":" in host else host
+        raise InvalidCallback(f"callback host {shown} (port {port}) is not in WORQR['CALLBACK_ALLOWED_HOSTS']")
+    path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    return Target(url, parts.scheme, host, port, path)
+
+
+def resolve(target, allowed):
+    """The addresses to connect to for ``target``, resolved once: those that are public or
+    covered by an IP or CIDR entry of the allow-list. Raise DeliveryFailed if there is none."""
+    literal = _ip(target.host)
+    if literal is not None:
+        return [literal]
+    try:
+        infos = socket.getaddrinfo(target.host, target.port, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP)
+    except (OSError, UnicodeError) as exc:
+        raise DeliveryFailed(f"callback host {target.host} does not resolve: {exc}") from None
+    addresses = [a for a in dict.fromkeys(_ip(info[4][0].split("%")[0]) for info in infos) if a is not None]
+    usable = [a for a in addresses if is_public(a) or allowed.covers(a, target.port)]
+    if not usable:
+        refused = addresses[0] if addresses else "no address"
+        raise DeliveryFailed(
+            f"callback host {target.host} resolves to {refused}, a {_kind(refused)} address; only an IP or CIDR "
+            "entry of WORQR['CALLBACK_ALLOWED_HOSTS'] may allow it"
+        )
+    return usable
+
+
+def _kind(address):
+    if isinstance(address, str):
+        return "missing"
+    for attribute in ("is_loopback", "is_link_local", "is_private", "is_multicast", "is_reserved"):
+        if getattr(address, attribute, False):
+            return attribute[3:].replace("_", "-")
+    return "non-public"
 
 
 # -- delivering ----------------------------------------------------------------------------
 
 
-class _NoRedirects(urllib.request.HTTPRedirectHandler):
-    """A redirect could lead past the allow-list: it is a failed delivery instead."""
+class _Pinned:
+    """An http.client connection to one checked address, whatever the name resolves to now."""
 
-    def redirect_request(self, req, fp, code, msg, headers, newurl):
-        return None
+    def connect(self):
+        sock = socket.create_connection((str(self.address), self.port), self.timeout)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.sock = self.wrap(sock)
+
+    def wrap(self, sock):
+        return sock
 
 
-_opener = urllib.request.build_opener(_NoRedirects)
+class _PinnedHTTP(_Pinned, http.client.HTTPConnection):
+    def __init__(self, host, port, address, timeout):
+        super().__init__(host, port, timeout=timeout)
+        self.address = address
+
+
+class _PinnedHTTPS(_Pinned, http.client.HTTPSConnection):
+    def __init__(self, host, port, address, timeout):
+        super().__init__(host, port, timeout=timeout, context=ssl.create_default_context())
+        self.address = address
+
+    def wrap(self, sock):
+        return self._context.wrap_socket(sock, server_hostname=self.host)  # SNI and the certificate's name
 
 
 def body_of(task):
@@ -128,30 +333,62 @@ def body_of(task):
 
 def deliver(task):
     """The handler of callback tasks: POST the task to its callback URL (see the module doc)."""
-    url = check_callback(task.callback)
-    timeout = callback_timeout()
-    deadline = time.monotonic() + timeout
-    request = urllib.request.Request(
-        url, data=json.dumps(body_of(task)).encode(), method="POST",
-        headers={
-            "Content-Type": "application/json", "User-Agent": USER_AGENT,
-            "X-Worqr-Task": task.id, "X-Worqr-Queue": task.queue, "X-Worqr-Attempt": str(task.attempt),
-            "Idempotency-Key": task.id,
-        },
-    )
+    allowed = allow_list()
     try:
+        target = _target(task.callback, allowed)
+    except InvalidCallback as exc:  # the allow-list changed since the task was created
+        raise DeliveryFailed(str(exc)) from None
+    deadline = time.monotonic() + callback_timeout()
+    headers = {
+        "Content-Type": "application/json",
+        "User-Agent": USER_AGENT,
+        "X-Worqr-Task": task.id,
+        "X-Worqr-Queue": task.queue,
+        "X-Worqr-Attempt": str(task.attempt),
+        "Idempotency-Key": task.id,
+    }
+    data = json.dumps(body_of(task)).encode()
+    try:
+        with _span(target, headers) as record_status:
+            status, reply_headers, body = _post(target, resolve(target, allowed), data, headers, deadline)
+            record_status(status)
+    except (OSError, http.client.HTTPException, ValueError) as exc:  # refused, reset, timeouts, TLS
+        raise DeliveryFailed(f"POST {target.url} failed: {exc}") from None
+    judge(task, target.url, status, reply_headers, body)
+
+
+def _span(target, headers):
+    """The delivery's OpenTelemetry CLIENT span (a child of the task's run span), which adds the
+    W3C trace headers to ``headers``; or nothing, when tracing is off. The URL it records leaves
+    the query out (it may carry the receiver's secret)."""
+    if not tracing.enabled(get_connection().config):
+        return tracing.no_span()
+    url = target.url.split("?", 1)[0].split("#", 1)[0]
+    return tracing.client_span("POST", url, target.host, target.port, headers)
+
+
+def _post(target, addresses, data, headers, deadline):
+    """``(status, headers, body)`` of the POST, sent to the first of ``addresses`` (all checked)
+    that accepts the connection."""
+    kind = _PinnedHTTPS if target.scheme == "https" else _PinnedHTTP
+    for i, address in enumerate(addresses):
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("timed out")
+        conn = kind(target.host, target.port, address, left)
         try:
-            with _opener.open(request, timeout=timeout) as reply:
-                status, headers, text = reply.status, reply.headers, _read(reply, deadline)
-        except urllib.error.HTTPError as exc:  # a non-2xx status: still a reply to judge
             try:
-                status, headers, text = exc.code, exc.headers, _read(exc, deadline) if exc.fp else ""
-            finally:
-                exc.close()
-    except (OSError, http.client.HTTPException, ValueError) as exc:  # URLError, timeouts, resets
-        reason = getattr(exc, "reason", None) or exc
-        raise DeliveryFailed(f"POST {url} failed: {reason}") from None
-    judge(task, url, status, headers, text)
+                conn.connect()
+            except ConnectionError:
+                if i + 1 < len(addresses):
+                    continue
+                raise
+            conn.request("POST", target.path, body=data, headers=headers)
+            reply = conn.getresponse()
+            return reply.status, reply.headers, _read(reply, deadline)
+        finally:
+            conn.close()
+    raise ConnectionError("no address to connect to")
 
 
 def _read(reply, deadline):
@@ -159,27 +396,27 @@ def _read(reply, deadline):
     while size < MAX_REPLY_BYTES:
         if time.monotonic() > deadline:
             raise TimeoutError("the reply took longer than WORQR['CALLBACK_TIMEOUT']")
-        chunk = reply.read1(min(16384, MAX_REPLY_BYTES - size)) if hasattr(reply, "read1") else reply.read(16384)
+        chunk = reply.read1(min(16384, MAX_REPLY_BYTES - size))
         if not chunk:
             break
         chunks.append(chunk)
         size += len(chunk)
-    return b"".join(chunks).decode("utf-8", "replace")
+    return b"".join(chunks)
 
 
-def reply_code(text):
+def reply_code(body):
     """The ``code`` of a seed-style JSON reply ``{"code": 100}``, or None."""
     try:
-        data = json.loads(text)
+        data = json.loads(body)
     except (ValueError, RecursionError):
         return None
     code = data.get("code") if isinstance(data, dict) else None
     return code if isinstance(code, int) and not isinstance(code, bool) else None
 
 
-def judge(task, url, status, headers, text):
+def judge(task, url, status, headers, body):
     """Return on success, raise RetryLater for "too many requests", DeliveryFailed otherwise."""
-    code = reply_code(text)
+    code = reply_code(body)
     if status == 429 or code == 101:
         delay = retry_after(headers.get("Retry-After")) if headers is not None else None
         if delay is None:
@@ -187,8 +424,10 @@ def judge(task, url, status, headers, text):
         raise RetryLater(delay, f"callback {url} answered too many requests (HTTP {status}); retrying in {delay:g} s")
     if 200 <= status < 300 or code == 100:
         return
-    snippet = " ".join(text.split())[:200]
-    raise DeliveryFailed(f"callback {url} answered HTTP {status}" + (f": {snippet}" if snippet else ""))
+    quoted = " ".join(body[:ERROR_BODY_BYTES].decode("utf-8", "replace").split())
+    if len(body) > ERROR_BODY_BYTES:
+        quoted += " …"
+    raise DeliveryFailed(f"callback {url} answered HTTP {status}" + (f": {quoted}" if quoted else ""))
 
 
 def retry_after(value):
@@ -221,7 +460,7 @@ def backoff_of(task):
 
 def worker_callback_handler():
     """The HandlerSpec the worker runs callback tasks with, or None when callbacks are off."""
-    if not allowed_hosts():
+    if not allow_list():
         return None
     callback_timeout()  # a bad setting stops the worker at start, not at the first delivery
     return HandlerSpec(queue="callbacks", func=deliver, is_async=False)

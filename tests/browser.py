@@ -31,7 +31,7 @@ def subprocess_env():
 class DaphneServer:
     """``daphne worqr_site.asgi:application`` on a free port, its output kept in test-artifacts."""
 
-    def __init__(self, port=None):
+    def __init__(self, port=None, env=None):
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         ARTIFACTS.mkdir(exist_ok=True)
@@ -42,7 +42,8 @@ class DaphneServer:
             daphne = os.path.join(os.path.dirname(sys.executable), "daphne")
         self.proc = subprocess.Popen(
             [daphne, "-b", "127.0.0.1", "-p", str(self.port), "worqr_site.asgi:application"],
-            cwd=ROOT, env=subprocess_env(), stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True,
+            cwd=ROOT, env={**subprocess_env(), **(env or {})}, stdout=self.log, stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
 
     def wait_ready(self, timeout=60.0):

@@ -20,6 +20,10 @@ _server = RedisServer().start()
 os.environ["WORQR_REDIS_URL"] = _server.url  # read by tests/settings.py and worker processes
 
 
+def pytest_configure(config):
+    config.addinivalue_line("markers", "stress: a stress test of the engine's guarantees (tests/test_stress_*.py)")
+
+
 def pytest_unconfigure(config):
     _server.stop()
 
@@ -64,7 +68,7 @@ class WorkerProcess:
             args += ["--name", name]
         if grace is not None:
             args += ["--grace", str(grace)]
-        args += list(options)  # more command-line options, e.g. ("--processes", "2")
+        args += list(options)  # more options of the command
         full_env = dict(os.environ, DJANGO_SETTINGS_MODULE=settings, PYTHONUNBUFFERED="1", **(env or {}))
         self.log = open(self.log_path, "w")
         self.proc = subprocess.Popen(args, cwd=ROOT, env=full_env, stdout=self.log, stderr=subprocess.STDOUT,
@@ -130,3 +134,20 @@ def wait_registered(client, name, timeout=15.0):
 
     return wait_for(lambda: any(w["name"] == name for w in readmodel.workers(client)), timeout,
                     message=f"worker {name} to register")
+
+
+@pytest.fixture
+def slowlog(client):
+    """SLOWLOG of the test Redis: ``slowlog(threshold_us)`` sets the threshold and empties the
+    log (read it with tests.stress.slow_commands); the settings are restored at the end."""
+    saved = {k: client.config_get(k)[k] for k in ("slowlog-log-slower-than", "slowlog-max-len")}
+
+    def arm(threshold_us):
+        client.config_set("slowlog-max-len", 10000)
+        client.config_set("slowlog-log-slower-than", threshold_us)
+        client.slowlog_reset()
+
+    yield arm
+    for key, value in saved.items():
+        client.config_set(key, value)
+    client.slowlog_reset()

@@ -35,9 +35,14 @@ class QueueModel:
         self.paused = False
         self.stats = dict(enqueued=0, completed=0, failed=0, cancelled=0, deleted=0)
         self.take_seq = 0
+        self.leases = 0  # the queue's lease counter: every delivery and fencing takes the next
         #: the workers Redis woke during the operation being modelled (read from their channels
         #: before the model runs it): which idle workers a wake-up pops is random in Redis
         self.to_wake = set()
+
+    def new_lease(self):
+        self.leases += 1
+        return self.leases
 
     def wake(self, n):
         """Pop min(n, idle) idle workers, those Redis woke."""
@@ -140,7 +145,7 @@ class QueueModel:
                     del self.heads[t.lock]
                 if t.lock in self.holder:
                     raise ModelError(f"runnable task {tid} found its lock {t.lock} held by {self.holder[t.lock]}")
-            t.lease += 1
+            t.lease = self.new_lease()
             t.attempts += 1
             if t.lock is not None:
                 self.holder[t.lock] = f"{tid}:{t.lease}"
@@ -337,7 +342,7 @@ class QueueModel:
             if t.state != "active" or t.worker != worker:
                 continue
             self.leave_active(t, t.lease, "release" if t.cancel else "requeue")
-            t.lease += 1
+            t.lease = self.new_lease()
             if self.requeue_front(t):
                 requeued += 1
         self.release_held(worker, None)

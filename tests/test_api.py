@@ -163,12 +163,18 @@ def test_create_task_with_every_field(api, client, hooks):
     assert (log.action, log.queue, log.task_id, log.token.name) == ("enqueue", "t1", tid, "admin")
 
 
-def test_create_with_the_seed_field_names(api):
-    """topic/content/retry are aliases of queue/payload/retries."""
-    r = api.post("/api/tasks", {"topic": "order", "content": "hello", "retry": 2, "delay": 0})
-    assert r.status_code == 201
+def test_each_route_has_one_spelling_per_field(api):
+    """/api/create takes the seed's names (topic, content, retry), /api/tasks worqr's (queue,
+    payload, retries); the other route's name is refused, saying what to use."""
+    r = api.post("/api/create", {"topic": "order", "content": "hello", "retry": 2, "delay": 0})
+    assert r.status_code == 200
     task = Queue("order").get(r.json()["id"])
     assert (task.queue, task.payload, task.retries, task.state) == ("order", "hello", 2, "pending")
+    message = error(api.post("/api/tasks", {"topic": "order", "payload": "x"}), 400, "topic")
+    assert 'unknown field "topic" (here it is "queue")' in message
+    message = error(api.post("/api/create", {"topic": "order", "content": "x", "retries": 1}), 400, "retries")
+    assert 'unknown field "retries" (here it is "retry")' in message
+    assert Queue("order").counts()["pending"] == 1
 
 
 def test_json_payloads_are_stored_as_sent_and_unicode_survives(api):
@@ -182,12 +188,12 @@ BAD_BODIES = [
     ({"queue": "t1"}, "payload", "required"),
     ({"queue": "t1", "payload": None}, "payload", "required"),
     ({"queue": "t1", "payload": "x", "colour": "red"}, "colour", "unknown"),
-    ({"queue": "t1", "topic": "t2", "payload": "x"}, "queue", "not both"),
-    ({"queue": "t1", "payload": "x", "retry": 1, "retries": 2}, "retries", "not both"),
+    ({"queue": "t1", "topic": "t2", "payload": "x"}, "topic", "unknown"),
+    ({"queue": "t1", "payload": "x", "retry": 1, "retries": 2}, "retry", "unknown"),
     ({"queue": 5, "payload": "x"}, "queue", "string"),
     ({"queue": "bad:name", "payload": "x"}, "queue", "letters"),
-    ({"queue": "", "payload": "x"}, "queue", "empty"),
-    ({"queue": "q" * 201, "payload": "x"}, "queue", "longer"),
+    ({"queue": "", "payload": "x"}, "queue", "not a queue name"),
+    ({"queue": "q" * 201, "payload": "x"}, "queue", "1 to 200"),
     ({"queue": "t1", "payload": {"a": 1}}, "payload", "string"),
     ({"queue": "t1", "payload": ["x"]}, "payload", "string"),
     ({"queue": "t1", "payload": "x", "delay": -1}, "delay", ">= 0"),
@@ -399,3 +405,24 @@ def test_redis_outage_is_503_not_500(api, redis_server):
         assert AuditLog.objects.count() == 0
     finally:
         redis_server.start()
+
+
+def test_error_messages_show_names_as_given_and_no_python_internals(api):
+    """Names in error messages are escaped once (by JSON, never also by Python's repr), and a
+    5,000-digit number is refused naming its field, without Python's limit message."""
+    from urllib.parse import quote
+
+    name = "a<b\"c'd\\e"
+    assert name in error(api.post("/api/tasks", {"queue": name, "payload": "x"}), 400, "queue")
+    assert name in error(api.get(f"/api/queues/{quote(name, safe='')}"), 400, "queue")
+    assert name in error(api.get(f"/api/tasks/{quote(name, safe='')}"), 404)
+    assert name in error(api.post("/api/tasks", {"queue": "t1", "payload": "x", name: 1}), 400, name)
+    huge = "9" * 5000
+    for field in ("delay", "retries", "timeout", "backoff"):
+        body = '{"queue": "t1", "payload": "x", "' + field + '": ' + huge + "}"
+        message = error(api.post("/api/tasks", body), 400, field)
+        assert "at most" in message and "set_int_max_str_digits" not in message and huge[:50] not in message
+    message = error(api.post("/api/tasks", '{"queue": ' + huge + ', "payload": "x"}'), 400, "queue")
+    assert "string" in message and huge[:50] not in message
+    message = error(api.post("/api/tasks", "[" * 100000 + "]" * 100000), 400)
+    assert "recursion" not in message

@@ -9,7 +9,8 @@ from django.urls import URLPattern
 
 from queues import Queue
 from queues.api import openapi, urls
-from queues.engine import connection
+from queues.engine import connection, schedules
+from queues.engine.schedule_settings import parse
 from queues.engine.task import Task
 from tests.test_api import Api, make_token
 
@@ -44,6 +45,7 @@ class Ctx:
         self.admin, self.noperm, self.anon = Api(make_token("all")), Api(make_token()), Api()
         self.monkeypatch = monkeypatch
         self.tid = Queue("t1").enqueue("kept")
+        schedules.sync(connection.get_default().client, [parse("sch", {"queue": "t1", "every": 3600})])
 
     def fresh(self):
         return Queue("t1").enqueue("fresh")
@@ -85,6 +87,14 @@ def specific(c):
         ("/api/queues/{name}/resume", "post", 200): lambda: a.post("/api/queues/t1/resume"),
         ("/api/queues/{name}/resume", "post", 400): lambda: a.post("/api/queues/bad{q/resume"),
         ("/api/queues/{name}/resume", "post", 404): lambda: a.post("/api/queues/nosuch/resume"),
+        ("/api/schedules", "get", 200): lambda: a.get("/api/schedules"),
+        ("/api/schedules/{name}", "get", 200): lambda: a.get("/api/schedules/sch"),
+        ("/api/schedules/{name}", "get", 400): lambda: a.get("/api/schedules/bad{s"),
+        ("/api/schedules/{name}", "get", 404): lambda: a.get("/api/schedules/nosuch"),
+        **{(f"/api/schedules/{{name}}/{action}", "post", status): (
+            lambda action=action, name=name: a.post(f"/api/schedules/{name}/{action}"))
+           for action, ok in (("pause", 200), ("resume", 200), ("trigger", 201))
+           for status, name in ((ok, "sch"), (400, "bad{s"), (404, "nosuch"))},
         ("/api/create", "post", 200): lambda: a.post("/api/create", {"topic": "t1", "content": "x"}),
         ("/api/create", "post", 400): lambda: a.post("/api/create", {"topic": "t1", "content": 5}),
         ("/api/create", "post", 413): lambda: a.post("/api/create", c.big()),
@@ -92,11 +102,13 @@ def specific(c):
         ("/api/query", "post", 200): lambda: a.post("/api/query", {"id": c.tid}),
         ("/api/query", "post", 400): lambda: a.post("/api/query", {"id": 5}),
         ("/api/query", "post", 404): lambda: a.post("/api/query", {"id": UNKNOWN}),
+        ("/api/query", "post", 413): lambda: a.post("/api/query", c.big()),
         ("/api/query", "post", 415): lambda: a.post("/api/query", "x", content_type="text/plain"),
         ("/api/delete", "post", 200): lambda: a.post("/api/delete", {"id": c.fresh()}),
         ("/api/delete", "post", 400): lambda: a.post("/api/delete", {"id": c.tid, "force": True}),
         ("/api/delete", "post", 404): lambda: a.post("/api/delete", {"id": UNKNOWN}),
         ("/api/delete", "post", 409): lambda: a.post("/api/delete", {"id": c.stale()}),
+        ("/api/delete", "post", 413): lambda: a.post("/api/delete", c.big()),
         ("/api/delete", "post", 415): lambda: a.post("/api/delete", "x", content_type="text/plain"),
         ("/api/openapi.json", "get", 200): lambda: c.anon.get("/api/openapi.json"),
     }
@@ -105,7 +117,8 @@ def specific(c):
 def generic(api, path, method, c):
     """The operation called by ``api`` with a plausible body."""
     url = path.replace("{id}", c.tid).replace("{name}", "t1")
-    body = {"/api/tasks": GOOD, "/api/create": GOOD}.get(path, {"id": c.tid} if path in ("/api/query", "/api/delete") else None)
+    body = {"/api/tasks": GOOD, "/api/create": {"topic": "t1", "content": "x"}}.get(
+        path, {"id": c.tid} if path in ("/api/query", "/api/delete") else None)
     return api.call(method.upper(), url, body)
 
 

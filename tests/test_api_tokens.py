@@ -7,6 +7,7 @@ from io import StringIO
 import pytest
 from django.core.management import CommandError, call_command
 
+from queues import Queue
 from queues.models import ApiToken, hash_token
 from tests.test_api import Api
 
@@ -70,3 +71,68 @@ def test_admin_creates_a_token_and_shows_it_once(admin_client):
     admin_client.post("/admin/queues/apitoken/", {"action": "revoke", "_selected_action": [token.pk]})
     assert ApiToken.objects.get(name="from-admin").revoked
     assert Api(raw).get("/api/queues").status_code == 401
+
+
+def _cookie_texts(response):
+    """What anyone holding the response's cookies can read in them, without any secret: each
+    value, and its signed payload decoded (base64, zlib-compressed when it starts with '.')."""
+    import zlib
+
+    from django.core.signing import b64_decode
+
+    texts = []
+    for morsel in response.cookies.values():
+        texts.append(morsel.value)
+        payload = morsel.value.split(":")[0]
+        try:
+            raw = b64_decode(payload.lstrip(".").encode())
+            texts.append((zlib.decompress(raw) if payload.startswith(".") else raw).decode("utf-8", "replace"))
+        except Exception:  # not a signed value
+            pass
+    return texts
+
+
+def test_the_new_key_is_shown_once_on_a_page_and_never_put_in_a_cookie(admin_client):
+    """Creating a token in the admin answers with a page showing the key (not cached), and no
+    cookie of that answer, or of the pages after it, carries the key."""
+    from django.contrib.auth.models import Permission
+
+    perm = Permission.objects.get(content_type__app_label="queues", codename="view_dashboard")
+    r = admin_client.post("/admin/queues/apitoken/add/", {"name": "shown-once", "permissions": [perm.pk]})
+    assert r.status_code == 200 and "no-store" in r["Cache-Control"]
+    raw = re.search(r"wq_[A-Za-z0-9_-]{40,}", r.content.decode()).group()
+    assert ApiToken.objects.get(name="shown-once").key_hash == hash_token(raw)
+    assert not any(raw in text for text in _cookie_texts(r))
+    later = admin_client.get("/admin/queues/apitoken/")
+    assert raw not in later.content.decode() and not any(raw in text for text in _cookie_texts(later))
+
+
+def test_admin_grants_only_the_permissions_the_user_holds(django_user_model):
+    """A staff user allowed to manage tokens but not to pause queues cannot make (or change) a
+    token that pauses queues; the permissions they hold they may grant."""
+    from django.contrib.auth.models import Permission
+    from django.test import Client
+
+    def perm(codename):
+        return Permission.objects.get(content_type__app_label="queues", codename=codename)
+
+    user = django_user_model.objects.create_user("tokens", password="pw", is_staff=True)
+    user.user_permissions.set([perm("add_apitoken"), perm("change_apitoken"), perm("view_apitoken"),
+                               perm("view_dashboard")])
+    web = Client()
+    web.force_login(user)
+    form = web.get("/admin/queues/apitoken/add/").content.decode()
+    assert "Can view the queues dashboard" in form and "Can pause and resume queues" not in form
+    r = web.post("/admin/queues/apitoken/add/", {"name": "escalate", "permissions": [perm("pause_queue").pk]})
+    assert r.status_code == 200 and "queues.pause_queue" in r.content.decode()
+    assert not ApiToken.objects.filter(name="escalate").exists()
+
+    r = web.post("/admin/queues/apitoken/add/", {"name": "reader", "permissions": [perm("view_dashboard").pk]})
+    raw = re.search(r"wq_[A-Za-z0-9_-]{40,}", r.content.decode()).group()
+    token = ApiToken.objects.get(name="reader")
+    r = web.post(f"/admin/queues/apitoken/{token.pk}/change/",
+                 {"name": "reader", "permissions": [perm("view_dashboard").pk, perm("pause_queue").pk]})
+    assert r.status_code == 200 and "queues.pause_queue" in r.content.decode()
+    assert [p.codename for p in token.permissions.all()] == ["view_dashboard"]
+    Queue("t1").enqueue("x")
+    assert Api(raw).post("/api/queues/t1/pause").status_code == 403 and not Queue("t1").is_paused()

@@ -1,6 +1,7 @@
 """End to end, in a real headless Chromium against a real Daphne and a real worker process:
-log in, watch a queue change live, cancel a running task, see a failure grouped. Screenshots
-go to test-artifacts/."""
+log in, watch a queue change live, cancel a running task, see a failure grouped, all under
+the site's Content-Security-Policy (a violation fails the test). Screenshots go to
+test-artifacts/."""
 
 import os
 import re
@@ -35,14 +36,27 @@ def server():
         daphne.stop()
 
 
+#: Reports every Content-Security-Policy violation of a page as a console error.
+REPORT_CSP = """document.addEventListener("securitypolicyviolation", (e) =>
+  console.error("CSP violation: " + e.violatedDirective + " blocked " + (e.blockedURI || "inline")));"""
+
+
 @pytest.fixture
 def page(server):
+    """A page of a fresh browser context; ``page.csp_violations`` collects what the
+    Content-Security-Policy blocked in any page of the context."""
     with playwright_api.sync_playwright() as p:
         browser = launch_chromium(p)
         context = browser.new_context(viewport={"width": 1400, "height": 1000})
         context.set_default_timeout(WAIT)
+        violations = []
+        context.add_init_script(REPORT_CSP)
+        context.on("console", lambda msg: msg.type == "error" and (
+            "CSP violation" in msg.text or "Content Security Policy" in msg.text) and violations.append(msg.text))
         try:
-            yield context.new_page()
+            page = context.new_page()
+            page.csp_violations = violations
+            yield page
         finally:
             context.close()
             browser.close()
@@ -138,3 +152,4 @@ def test_live_queue_page_cancel_and_failure_history(operator, server, page, work
     finally:
         restarted.stop()
     assert page.evaluate("window.__noReload") is True
+    assert page.csp_violations == []  # the dashboard runs under its CSP: no inline script or style

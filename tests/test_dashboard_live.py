@@ -1,9 +1,10 @@
 """The dashboard's websocket (through the project's real ASGI stack: origin check, session
-auth, routing): access, live updates from events, coalescing of bursts, and no Redis traffic
-while idle."""
+auth, routing): access, live updates from events (the HTML of the sections that changed),
+coalescing of bursts, and no Redis traffic while idle."""
 
 import asyncio
 import json
+import re
 import time
 
 import pytest
@@ -16,6 +17,7 @@ from queues import Queue
 from worqr_site.asgi import application
 
 ORIGIN = (b"origin", b"http://localhost")
+HOST = (b"host", b"localhost")
 
 
 def session_cookie(username, staff=True, perms=("view_dashboard",)):
@@ -38,7 +40,19 @@ def other_cookies(transactional_db):
 
 
 def communicator(path, *headers):
-    return WebsocketCommunicator(application, path, headers=[*headers])
+    """A socket to ``path`` of a page served from http://localhost (the Host header too)."""
+    return WebsocketCommunicator(application, path, headers=[HOST, *headers])
+
+
+def card(message, section, label):
+    """The number on the card ``label`` in a section's HTML (counts, totals)."""
+    found = re.search(rf'<span class="wq-n">(\d+)</span><span>{label}</span>', message["sections"][section])
+    return int(found.group(1))
+
+
+def values(message, section, attribute):
+    """The values of ``attribute`` in a section's HTML, in order (ids of rows...)."""
+    return re.findall(rf'{attribute}="([^"]*)"', message["sections"][section])
 
 
 async def receive(comm, timeout=5):
@@ -55,29 +69,68 @@ async def drain(comm, seconds):
     return out
 
 
+async def closed_with(comm):
+    """The close code of a socket that was accepted and then closed before sending anything."""
+    connected, _ = await comm.connect()
+    assert connected
+    message = await comm.receive_output(timeout=5)
+    assert message["type"] == "websocket.close", message
+    return message["code"]
+
+
 async def test_refused_without_login_without_staff_and_from_a_foreign_origin(staff_cookie, other_cookies):
-    """Anonymous users, non-staff users, staff without the view permission and pages from
-    another origin are refused before the socket opens."""
+    """Pages from another origin are refused at the handshake; anonymous users, non-staff users
+    and staff without the view permission are closed with 4403 before anything is sent."""
     Queue("t1").enqueue("x")
     (plain, noperm), staff = other_cookies, staff_cookie
-    cases = [(ORIGIN,), (ORIGIN, plain), (ORIGIN, noperm), ((b"origin", b"http://evil.example"), staff), (staff,)]
-    for headers in cases:
+    for headers in [
+        ((b"origin", b"http://evil.example"), staff),
+        ((b"origin", b"http://localhost:9999"), staff),
+        ((b"origin", b"https://localhost"), staff),
+        (staff,),
+    ]:
+        comm = communicator("/ws/queues/overview/", *headers)
+        connected, _ = await comm.connect()
+        assert not connected, headers
+        await comm.disconnect()
+    for headers in [(ORIGIN,), (ORIGIN, plain), (ORIGIN, noperm)]:
         for path in ("/ws/queues/overview/", "/ws/queues/queue/t1/"):
-            comm = communicator(path, *headers)
-            connected, _ = await comm.connect()
-            assert not connected, (headers, path)
-            await comm.disconnect()
+            assert await closed_with(communicator(path, *headers)) == 4403, (headers, path)
 
 
 async def test_bad_view_arguments_are_refused(staff_cookie):
     """A malformed queue name, an unknown queue, a bad page or a malformed task id closes
-    the socket with a 44xx code."""
+    the socket with a 44xx code the page can read."""
     Queue("t1").enqueue("x")
-    for path, code in [("/ws/queues/queue/a+%7Bb%7D/", 4400), ("/ws/queues/queue/nosuch/", 4404),
-                       ("/ws/queues/queue/t1/?page=x", 4400), ("/ws/queues/task/nonsense/", 4400)]:
-        comm = communicator(path, ORIGIN, staff_cookie)
-        connected, close_code = await comm.connect()
-        assert (connected, close_code) == (False, code), path
+    for path, code in [
+        ("/ws/queues/queue/a+%7Bb%7D/", 4400),
+        ("/ws/queues/queue/nosuch/", 4404),
+        ("/ws/queues/queue/t1/?page=x", 4400),
+        ("/ws/queues/task/nonsense/", 4400),
+        ("/ws/queues/queue/t1/?page=" + "9" * 5000, 4400),
+    ]:
+        assert await closed_with(communicator(path, ORIGIN, staff_cookie)) == code, path
+
+
+async def test_an_unknown_path_is_404_not_a_server_error(staff_cookie):
+    """An unknown websocket path is answered 404 by a server that supports ASGI denial
+    responses, and otherwise accepted and closed with 4404; never an exception."""
+    from channels.testing import ApplicationCommunicator
+
+    scope = {
+        "type": "websocket",
+        "path": "/ws/nothing/here/",
+        "query_string": b"",
+        "subprotocols": [],
+        "headers": [HOST, ORIGIN, staff_cookie],
+        "extensions": {"websocket.http.response": {}},
+    }
+    denial = ApplicationCommunicator(application, scope)
+    await denial.send_input({"type": "websocket.connect"})
+    start = await denial.receive_output(timeout=5)
+    assert (start["type"], start["status"]) == ("websocket.http.response.start", 404)
+    assert (await denial.receive_output(timeout=5))["type"] == "websocket.http.response.body"
+    assert await closed_with(communicator("/ws/nothing/here/", ORIGIN, staff_cookie)) == 4404
 
 
 async def test_an_enqueue_elsewhere_updates_the_queue_view(staff_cookie):
@@ -89,14 +142,14 @@ async def test_an_enqueue_elsewhere_updates_the_queue_view(staff_cookie):
     assert (await comm.connect())[0]
     first = await receive(comm)
     assert first["type"] == "update" and first["full"] is True
-    assert first["data"]["counts"]["pending"] == 1 and first["data"]["queue"] == "t1"
+    assert card(first, "counts", "pending") == 1 and "/queues/task/t1-" in first["sections"]["pending"]
     started = time.monotonic()
     tid = await asyncio.to_thread(q.enqueue, "second")
     update = await receive(comm)
     assert time.monotonic() - started < 1.0
-    assert update["full"] is False and update["data"]["counts"]["pending"] == 2
-    assert [t["id"] for t in update["data"]["pending"]["tasks"]][-1] == tid
-    assert "failure_groups" not in update["data"] and "locks" not in update["data"]
+    assert update["full"] is False and card(update, "counts", "pending") == 2
+    assert values(update, "pending", "data-id")[-1] == tid
+    assert "failure_groups" not in update["sections"] and "locks" not in update["sections"]
     await comm.disconnect()
 
 
@@ -107,14 +160,14 @@ async def test_overview_hears_every_queue_and_task_view_only_its_task(staff_cook
     overview = communicator("/ws/queues/overview/", ORIGIN, staff_cookie)
     task = communicator(f"/ws/queues/task/{mine}/", ORIGIN, staff_cookie)
     assert (await overview.connect())[0] and (await task.connect())[0]
-    assert [q["name"] for q in (await receive(overview))["data"]["queues"]] == ["t2"]
-    assert (await receive(task))["data"]["task"]["state"] == "pending"
+    assert values(await receive(overview), "queues", "data-queue") == ["t2"]
+    assert 'data-field="state">pending<' in (await receive(task))["sections"]["task"]
     await asyncio.to_thread(Queue("t5").enqueue, "other")
-    assert [q["name"] for q in (await receive(overview))["data"]["queues"]] == ["t2", "t5"]
+    assert values(await receive(overview), "queues", "data-queue") == ["t2", "t5"]
     await asyncio.to_thread(Queue("t2").enqueue, "not mine")
     assert await drain(task, 1.0) == []
     await asyncio.to_thread(Queue("t2").cancel, mine)
-    assert (await receive(task))["data"]["task"] is None
+    assert "This task is gone" in (await receive(task))["sections"]["task"]
     await overview.disconnect()
     await task.disconnect()
 
@@ -139,8 +192,11 @@ async def test_a_burst_of_5000_events_is_coalesced_into_a_few_messages(staff_coo
     for comm in views:
         messages = await drain(comm, 2.5)
         assert 1 <= len(messages) <= took / 0.4 + 3, (len(messages), took)
-        shown = [m["data"]["counts"]["pending"] if "counts" in m["data"] else m["data"]["totals"]["pending"]
-                 for m in messages if "counts" in m["data"] or "totals" in m["data"]]
+        shown = [
+            card(m, "counts" if "counts" in m["sections"] else "totals", "pending")
+            for m in messages
+            if "counts" in m["sections"] or "totals" in m["sections"]
+        ]
         assert shown[-1] == 5001  # (a trailing refresh may carry only other sections)
         await comm.disconnect()
 
@@ -166,18 +222,18 @@ async def test_a_redis_restart_is_followed_by_a_full_resync(staff_cookie, redis_
     q.enqueue("before")
     comm = communicator("/ws/queues/queue/t1/", ORIGIN, staff_cookie)
     assert (await comm.connect())[0]
-    assert (await receive(comm))["data"]["counts"]["pending"] == 1
+    assert card(await receive(comm), "counts", "pending") == 1
     await asyncio.to_thread(redis_server.restart, 1.0)
     deadline = time.monotonic() + 15
     while True:
         msg = await receive(comm, timeout=max(0.1, deadline - time.monotonic()))
         if msg["type"] == "update" and msg["full"]:
             break
-    assert msg["data"]["counts"]["pending"] == 0
+    assert card(msg, "counts", "pending") == 0
     await asyncio.to_thread(q.enqueue, "after")
     while (msg := await receive(comm))["type"] != "update":
         pass
-    assert msg["data"]["counts"]["pending"] == 1
+    assert card(msg, "counts", "pending") == 1
     await comm.disconnect()
 
 
@@ -206,7 +262,7 @@ async def test_workers_view_shows_workers_joining_and_a_dead_one_leaving(staff_c
 
     comm = communicator("/ws/queues/workers/", ORIGIN, staff_cookie)
     assert (await comm.connect())[0]
-    assert (await receive(comm))["data"]["workers"] == []
+    assert values(await receive(comm), "workers", "data-worker") == []
 
     async def until(predicate, timeout):
         deadline = time.monotonic() + timeout
@@ -216,7 +272,7 @@ async def test_workers_view_shows_workers_joining_and_a_dead_one_leaving(staff_c
             if await comm.receive_nothing(timeout=min(left, 0.2), interval=0.02):
                 continue
             msg = json.loads(await comm.receive_from())
-            names = sorted(w["name"] for w in msg["data"].get("workers", [{"name": "?"}]))
+            names = sorted(values(msg, "workers", "data-worker")) if "workers" in msg["sections"] else ["?"]
             if predicate(names):
                 return msg
 
@@ -226,3 +282,45 @@ async def test_workers_view_shows_workers_joining_and_a_dead_one_leaving(staff_c
     doomed.signal(signal.SIGKILL)
     await until(lambda names: names == ["live-survivor"], 20)
     await comm.disconnect()
+
+
+async def test_access_changes_missed_while_redis_was_down_are_caught_up(staff_cookie, redis_server):
+    """A session ended while Redis was away (no announcement could reach the socket) closes the
+    socket with 4403 once the process's subscriber is back: it re-checks after reconnecting."""
+    from asgiref.sync import sync_to_async
+    from django.contrib.sessions.models import Session
+
+    comm = communicator("/ws/queues/overview/", ORIGIN, staff_cookie)
+    assert (await comm.connect())[0]
+    await receive(comm)
+    await asyncio.to_thread(redis_server.stop)
+    await sync_to_async(lambda: Session.objects.all().delete())()
+    await asyncio.to_thread(redis_server.start)
+    deadline = time.monotonic() + 15
+    while (message := await comm.receive_output(timeout=max(0.1, deadline - time.monotonic())))[
+        "type"
+    ] != "websocket.close":
+        pass
+    assert message["code"] == 4403
+
+
+async def test_the_process_subscriber_serves_a_socket_arriving_as_the_last_one_leaves(conn):
+    """When a socket opens while the process's last other socket is closing (its subscriber
+    stopping), the new socket is still subscribed and hears what is published."""
+    from queues.dashboard.hub import Hub
+    from queues.engine import keys
+
+    hub, heard = Hub(conn), asyncio.Queue()
+
+    def leaving(data):
+        pass
+
+    await hub.add(keys.ACCESS_CHANGES, leaving)
+    closing = asyncio.create_task(hub.remove(keys.ACCESS_CHANGES, leaving))
+    await asyncio.sleep(0)  # the removal has begun stopping the subscriber
+    await hub.add(keys.ACCESS_CHANGES, heard.put_nowait)
+    await closing
+    assert keys.ACCESS_CHANGES.encode() in hub.confirmed
+    await asyncio.to_thread(conn.client.publish, keys.ACCESS_CHANGES, "hello")
+    assert await asyncio.wait_for(heard.get(), 5) == b"hello"
+    await hub.remove(keys.ACCESS_CHANGES, heard.put_nowait)

@@ -1,6 +1,8 @@
 """Dashboard pages and actions: the permission matrix, every action's effect and audit row,
 input checks (400/404/409, never 500) and what the pages show."""
 
+import re
+
 import pytest
 from django.contrib.auth.models import Permission, User
 from django.urls import reverse
@@ -8,7 +10,7 @@ from django.urls import reverse
 from queues import Queue
 from queues.dashboard.failures import group_failures, message_shape, split_error
 from queues.models import ACTION_PERMISSIONS, AuditLog
-from tests.conftest import wait_for
+from tests.conftest import records, wait_for
 
 ACTIONS = [name for name in ACTION_PERMISSIONS if name not in ("view_dashboard", "enqueue_task")]
 
@@ -206,3 +208,68 @@ def test_failure_grouping_normalises_numbers_hex_and_quoted_strings():
     groups = group_failures(entries)
     assert [(g["key"], g["count"], g["first_seen"], g["last_seen"]) for g in groups] == [
         ("KeyError: '…'", 3, 1, 5), ("ValueError: attempt <n>", 2, 2, 4)]
+
+
+def test_cancelling_a_running_task_is_audited_as_stopping(operator, web, workers, client):
+    """Cancelling a task that a real worker is running says so, and the audit row records
+    "stopping (it was running)"; cancelling a pending task records no such detail."""
+    q = Queue("a1")
+    running = q.enqueue('{"sleep": 30}')
+    workers(["a1"], name="cancel-worker")
+    wait_for(lambda: (t := q.get(running)) is not None and t.state == "active", timeout=30,
+             message="the task to be running")
+    waiting = Queue("t1").enqueue("never runs")
+    web.force_login(operator)
+    resp = web.post(reverse("queues:task-cancel", args=[running]), HTTP_ACCEPT="application/json")
+    assert resp.json() == {"ok": True, "message": f"Task {running} cancelled: stopping it (it was running)."}
+    wait_for(lambda: any(r["id"] == running and r["outcome"] == "cancelled" for r in records(client, "a1")),
+             timeout=20, message="the worker to stop the task")
+    assert web.post(reverse("queues:task-cancel", args=[waiting])).status_code == 302
+    rows = {a.task_id: a.detail for a in AuditLog.objects.filter(action="cancel")}
+    assert rows == {running: "stopping (it was running)", waiting: ""}
+
+
+def test_refusals_answer_json_to_the_pages_script(viewer, web):
+    """A request that accepts JSON (the page's script) gets refusals as JSON with a message:
+    401 when logged out, 403 without the permission, 405 for a GET on an action."""
+    tid = Queue("t1").enqueue("x")
+    url = reverse("queues:task-cancel", args=[tid])
+    for resp, status, words in [
+        (web.post(url, HTTP_ACCEPT="application/json"), 401, "log in"),
+        (web.get(reverse("queues:overview"), HTTP_ACCEPT="application/json"), 401, "log in"),
+    ]:
+        assert (resp.status_code, resp["Content-Type"]) == (status, "application/json"), resp.content
+        assert resp.json()["ok"] is False and words in resp.json()["message"]
+    web.force_login(viewer)
+    resp = web.post(url, HTTP_ACCEPT="application/json")
+    assert resp.status_code == 403 and "queues.cancel_task" in resp.json()["message"]
+    resp = web.get(url, HTTP_ACCEPT="application/json")
+    assert resp.status_code == 405 and resp.json()["ok"] is False and resp["Allow"] == "POST"
+    web.force_login(make_user("plain", staff=False, perms=["view_dashboard"]))
+    resp = web.get(reverse("queues:overview"), HTTP_ACCEPT="application/json")
+    assert resp.status_code == 403 and "staff" in resp.json()["message"]
+    assert Queue("t1").get(tid) is not None
+
+
+def test_names_in_messages_are_escaped_once_and_huge_numbers_refused_plainly(operator, web):
+    """A bad queue name or task id is shown as typed, escaped once by the page (HTML) or the
+    JSON answer, never also by Python's repr; a 5,000-digit page number is a plain 400."""
+    from urllib.parse import quote
+
+    from django.utils.html import escape
+
+    Queue("t1").enqueue("x")
+    web.force_login(operator)
+    name = "a<b\"c'd\\e"
+    page = web.get(f"/queues/q/{quote(name, safe='')}/")
+    assert page.status_code == 400 and escape(name) in page.content.decode()
+    page = web.get("/queues/task/", {"id": name})
+    assert page.status_code == 400 and escape(name) in page.content.decode()
+    resp = web.post(f"/queues/q/{quote(name, safe='')}/pause/", HTTP_ACCEPT="application/json")
+    assert resp.status_code == 400 and name in resp.json()["message"]
+    resp = web.post(f"/queues/task/{quote(name, safe='')}/cancel/", HTTP_ACCEPT="application/json")
+    assert resp.status_code == 400 and name in resp.json()["message"]
+    page = web.get("/queues/q/t1/", {"page": "9" * 5000})
+    note = re.search(r'<p class="errornote">(.*?)</p>', page.content.decode()).group(1)
+    assert page.status_code == 400 and "page must be" in note
+    assert "set_int_max_str_digits" not in note and "9" * 100 not in note

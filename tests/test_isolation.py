@@ -13,6 +13,7 @@ from queues.engine import readmodel, registry
 from queues.engine.config import Config
 from queues.engine.errors import ConfigurationError
 from tests.conftest import records, wait_for, wait_registered
+from tests.test_tracing import spans, traced  # noqa: F401  (fixtures)
 
 
 def pids(client, task_id):
@@ -215,3 +216,15 @@ def test_bad_isolation_input_is_refused(client):
         Config.from_mapping({"KILL_GRACE": -1})
     assert registry.get_handler("pbad") is None
     assert readmodel.workers(client) == []
+
+
+def test_an_isolated_handlers_spans_are_children_of_its_run_span(spans, traced):  # noqa: F811
+    """The worker's run span is current in the handler's process: a span the handler makes there
+    is its child, in the enqueue's trace."""
+    task_id = Queue("p1").enqueue('{"span": "handler work"}')
+    traced(["p1"], name="iso-traced")
+    (run,) = wait_for(lambda: traced.named("worqr run p1"), timeout=20, message="the run span")
+    (work,) = wait_for(lambda: traced.named("handler work"), timeout=5, message="the handler's span")
+    assert run["attributes"]["messaging.message.id"] == task_id
+    assert work["parent_id"] == run["context"]["span_id"]
+    assert work["context"]["trace_id"] == run["context"]["trace_id"]

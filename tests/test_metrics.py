@@ -129,3 +129,9 @@ def test_bearer_tokens(web):
     assert web.get("/metrics", HTTP_AUTHORIZATION=f"Bearer {weak}").status_code == 403
     for raw in (revoked_raw, "wq_nonsense", ""):
         assert web.get("/metrics", HTTP_AUTHORIZATION=f"Bearer {raw}").status_code == 401
+
+
+def test_post_is_405_even_without_a_csrf_token():
+    """/metrics only reads: a POST answers 405 with Allow (not the CSRF check's 403)."""
+    resp = Client(enforce_csrf_checks=True).post("/metrics")
+    assert resp.status_code == 405 and resp["Allow"] == "GET, HEAD"

@@ -273,12 +273,15 @@ class Driver:
 
 
 def _parse_handed(body):
+    """(id, lease) of a hand-over: a delivery's 10 fields (id, payload, lease, attempt, timeout,
+    callback, meta, retries, payload kind, trace context), each as '<length>:<bytes>'."""
     fields, i = [], 0
     while i < len(body):
         colon = body.index(b":", i)
         size = int(body[i:colon])
         fields.append(body[colon + 1:colon + 1 + size])
         i = colon + 1 + size
+    assert len(fields) == 10, f"a hand-over of {len(fields)} fields: {body!r}"
     return fields[0].decode(), int(fields[2])
 
 

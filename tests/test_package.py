@@ -55,6 +55,10 @@ def test_package_dependencies_are_the_runtime_requirements():
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     assert project["name"] == "worqr"
     assert normalised(project["dependencies"]) == normalised(runtime_requirements())
+    # The optional extra worqr[otel] is installed for the tests, so its code is tested.
+    lines = {line.strip() for line in (ROOT / "requirements.txt").read_text().splitlines()}
+    assert project["optional-dependencies"] == {"otel": ["opentelemetry-api>=1.20"]}
+    assert set(project["optional-dependencies"]["otel"]) <= lines
 
 
 @pytest.fixture(scope="module")
@@ -118,7 +122,9 @@ def test_wheel_carries_the_app_its_templates_static_files_lua_and_migrations(whe
         n for n in files if n.split("/")[0] in ("worqr_site", "sample", "tests", "bench", "templates", "static")
     }
     requires = [line.split(":", 1)[1].strip() for line in meta.splitlines() if line.startswith("Requires-Dist:")]
-    assert normalised(requires) == normalised(runtime_requirements())
+    extras = [r for r in requires if "extra ==" in r]  # the optional extras, e.g. worqr[otel]
+    assert normalised(set(requires) - set(extras)) == normalised(runtime_requirements())
+    assert [r.split(";")[0].strip() for r in extras] == ["opentelemetry-api>=1.20"]
 
 
 def readme_files():

@@ -246,3 +246,101 @@ def test_reply_judgement(receiver, conn):
         deliver(_task(receiver.plan("/d", (404, {"code": 7}))))
     assert 8 <= retry_after(formatdate(time.time() + 10, usegmt=True)) <= 10
     assert retry_after("soon") is None and retry_after("-5") == 0 and retry_after("1e9") == conn.config.backoff_max
+
+
+def test_a_worker_serving_a_queue_without_handler_says_it_runs_only_callbacks(workers):
+    """With callbacks allowed, a worker told to serve a queue that has no handler (a typo, say)
+    says at start that it will run only callback tasks there."""
+    worker = workers(["typo-queue", "t1"], env=WEBHOOK_ENV)
+    wait_for(lambda: " serving typo-queue, t1 " in worker.output(), timeout=30, message="the worker to start")
+    lines = [line for line in worker.output().splitlines() if "no handler" in line]
+    assert len(lines) == 1, worker.output()
+    assert "typo-queue" in lines[0] and "only callback tasks" in lines[0]
+    assert "t1" not in lines[0]
+
+
+# -- the allow-list: ports, private addresses, one resolution per delivery ------------------
+
+
+def allow(settings, *entries):
+    settings.WORQR = {**settings.WORQR, "CALLBACK_ALLOWED_HOSTS": list(entries)}
+
+
+def test_an_allow_list_entry_with_a_port_allows_only_that_port(api, settings):
+    """"127.0.0.1:<port>" lets callbacks reach that port and no other: another port of the same
+    host is refused at creation, and at delivery without any connection being made."""
+    from queues.webhooks import DeliveryFailed, deliver
+
+    open_port, other = Receiver(), Receiver()
+    try:
+        port = open_port.server.server_address[1]
+        allow(settings, f"127.0.0.1:{port}")
+        create(api, "hooks", open_port.plan("/in", (200, "")))
+        message = error(api.post("/api/tasks", {"queue": "hooks", "payload": "x", "callback": other.url("/x")}),
+                        400, "callback")
+        assert "not in WORQR['CALLBACK_ALLOWED_HOSTS']" in message
+        deliver(_task(open_port.url("/in")))
+        with pytest.raises(DeliveryFailed, match="not in WORQR"):
+            deliver(_task(other.url("/scan")))
+        assert len(open_port.on("/in")) == 1 and other.received == []
+    finally:
+        open_port.close()
+        other.close()
+
+
+def test_names_resolving_to_private_addresses_are_refused_unless_an_ip_entry_allows_them(receiver, settings):
+    """An allowed name that resolves to a loopback (or private, link-local) address is refused
+    at delivery; an IP literal or CIDR entry covering the address allows it; "*" allows no
+    private address."""
+    from queues.webhooks import DeliveryFailed, deliver
+
+    port = receiver.server.server_address[1]
+    allow(settings, "localhost")
+    with pytest.raises(DeliveryFailed, match=r"localhost resolves to (127\.0\.0\.1|::1), a loopback address"):
+        deliver(_task(f"http://localhost:{port}/by-name"))
+    allow(settings, "*")
+    with pytest.raises(DeliveryFailed, match="not in WORQR"):
+        deliver(_task(f"http://127.0.0.1:{port}/literal"))
+    assert receiver.received == []
+    allow(settings, "localhost", "127.0.0.0/8")
+    deliver(_task(f"http://localhost:{port}/by-name"))
+    allow(settings, "127.0.0.1")
+    deliver(_task(f"http://127.0.0.1:{port}/literal"))
+    assert [r["path"] for r in receiver.received] == ["/by-name", "/literal"]
+    assert receiver.received[0]["headers"]["Host"] == f"localhost:{port}"
+
+
+def test_the_connection_goes_to_the_address_that_was_checked(receiver, settings, monkeypatch):
+    """The host is resolved once per delivery and the request is sent to that address, with the
+    name in the Host header: a name that resolves elsewhere the second time (DNS rebinding)
+    can't move the connection."""
+    import socket
+
+    from queues.webhooks import deliver
+
+    real, lookups = socket.getaddrinfo, []
+
+    def rebinding(host, *args, **kwargs):
+        if host != "rebind.test":
+            return real(host, *args, **kwargs)
+        lookups.append(host)
+        address = "127.0.0.1" if len(lookups) % 2 else "127.0.0.2"  # the checked one, then another
+        return real(address, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", rebinding)
+    port = receiver.server.server_address[1]
+    allow(settings, "rebind.test", "127.0.0.1/32")
+    deliver(_task(f"http://rebind.test:{port}/pinned"))
+    assert lookups == ["rebind.test"]
+    assert receiver.on("/pinned")[0]["headers"]["Host"] == f"rebind.test:{port}"
+
+
+def test_a_reply_body_is_kept_in_the_error_up_to_1_kib(receiver):
+    """A failed delivery's error quotes the receiver's reply body, its first 1 KiB and no more."""
+    from queues.webhooks import DeliveryFailed, deliver
+
+    body = "0123456789" * 500
+    with pytest.raises(DeliveryFailed) as failed:
+        deliver(_task(receiver.plan("/long", (500, body))))
+    message = str(failed.value)
+    assert body[:1024] in message and body[:1025] not in message and "HTTP 500" in message

@@ -21,9 +21,11 @@ def test_kill_9_puts_the_tasks_back_at_the_front_and_leaves_others_alone(client,
     another worker; the other worker's own task is never touched."""
     q = Queue("t1")
     a = workers(["t1"], concurrency=2, name="crash-a")
-    s1, s2 = q.enqueue_many(['{"sleep": 2}', '{"sleep": 2.1}'])
+    # s1 and s2 outlast b's start (a loaded machine takes seconds), so b1 can only go to b
+    s1, s2 = q.enqueue_many(['{"sleep": 4}', '{"sleep": 4.1}'])
     wait_for(_active_on(q, "crash-a", 2), message="both slow tasks on worker a")
     workers(["t1"], concurrency=1, name="crash-b")
+    wait_for(lambda: client.sismember(keys.queue_key("t1", "idle"), "crash-b"), message="worker b idle")
     b1 = q.enqueue('{"sleep": 6}')
     wait_for(_active_on(q, "crash-b", 1), message="b's own task running")
     quick = q.enqueue_many(["q1", "q2", "q3"])

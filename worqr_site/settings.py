@@ -1,14 +1,31 @@
-"""Settings of the worqr project. Every worqr setting is in WORQR (see README.md)."""
+"""Settings of the worqr project. Every worqr setting is in WORQR (see README.md); the
+environment variables read here are listed in the README's Configuration section."""
 
 import os
 from pathlib import Path
 
-BASE_DIR = Path(__file__).resolve().parent.parent
+from csp.constants import NONE, SELF
 
-SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "worqr-demo-insecure-change-me")
+from . import secret_key
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+#: The installation's own files: the SQLite database, the secret key, the embedded Redis.
+WORQR_VAR_DIR = Path(os.environ.get("WORQR_VAR_DIR") or BASE_DIR / "var")
+
 DEBUG = os.environ.get("DJANGO_DEBUG", "") == "1"
+SECRET_KEY = secret_key.check(
+    os.environ.get("DJANGO_SECRET_KEY") or secret_key.installation_key(WORQR_VAR_DIR / "secret_key"), DEBUG
+)
 ALLOWED_HOSTS = [h for h in os.environ.get("DJANGO_ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]").split(",") if h]
 CSRF_TRUSTED_ORIGINS = [o for o in os.environ.get("DJANGO_CSRF_TRUSTED_ORIGINS", "").split(",") if o]
+
+# HTTPS (DJANGO_HTTPS=1 in production): redirect to https, cookies only over https, HSTS.
+HTTPS = os.environ.get("DJANGO_HTTPS", "") == "1"
+SECURE_SSL_REDIRECT = SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = HTTPS
+SECURE_HSTS_SECONDS = int(os.environ.get("DJANGO_HSTS_SECONDS") or (31536000 if HTTPS else 0))
+SECURE_HSTS_INCLUDE_SUBDOMAINS = SECURE_HSTS_PRELOAD = SECURE_HSTS_SECONDS > 0
+if os.environ.get("DJANGO_PROXY_SSL_HEADER", "") == "1":  # behind a proxy that terminates TLS
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 
 INSTALLED_APPS = [
     "daphne",
@@ -20,6 +37,7 @@ INSTALLED_APPS = [
     "whitenoise.runserver_nostatic",
     "django.contrib.staticfiles",
     "channels",
+    "csp",
     "queues",
     "sample",
 ]
@@ -33,7 +51,24 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "csp.middleware.CSPMiddleware",
 ]
+
+# Content-Security-Policy (django-csp): scripts, styles and connections from the site itself
+# only. The dashboard and the admin have no inline script or style, so none is allowed.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": [SELF],
+        "script-src": [SELF],
+        "style-src": [SELF],
+        "img-src": [SELF, "data:"],
+        "connect-src": [SELF],  # the dashboard's websocket (same origin)
+        "object-src": [NONE],
+        "base-uri": [NONE],
+        "form-action": [SELF],
+        "frame-ancestors": [NONE],
+    }
+}
 
 ROOT_URLCONF = "worqr_site.urls"
 
@@ -58,7 +93,7 @@ ASGI_APPLICATION = "worqr_site.asgi.application"
 DATABASES = {
     "default": {
         "ENGINE": "django.db.backends.sqlite3",
-        "NAME": os.environ.get("WORQR_DB_PATH", str(BASE_DIR / "var" / "db.sqlite3")),
+        "NAME": os.environ.get("WORQR_DB_PATH", str(WORQR_VAR_DIR / "db.sqlite3")),
     }
 }
 
@@ -94,6 +129,7 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
-    "loggers": {"worqr": {"handlers": ["console"], "level": os.environ.get("WORQR_LOG_LEVEL", "INFO"),
-                          "propagate": False}},
+    "loggers": {
+        "worqr": {"handlers": ["console"], "level": os.environ.get("WORQR_LOG_LEVEL", "INFO"), "propagate": False}
+    },
 }

@@ -11,6 +11,7 @@ from datetime import timedelta
 from django.utils import timezone
 
 from ..models import ApiToken, hash_token
+from ..quoting import shown
 from .errors import Forbidden, Unauthorized
 
 #: ``last_used`` is written at most this often per token, not on every request.
@@ -47,4 +48,4 @@ def permissions_of(token):
 def require(token, codename):
     """Raise Forbidden unless the token carries ``queues.<codename>``."""
     if codename not in permissions_of(token):
-        raise Forbidden(f"token {token.name!r} lacks the permission queues.{codename}")
+        raise Forbidden(f"token {shown(token.name)} lacks the permission queues.{codename}")

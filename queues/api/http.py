@@ -23,7 +23,9 @@ from django.views.decorators.csrf import csrf_exempt
 
 from ..conf import get_connection
 from ..engine.errors import WorqrError
+from ..quoting import shown
 from .auth import authenticate, require
+from .bodies import parse_int
 from .errors import (
     ApiError,
     BadRequest,
@@ -99,7 +101,7 @@ def endpoint(**permissions):
 @handle_errors
 def not_found(request, *args, **kwargs):
     """Any other URL under the API: a JSON 404."""
-    raise NotFound(f"no API endpoint at {request.path}")
+    raise NotFound(f"no API endpoint at {shown(request.path)}")
 
 
 class _Duplicate(Exception):
@@ -143,12 +145,16 @@ def json_body(request):
     if len(raw) > limit:
         raise RequestTooLarge(f"the body is over {limit} bytes, more than any valid request")
     try:
-        data = json.loads(raw.decode("utf-8-sig"), parse_constant=_no_constants, object_pairs_hook=_no_duplicates)
+        data = json.loads(
+            raw.decode("utf-8-sig"), parse_constant=_no_constants, parse_int=parse_int, object_pairs_hook=_no_duplicates
+        )
     except UnicodeDecodeError:
         raise BadRequest("the body is not valid UTF-8") from None
     except _Duplicate as exc:
-        raise BadRequest(f"{exc.name}: given more than once", exc.name) from None
-    except (ValueError, RecursionError) as exc:
+        raise BadRequest(f"{shown(exc.name)}: given more than once", exc.name) from None
+    except RecursionError:
+        raise BadRequest("the body is not valid JSON: it is nested too deeply") from None
+    except ValueError as exc:  # json's messages say where: "Expecting value: line 1 column 5 (char 4)"
         raise BadRequest(f"the body is not valid JSON: {exc}") from None
     if not isinstance(data, dict):
         raise BadRequest("the body must be a JSON object")

@@ -2,7 +2,7 @@
 
 from django.urls import path, re_path
 
-from . import compat, openapi, views
+from . import compat, openapi, schedules, views
 from .http import not_found
 
 app_name = "queues-api"
@@ -14,6 +14,11 @@ urlpatterns = [
     path("queues/<str:name>", views.queue, name="queue"),
     path("queues/<str:name>/pause", views.pause, name="pause"),
     path("queues/<str:name>/resume", views.resume, name="resume"),
+    path("schedules", schedules.schedule_list, name="schedules"),
+    path("schedules/<str:name>", schedules.schedule, name="schedule"),
+    path("schedules/<str:name>/pause", schedules.pause, name="schedule-pause"),
+    path("schedules/<str:name>/resume", schedules.resume, name="schedule-resume"),
+    path("schedules/<str:name>/trigger", schedules.trigger, name="schedule-trigger"),
     path("create", compat.create, name="seed-create"),
     path("query", compat.query, name="seed-query"),
     path("delete", compat.delete, name="seed-delete"),

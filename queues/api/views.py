@@ -14,10 +14,11 @@ from django.urls import reverse
 from ..conf import get_connection
 from ..engine import Queue, readmodel
 from ..models import AuditLog
+from ..quoting import shown
 from .auth import require
+from .bodies import CREATE_TASK, create_options, queue_name
 from .errors import NotFound
 from .http import endpoint, json_body, respond
-from .validation import create_options, queue_name
 
 #: States a DELETE cancels (permission cancel_task); the others are deleted (delete_task).
 CANCELLABLE = ("pending", "delayed", "waiting", "active")
@@ -27,8 +28,9 @@ CANCELLABLE = ("pending", "delayed", "waiting", "active")
 def audited(token, action, queue, task_id="", detail=""):
     """Write the audit row and make the change in one transaction: no row if the change fails."""
     with transaction.atomic():
-        entry = AuditLog.objects.create(token=token, action=action, queue=queue, task_id=task_id,
-                                        detail=detail or "via the HTTP API")
+        entry = AuditLog.objects.create(
+            token=token, action=action, queue=queue, task_id=task_id, detail=detail or "via the HTTP API"
+        )
         yield entry
 
 
@@ -38,18 +40,29 @@ def audited(token, action, queue, task_id="", detail=""):
 def task_json(task):
     d = task.as_dict()
     return {
-        "id": task.id, "queue": task.queue, "payload": d["payload"], "state": task.state,
-        "attempts": task.attempt, "retries": task.retries, "timeout": task.timeout,
-        "backoff": task.backoff, "callback": task.callback, "worker": task.worker, "error": task.error,
-        "created_at": d["created_at"], "due_at": d["due_at"], "started_at": d["started_at"],
-        "failed_at": d["failed_at"], "finished_at": d["finished_at"],
+        "id": task.id,
+        "queue": task.queue,
+        "payload": d["payload"],
+        "state": task.state,
+        "attempts": task.attempt,
+        "retries": task.retries,
+        "timeout": task.timeout,
+        "backoff": task.backoff,
+        "callback": task.callback,
+        "worker": task.worker,
+        "error": task.error,
+        "created_at": d["created_at"],
+        "due_at": d["due_at"],
+        "started_at": d["started_at"],
+        "failed_at": d["failed_at"],
+        "finished_at": d["finished_at"],
         "cancel_requested": task.cancel_requested,
     }
 
 
-def create_task(token, body):
-    """Validate a create body and enqueue it; returns the task id."""
-    queue, payload, options = create_options(body)
+def create_task(token, body, spec=CREATE_TASK):
+    """Validate a create body (``spec``: its fields) and enqueue it; returns the task id."""
+    queue, payload, options = create_options(body, spec)
     with audited(token, "enqueue", queue, detail=json.dumps(options, sort_keys=True)) as entry:
         task_id = Queue(queue, get_connection()).enqueue(payload, **options)
         entry.task_id = task_id
@@ -60,7 +73,7 @@ def create_task(token, body):
 def find_task(task_id):
     task = readmodel.task(get_connection().client, task_id)
     if task is None:
-        raise NotFound(f"no task {task_id!r} (unknown, or finished and gone)")
+        raise NotFound(f"no task {shown(task_id)} (unknown, or finished and gone)")
     return task
 
 
@@ -105,9 +118,22 @@ def queue_json(counts, workers):
     counts = dict(counts)
     name, paused = counts.pop("name"), counts.pop("paused")
     serving = [
-        {k: w.get(k) for k in ("name", "host", "pid", "concurrency", "active", "processed", "failed",
-                               "started_at", "heartbeat_age")}
-        for w in workers if name in w.get("queues", ())
+        {
+            k: w.get(k)
+            for k in (
+                "name",
+                "host",
+                "pid",
+                "concurrency",
+                "active",
+                "processed",
+                "failed",
+                "started_at",
+                "heartbeat_age",
+            )
+        }
+        for w in workers
+        if name in w.get("queues", ())
     ]
     return {"name": name, "paused": paused, "counts": counts, "workers": serving}
 
@@ -117,7 +143,7 @@ def known_queue(name):
     name = queue_name(name)
     client = get_connection().client
     if not readmodel.queue_exists(client, name):
-        raise NotFound(f"no queue {name!r}")
+        raise NotFound(f"no queue {shown(name)}")
     return Queue(name, get_connection())
 
 

@@ -185,8 +185,7 @@ def run(wtask):
 def _redis_now(client):
     """Redis's clock, in ms like the times worqr records, so a signal's times and get_result()'s
     come from one clock."""
-    seconds, micros = client.time()
-    return ms_to_datetime(seconds * 1000 + micros // 1000)
+    return ms_to_datetime(readmodel.server_ms(client))
 
 
 def _finished(client, wtask, result, started, exc):

@@ -35,7 +35,7 @@ from django.db import transaction
 from django.utils.module_loading import import_string
 
 from ..conf import get_connection, setting
-from ..engine import keys, readmodel
+from ..engine import keys, readmodel, tracing
 from ..engine.errors import ConfigurationError, InvalidQueueName
 from ..engine.queue import Queue, new_task_id
 from ..engine.registry import handler
@@ -96,8 +96,11 @@ class WorqrBackend(BaseTaskBackend):
         # Checked now, so a bad call fails here even when the enqueue waits for the commit.
         batches = queue._prepare([payload], **({"eta": task.run_after} if task.run_after else {}))
 
+        ctx = tracing.current()  # the enqueue span goes where enqueue() was called, even at a commit
+
         def send():
-            enqueued = queue._enqueue(batches, [task_id])
+            with tracing.attached(ctx):
+                enqueued = queue._enqueue(batches, [task_id])
             # Redis's time of the enqueue, the task's "created": what get_result() reads back.
             object.__setattr__(result, "enqueued_at", ms_to_datetime(enqueued.now_ms))
             task_enqueued.send(type(self), task_result=result)

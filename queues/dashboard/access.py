@@ -3,6 +3,8 @@
 Seeing needs an active staff user with ``queues.view_dashboard`` (superusers have every
 permission). Each action also needs its own permission from ``ACTION_PERMISSIONS``.
 Anonymous users are sent to the admin's login page; everyone else without access gets 403.
+A request that accepts JSON (the page's script) gets each refusal as ``{"ok": false,
+"message"}`` instead: 401 when logged out, 403 without access, 405 for another method.
 """
 
 from functools import wraps
@@ -14,6 +16,7 @@ from django.conf import settings
 from django.contrib.auth import get_user
 from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied
+from django.http import HttpResponseNotAllowed, JsonResponse
 
 from ..models import ACTION_PERMISSIONS
 
@@ -23,7 +26,10 @@ VIEW_PERMISSION = "queues.view_dashboard"
 def can_view(user):
     """True if ``user`` may see the dashboard."""
     return bool(
-        user is not None and user.is_authenticated and user.is_active and user.is_staff
+        user is not None
+        and user.is_authenticated
+        and user.is_active
+        and user.is_staff
         and user.has_perm(VIEW_PERMISSION)
     )
 
@@ -55,32 +61,56 @@ def allowed_actions(user):
     return {name for name in ACTION_PERMISSIONS if name != "view_dashboard" and can_act(user, name)}
 
 
-def staff_required(view):
-    """Dashboard pages: anonymous users to the login page, others without access get 403."""
+def wants_json(request):
+    """True for the page's script, which asks for JSON answers."""
+    return "application/json" in request.headers.get("Accept", "")
 
+
+def refused(request, status, message):
+    """The refusal ``status`` (401, 403) as JSON for the page's script; otherwise anonymous
+    users go to the login page and the others get Django's 403."""
+    if wants_json(request):
+        return JsonResponse({"ok": False, "message": message}, status=status)
+    if status == 401:
+        return redirect_to_login(request.get_full_path())
+    raise PermissionDenied(message)
+
+
+def _guard(codename, view):
     @wraps(view)
     def wrapper(request, *args, **kwargs):
         if not request.user.is_authenticated:
-            return redirect_to_login(request.get_full_path())
+            return refused(request, 401, "Your session has ended: log in again.")
         if not can_view(request.user):
-            raise PermissionDenied("the queues dashboard is for staff with the view_dashboard permission")
+            return refused(request, 403, "The queues dashboard is for staff with the view_dashboard permission.")
+        if codename and not can_act(request.user, codename):
+            return refused(request, 403, f"This action needs the queues.{codename} permission.")
         return view(request, *args, **kwargs)
 
     return wrapper
 
 
+def staff_required(view):
+    """Dashboard pages: anonymous users to the login page, others without access get 403."""
+    return _guard(None, view)
+
+
 def action_required(codename):
     """Dashboard actions: like ``staff_required``, and the user needs ``queues.<codename>``."""
+    return lambda view: _guard(codename, view)
 
-    def decorate(view):
-        @wraps(view)
-        def wrapper(request, *args, **kwargs):
-            if not request.user.is_authenticated:
-                return redirect_to_login(request.get_full_path())
-            if not can_act(request.user, codename):
-                raise PermissionDenied(f"this action needs the queues.{codename} permission")
-            return view(request, *args, **kwargs)
 
-        return wrapper
+def post_only(view):
+    """405 for any method but POST (as JSON for the page's script)."""
 
-    return decorate
+    @wraps(view)
+    def wrapper(request, *args, **kwargs):
+        if request.method != "POST":
+            if wants_json(request):
+                response = JsonResponse({"ok": False, "message": "Actions are POST requests."}, status=405)
+                response["Allow"] = "POST"
+                return response
+            return HttpResponseNotAllowed(["POST"])
+        return view(request, *args, **kwargs)
+
+    return wrapper

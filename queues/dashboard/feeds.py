@@ -8,6 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from ..engine import keys
 from ..engine.errors import InvalidInput, TaskNotFound
+from ..quoting import shown
 from . import queries
 
 #: Snapshots are read from Redis (blocking calls) on these threads, never on the event loop's
@@ -51,6 +52,19 @@ class WorkersFeed(Feed):
         return {"view": "workers", "now_ms": queries.server_ms(self.client), "workers": queries.workers(self.client)}
 
 
+class SchedulesFeed(Feed):
+    """The Schedules page: schedule changes, and every queue's events (runs enqueued, started,
+    finished: the last runs' outcomes)."""
+
+    channels = (keys.SCHEDULE_CHANGES,)
+    patterns = (keys.ALL_QUEUE_EVENTS,)
+
+    def snapshot(self):
+        from .schedules import snapshot
+
+        return snapshot(self.client)
+
+
 class QueueFeed(Feed):
     def __init__(self, client, name, page=1):
         super().__init__(client)
@@ -82,13 +96,13 @@ def parse_page(value):
     """A 1-based page number from a query string value; InvalidInput if it is not one."""
     if value in (None, ""):
         return 1
-    if not str(value).isdigit() or not 0 < int(value) < 10**9:
-        raise InvalidInput(f"page must be a positive integer, not {value!r}")
+    if not (isinstance(value, str) and value.isascii() and value.isdigit() and len(value) < 10 and int(value) > 0):
+        raise InvalidInput(f"page must be a positive integer below 10**9, not {shown(str(value), 20)}")
     return int(value)
 
 
 def feed_for(client, view, arg=None, params=None):
-    """The feed of a view: ``overview``, ``workers``, ``queue`` (arg: name) or ``task`` (arg: id).
+    """The feed of a view: ``overview``, ``workers``, ``schedules``, ``queue`` (arg: name) or ``task`` (arg: id).
 
     Raises InvalidInput for a malformed name, id or page and TaskNotFound for an unknown queue.
     """
@@ -97,13 +111,15 @@ def feed_for(client, view, arg=None, params=None):
         return OverviewFeed(client)
     if view == "workers":
         return WorkersFeed(client)
+    if view == "schedules":
+        return SchedulesFeed(client)
     if view == "queue":
         name = keys.check_queue_name(arg)
         if not queries.queue_exists(client, name):
-            raise TaskNotFound(f"no queue {name!r}")
+            raise TaskNotFound(f"no queue {shown(name)}")
         return QueueFeed(client, name, parse_page(params.get("page")))
     if view == "task":
         if keys.queue_from_task_id(arg) is None:
-            raise InvalidInput(f"{arg!r} is not a task id")
+            raise InvalidInput(f"{shown(arg)} is not a task id")
         return TaskFeed(client, arg, full=params.get("full") == "1")
-    raise InvalidInput(f"unknown view {view!r}")
+    raise InvalidInput(f"unknown view {shown(view)}")

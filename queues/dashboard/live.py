@@ -1,10 +1,11 @@
 """The pump between Redis pub/sub and one websocket: events mark the view dirty, and at most
-every ``min_interval`` seconds a fresh snapshot is sent, so a burst of thousands of events a
+every ``min_interval`` seconds a fresh snapshot is read, so a burst of thousands of events a
 second becomes a few messages a second. Nothing here runs on a timer: an idle view issues no
 Redis command (the one exception is a feed's single trailing ``settle`` refresh after a burst).
 
-Messages sent: ``{"type": "update", "full": bool, "data": {...}}`` where ``data`` holds the
-snapshot's sections that changed since the last message (all of them when ``full``), and
+Messages sent: ``{"type": "update", "full": bool, "now_ms": int, "sections": {name: html}}``
+with the HTML of the page's sections showing a snapshot key that changed since the last
+message (every section when ``full``), made by ``render(snapshot, changed keys)``; and
 ``{"type": "status", "redis": "down" | "up"}`` when the link to Redis drops or comes back.
 """
 
@@ -14,19 +15,19 @@ import logging
 
 from asgiref.sync import sync_to_async
 
+from ..engine.backoff import Backoff
 from ..engine.connection import NETWORK_ERRORS
 from . import feeds
 
 log = logging.getLogger("worqr.dashboard")
 
-ALWAYS_SENT = ("view", "now_ms")
-
 
 class LivePump:
-    """Runs ``feed`` against the asyncio Redis client ``redis``, sending dicts with ``send``."""
+    """Runs ``feed`` against the asyncio Redis client ``redis``, sending dicts with ``send``;
+    ``render(snapshot, changed)`` (run in a thread) gives the HTML of the sections to send."""
 
-    def __init__(self, redis, feed, send, min_interval=0.4, debounce=0.05):
-        self.redis, self.feed, self.send = redis, feed, send
+    def __init__(self, redis, feed, send, render, min_interval=0.4, debounce=0.05):
+        self.redis, self.feed, self.send, self.render = redis, feed, send, render
         self.min_interval, self.debounce = min_interval, debounce
         self._dirty = asyncio.Event()
         self._full = True
@@ -52,7 +53,7 @@ class LivePump:
             await asyncio.gather(listener, return_exceptions=True)
 
     async def _listen(self):
-        backoff, down = 0.1, False
+        backoff, down = Backoff(first=0.1, cap=5.0), False
         while True:
             pubsub = self.redis.pubsub()
             try:
@@ -62,7 +63,8 @@ class LivePump:
                     await pubsub.psubscribe(*self.feed.patterns)
                 if down:
                     await self.send({"type": "status", "redis": "up"})
-                backoff, down = 0.1, False
+                backoff.reset()
+                down = False
                 self.mark_dirty(full=True)  # the first snapshot, or a resync after a lost link
                 expected = len(self.feed.channels) + len(self.feed.patterns)
                 async for msg in pubsub.listen():
@@ -74,12 +76,11 @@ class LivePump:
                         if expected < 0:  # redis-py reconnected and resubscribed: events were lost
                             self.mark_dirty(full=True)
             except NETWORK_ERRORS as exc:
-                log.warning("worqr dashboard: event subscription lost (%s); retrying in %.1f s", exc, backoff)
+                log.warning("worqr dashboard: event subscription lost (%s); retrying", exc)
                 if not down:
                     down = True
                     await self.send({"type": "status", "redis": "down"})
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, 5.0)
+                await backoff.wait()
             finally:
                 try:
                     await asyncio.shield(pubsub.aclose())
@@ -104,21 +105,25 @@ class LivePump:
             events, self._events = self._events, 0
             full, self._full = self._full, False
             try:
-                snapshot = await sync_to_async(self.feed.snapshot, thread_sensitive=False, executor=feeds.EXECUTOR)()
+                message = await sync_to_async(self._update, thread_sensitive=False, executor=feeds.EXECUTOR)(full)
             except NETWORK_ERRORS as exc:
                 log.warning("worqr dashboard: snapshot failed (%s)", exc)
                 self._full = True  # the listener resyncs once Redis is back
                 continue
             last_sent = loop.time()
-            await self._send_changes(snapshot, full)
+            if message is not None:
+                self.messages += 1
+                await self.send(message)
             if events and self.feed.settle:
                 settle_at = self._last_event + self.feed.settle
 
-    async def _send_changes(self, snapshot, full):
+    def _update(self, full):
+        """(In a thread.) The update for a fresh snapshot, or None when nothing shown changed."""
+        snapshot = self.feed.snapshot()
         encoded = {key: json.dumps(value, sort_keys=True) for key, value in snapshot.items()}
-        changed = [k for k, v in encoded.items() if full or self._sent.get(k) != v or k in ALWAYS_SENT]
+        changed = {k for k, v in encoded.items() if full or self._sent.get(k) != v}
         self._sent = encoded
-        if not full and all(k in ALWAYS_SENT for k in changed):
-            return  # nothing the page shows has changed
-        self.messages += 1
-        await self.send({"type": "update", "full": full, "data": {k: snapshot[k] for k in changed}})
+        html = self.render(snapshot, changed)
+        if not html and not full:
+            return None
+        return {"type": "update", "full": full, "now_ms": snapshot.get("now_ms"), "sections": html}

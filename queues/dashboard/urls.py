@@ -2,13 +2,17 @@
 
 from django.urls import path
 
-from .views import actions, overview, queue, task, workers
+from .views import actions, overview, queue, schedule_actions, schedules, task, workers
 
 app_name = "queues"
 
 urlpatterns = [
     path("", overview.overview, name="overview"),
     path("workers/", workers.workers, name="workers"),
+    path("schedules/", schedules.schedules, name="schedules"),
+    path("schedules/<str:name>/pause/", schedule_actions.schedule_pause, name="schedule-pause"),
+    path("schedules/<str:name>/resume/", schedule_actions.schedule_resume, name="schedule-resume"),
+    path("schedules/<str:name>/trigger/", schedule_actions.schedule_trigger, name="schedule-trigger"),
     path("q/<str:name>/", queue.queue, name="queue"),
     path("q/<str:name>/pause/", actions.queue_pause, name="queue-pause"),
     path("q/<str:name>/resume/", actions.queue_resume, name="queue-resume"),

@@ -22,6 +22,10 @@ class Code(IntEnum):
     OK = 10
     PAUSED = 11
     MORE = 12
+    # what a schedule's tick gave (schedules.py)
+    SKIPPED = 20  # no run for this tick: its last run is still live (overlap), or missed: 'skip'
+    MISSED = 21  # the tick is late (an outage): call again in 'missed' mode
+    EARLY = 22  # the tick is not due yet by Redis's clock
     # why nothing happened
     STALE = -1  # the lease is not the task's current one, or the task is not active
     UNKNOWN = -2  # no such task (never existed, or finished)

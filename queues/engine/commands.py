@@ -86,12 +86,14 @@ def _enqueued(reply):
     return Enqueued(bool(reply[0]), int(reply[1]), [i.decode() for i in reply[2:]])
 
 
-def enqueue(queue, items, *, when="", retries="", timeout="", backoff="", lock="", callback="", meta=""):
+def enqueue(queue, items, *, when="", retries="", timeout="", backoff="", lock="", callback="", meta="", trace=""):
     """Add tasks. ``items``: (id, payload bytes, unique key or '', 'b' if bytes else '').
     ``when``: '' now, '+<ms>' a delay, '@<ms>' a due time (Unix ms). Options are text, '' when
-    not given. Returns ``Enqueued``; an id whose task exists already is left as it is."""
+    not given; ``trace`` is the trace context delivered with the tasks (``tracing``). Returns
+    ``Enqueued``; an id whose task exists already is left as it is."""
     flat = [x for item in items for x in item]
-    return Call("enqueue", queue, (len(items), when, retries, timeout, backoff, lock, callback, meta, *flat), _enqueued)
+    args = (len(items), when, retries, timeout, backoff, lock, callback, meta, trace, *flat)
+    return Call("enqueue", queue, args, _enqueued)
 
 
 # -- the worker's calls ----------------------------------------------------------------------
@@ -105,15 +107,21 @@ class Started:
     codes: list
 
 
+#: Fields per delivery, in ``start``'s reply and in a hand-over message (``includes/take.lua``).
+DELIVERY_FIELDS = 10
+
+
 def task_from_fields(queue, fields):
-    """The Task a delivery's 9 fields describe (from ``start``, or a hand-over message)."""
-    task_id, payload, lease, attempt, timeout, callback, meta, retries, kind = fields
+    """The Task a delivery's 10 fields describe (from ``start``, or a hand-over message). A
+    hand-over from an older version's enqueue script (during a rolling deploy) has 9: no trace."""
+    task_id, payload, lease, attempt, timeout, callback, meta, retries, kind = fields[:9]
+    trace = fields[9] if len(fields) > 9 else b""
     timeout = float(timeout or 0)
     return Task(
         id=task_id.decode(), queue=queue, payload=decode_payload(payload, kind), state="active",
         attempt=int(attempt), lease=int(lease), timeout=timeout if timeout > 0 else None,
         callback=callback.decode() or None, meta=meta.decode() or None,
-        retries=int(retries) if retries else None,
+        retries=int(retries) if retries else None, trace_context=trace.decode() or None,
     )
 
 
@@ -131,7 +139,8 @@ def start(queue, worker, count, *, lock_ttl, grace, default_timeout, result_ttl,
         n = len(acks)
         head, codes = (reply[:-n], reply[-n:]) if n else (reply, [])
         fields = head[2:]
-        tasks = [task_from_fields(queue, fields[i:i + 9]) for i in range(0, len(fields), 9)]
+        size = DELIVERY_FIELDS
+        tasks = [task_from_fields(queue, fields[i:i + size]) for i in range(0, len(fields), size)]
         return Started(Code(head[0]), int(head[1]), tasks, _codes(codes))
 
     args = (worker, count, _ms(lock_ttl), _ms(grace), default_timeout or 0, _ms(result_ttl), len(acks), *_ack_args(acks))
@@ -222,3 +231,53 @@ def purge(queue, limit):
 def drop(queue, limit):
     """Drop up to ``limit`` tasks, then the queue's keys: returns True while tasks are left."""
     return Call("drop", queue, (limit,), bool)
+
+
+# -- schedules (periodic tasks) --------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Fired:
+    code: Code
+    next_ms: int  # the schedule's next run, -1 if none (paused, disabled, gone)
+    task_id: str | None
+    late_ms: int
+    is_new_queue: bool
+    now_ms: int
+    version: str | None  # the schedule's settings version in Redis
+
+
+def _fired(reply):
+    code, next_ms, task_id, late, new, now, version = reply
+    return Fired(Code(code), int(next_ms), task_id.decode() or None if isinstance(task_id, bytes) else None,
+                 int(late), bool(new), int(now), version.decode() or None if isinstance(version, bytes) else None)
+
+
+def fire(queue, name, version, due_ms, next_ms, *, mode, grace_ms, task_id, meta):
+    """Fire the tick ``due_ms`` of schedule ``name``: enqueue its run as ``task_id`` and move it to
+    ``next_ms``, unless another call did first. ``mode``: 'tick' or 'missed'. Returns ``Fired``."""
+    args = (name, version, int(due_ms), int(next_ms), mode, int(grace_ms), task_id, meta)
+    return Call("fire", queue, args, _fired)
+
+
+def trigger(queue, name, task_id, meta, trace=""):
+    """Enqueue one run of schedule ``name`` now (``trace``: the trigger's trace context): (OK or
+    UNKNOWN, whether the queue was new)."""
+    return Call("trigger", queue, (name, task_id, meta, trace), lambda r: (Code(r[0]), bool(r[1])))
+
+
+def schedule_sync(queue, name, document, version, next_ms, *, enabled, paused_since=None):
+    """Write a schedule's synced settings: 0 unchanged, 1 created, 2 changed."""
+    args = (name, document, version, int(next_ms), "1" if enabled else "0",
+            "" if paused_since is None else int(paused_since))
+    return Call("schedule_sync", queue, args, int)
+
+
+def schedule_remove(queue, name):
+    """Remove a schedule; returns whether it existed."""
+    return Call("schedule_remove", queue, (name,), bool)
+
+
+def schedule_pause(queue, name, paused, *, version="", next_ms=0):
+    """Pause (True) or resume; 1 changed, 0 unchanged, or Code UNKNOWN / STALE (negative)."""
+    return Call("schedule_pause", queue, (name, "1" if paused else "0", version, int(next_ms)), int)

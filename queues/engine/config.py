@@ -40,6 +40,9 @@ class Config:
     #: after: 5 s lets its ``finally`` blocks close files and connections, yet a handler stuck in
     #: C code gives its slot (and its lock) back well within a typical timeout.
     kill_grace: float = 5.0
+    #: Make OpenTelemetry spans (``engine.tracing``) when ``opentelemetry-api`` is importable; the
+    #: application's SDK decides what is recorded and where it goes.
+    opentelemetry: bool = True
 
     def __post_init__(self):
         if self.heartbeat_interval <= 0 or self.heartbeat_ttl <= 0:
@@ -68,6 +71,11 @@ class Config:
         kwargs = {}
         for key, value in mapping.items():
             kind = type(getattr(cls, names[key]))
+            if kind is bool:
+                if not isinstance(value, bool):
+                    raise ConfigurationError(f"WORQR[{key!r}] must be True or False, not {value!r}")
+                kwargs[names[key]] = value
+                continue
             if kind is not str and (isinstance(value, bool) or not isinstance(value, (int, float))):
                 raise ConfigurationError(f"WORQR[{key!r}] must be a number, not {value!r}")
             if kind is str and not isinstance(value, str):

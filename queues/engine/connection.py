@@ -23,6 +23,15 @@ NETWORK_ERRORS = (
 )
 
 
+def raise_if_cancelling():
+    """Re-raise a cancellation that redis-py turned into a network error (a connection closed
+    while its reader was being cancelled): loops that retry network errors call this first, so
+    that cancelling them (a worker stopping) always ends them."""
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError
+
+
 class Connection:
     """A Redis URL, a config, and a lazily created synchronous client shared by a process."""
 

@@ -2,12 +2,14 @@
 
     WorqrError
     ├── ConfigurationError        a bad setting
+    │   └── InvalidSchedule       a bad entry of SCHEDULES (names the schedule and the field)
     ├── InvalidInput (ValueError) bad input from a caller; nothing was written
     │   ├── InvalidQueueName
     │   ├── InvalidWorkerName
     │   ├── InvalidTask           bad payload or option (size, delay, retries, timeout, lock...)
     │   └── PayloadTooLarge
     ├── TaskNotFound (LookupError)
+    ├── ScheduleNotFound (LookupError)
     ├── InvalidState              the task exists but is not in a state that allows the action
     ├── StaleLease                a finish/stop/fail with a lease that is no longer the task's
     ├── WorkerLost                the worker's registration is gone (it was presumed dead)
@@ -24,6 +26,15 @@ class WorqrError(Exception):
 
 class ConfigurationError(WorqrError):
     pass
+
+
+class InvalidSchedule(ConfigurationError):
+    """A bad schedule: ``schedule`` is its name, ``field`` the key at fault (or None)."""
+
+    def __init__(self, schedule, field, message):
+        where = f"schedule {schedule!r}" + (f", {field!r}" if field else "")
+        super().__init__(f"{where}: {message}")
+        self.schedule, self.field, self.reason = schedule, field, message
 
 
 class InvalidInput(WorqrError, ValueError):
@@ -47,6 +58,10 @@ class PayloadTooLarge(InvalidTask):
 
 
 class TaskNotFound(WorqrError, LookupError):
+    pass
+
+
+class ScheduleNotFound(WorqrError, LookupError):
     pass
 
 

@@ -27,8 +27,12 @@ Queue keys (``QUEUE_KINDS``; the type is in brackets):
 - ``lockheads``  [hash]  lock key -> the runnable task that is next to take that lock (at most
                          one runnable task per lock; the others wait on the lock's wait list)
 - ``results``    [zset]  ids of finished tasks whose result is kept (score: expiry, ms)
+- ``leases``     [string] the queue's lease counter: every delivery takes the next number (kept
+                         by ``drop``, so a lease is never used twice in a queue)
 - ``durations``  [hash]  histogram of run durations: ``le:<bound s>`` counts (not cumulative;
                          ``le:+Inf`` holds the rest), ``count`` and ``sum`` (seconds)
+- ``schedules``  [zset]  the periodic tasks (schedules) whose runs go to this queue (score: the
+                         next run, ms; ``+inf`` while paused or disabled)
 
 Keys built inside a script from the queue's prefix and a kind below (``SUBKEY_KINDS``):
 
@@ -38,9 +42,18 @@ Keys built inside a script from the queue's prefix and a kind below (``SUBKEY_KI
                                still runs (``<id>:<lease>`` -> lock key), until it really stops
 - ``lock:<key>``      [string] the holder of a lock, ``<id>:<lease>``, always with an expiry
 - ``lockwait:<key>``  [list]   ids of tasks waiting for that lock, in order
+- ``schedule:<name>`` [hash]   one schedule: its settings as synced (``spec``, JSON, and its
+                               version ``v``) and its state (``paused``, ``last``, ``last_id``,
+                               ``last_tick``, counters and the lateness histogram; ``schedules.py``)
 
 Channels: ``worqr:{<queue>}:events`` (every transition, for dashboards) and
 ``worqr:control:<worker>`` (a worker's wake-ups, hand-overs and cancels).
+
+Global keys: ``worqr:queues`` (known queues), ``worqr:workers`` (the worker registry),
+``worqr:heartbeat:<worker>``, ``worqr:schedules`` (schedule name -> queue),
+``worqr:schedule-queues`` (the queues that have had schedules) and the
+channel ``worqr:schedule-changes`` (schedules added, changed, paused or resumed: sleeping
+schedulers re-read them).
 """
 
 import re
@@ -58,17 +71,26 @@ _WORKER_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@+:-]*")
 
 QUEUE_KINDS = (
     "pending", "front", "delayed", "active", "deadlines", "failed", "failures", "stats", "throughput",
-    "meta", "workers", "idle", "unique", "lockwaits", "lockheads", "results", "durations",
+    "meta", "workers", "idle", "unique", "lockwaits", "lockheads", "results", "durations", "leases",
+    "schedules",
 )
 
 #: Kinds of the keys a script builds from the queue's prefix: ``<prefix><kind>:<suffix>``.
-SUBKEY_KINDS = {"task": "task", "worker": "worker", "held": "held", "lock": "lock", "lockwait": "lockwait"}
+SUBKEY_KINDS = {"task": "task", "worker": "worker", "held": "held", "lock": "lock", "lockwait": "lockwait",
+                "schedule": "schedule"}
 #: The suffix of a queue's event channel.
 EVENTS = "events"
 
 # Global keys (never used inside a Lua script).
 KNOWN_QUEUES = f"{PREFIX}:queues"
 WORKER_REGISTRY = f"{PREFIX}:workers"
+#: Every schedule's queue (a hash name -> queue; only ever read and written from Python): the
+#: schedule of that name in another queue (left by a concurrent sync) is ignored.
+SCHEDULES = f"{PREFIX}:schedules"
+#: The queues that have had schedules (a set; only ever read and written from Python).
+SCHEDULE_QUEUES = f"{PREFIX}:schedule-queues"
+#: Channel telling workers' schedulers that schedules changed (synced, paused, resumed).
+SCHEDULE_CHANGES = f"{PREFIX}:schedule-changes"
 #: Pattern matching every queue's event channel.
 ALL_QUEUE_EVENTS = f"{PREFIX}:{{*}}:events"
 
@@ -148,6 +170,11 @@ def lock_wait_key(queue, lock):
     return subkey(queue, "lockwait", lock)
 
 
+def schedule_key(queue, name):
+    """``worqr:{<queue>}:schedule:<name>``: one schedule's settings and state."""
+    return subkey(queue, "schedule", name)
+
+
 def queue_events_channel(queue):
     """The channel every transition of ``queue`` is published on (for dashboards)."""
     return f"{PREFIX}:{{{queue}}}:{EVENTS}"
@@ -180,3 +207,8 @@ def queue_from_task_id(task_id):
 
 
 _HEX16 = re.compile(r"[0-9a-f]{16}")
+
+
+#: Channel on which access changes (a logout, a user deactivated, a permission removed) are
+#: announced to the dashboard's open sockets, in every server process (``queues.dashboard.revocation``).
+ACCESS_CHANGES = f"{PREFIX}:access"

@@ -5,7 +5,7 @@ import math
 import os
 from datetime import UTC, datetime
 
-from . import commands, keys, readmodel
+from . import commands, keys, readmodel, tracing
 from .codes import Code
 from .connection import get_default
 from .errors import InvalidInput, InvalidTask, PayloadTooLarge
@@ -14,7 +14,7 @@ from .task import Task
 
 #: Tasks per enqueue call (each call is atomic), and entries per purge, drop or retry call: so
 #: that no script call holds Redis for long (under a few ms each, measured with 300,000 tasks).
-_BATCH = 2000
+_BATCH = 500
 
 
 def new_task_id(queue):
@@ -84,9 +84,18 @@ class Queue:
         items = [((ids[i] if ids is not None else new_task_id(self.name)), *rest) for i, rest in enumerate(items)]
         names = ("retries", "timeout", "backoff", "lock", "callback", "meta")
         options = dict(zip(names, opts, strict=True))
+        if not tracing.enabled(self.connection.config):
+            return self._send(when, options, items)
+        with tracing.enqueue_span(self.name, len(items)) as (span, trace):
+            enqueued = self._send(when, options, items, trace)
+            tracing.enqueued(span, enqueued.ids)
+            return enqueued
+
+    def _send(self, when, options, items, trace=""):
         out, now, new = [], 0, False
         for start in range(0, len(items), _BATCH):
-            reply = commands.enqueue(self.name, items[start:start + _BATCH], when=when, **options).run(self.client)
+            batch = items[start:start + _BATCH]
+            reply = commands.enqueue(self.name, batch, when=when, trace=trace, **options).run(self.client)
             new = new or reply.is_new_queue
             out += reply.ids
             now = reply.now_ms
@@ -209,11 +218,17 @@ class Queue:
     def cancel(self, task_id):
         """Cancel a task: True if it was pending, delayed, waiting (removed) or active (its worker
         is told to stop it); False if unknown. A failed or completed task raises InvalidState."""
+        return self.cancel_outcome(task_id) is not None
+
+    def cancel_outcome(self, task_id):
+        """Cancel a task and say what that did: ``"removed"`` (it had not started and never will),
+        ``"stopping"`` (it was running: its worker is told to stop it), or None (no such task).
+        A failed or completed task raises InvalidState."""
         code = commands.cancel(self.name, self._check_id(task_id)).run(self.client)
         if code == Code.UNKNOWN:
-            return False
+            return None
         commands.check(code, "cancel", self.name, task_id)
-        return True
+        return "stopping" if code == Code.STOPPING else "removed"
 
     def retry(self, task_id):
         """Put a failed task back at the tail of the queue with its attempts reset."""

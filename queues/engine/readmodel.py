@@ -230,3 +230,46 @@ def task(client, task_id):
     if queue is None:
         return None
     return Task.from_hash(task_id, queue, client.hgetall(keys.task_key(queue, task_id)))
+
+
+# -- schedules (periodic tasks) --------------------------------------------------------------
+
+
+def schedule_index(client):
+    """{schedule name: queue} of every schedule (the global index ``keys.SCHEDULES``)."""
+    return {_decode(k): _decode(v) for k, v in client.hgetall(keys.SCHEDULES).items()}
+
+
+def _schedules(client, pairs):
+    from .schedules import Schedule
+
+    p = client.pipeline(transaction=False)
+    for name, queue in pairs:
+        p.hgetall(keys.schedule_key(queue, name))
+        p.zscore(keys.queue_key(queue, "schedules"), name)
+    replies = p.execute()
+    found = (Schedule.from_hash(name, queue, replies[2 * i], replies[2 * i + 1]) for i, (name, queue) in enumerate(pairs))
+    return [s for s in found if s is not None]
+
+
+def schedules(client):
+    """Every schedule (``schedules.Schedule``), sorted by name, in two round trips."""
+    return _schedules(client, sorted(schedule_index(client).items()))
+
+
+def schedule(client, name):
+    """The schedule called ``name``, or None."""
+    queue = client.hget(keys.SCHEDULES, name)
+    if queue is None:
+        return None
+    found = _schedules(client, [(name, _decode(queue))])
+    return found[0] if found else None
+
+
+def task_states(client, task_ids):
+    """{id: state, or None once the task is gone (finished)} in one round trip."""
+    ids = [i for i in task_ids if keys.queue_from_task_id(i)]
+    p = client.pipeline(transaction=False)
+    for task_id in ids:
+        p.hget(keys.task_key(keys.queue_from_task_id(task_id), task_id), "s")
+    return {task_id: _decode(state) for task_id, state in zip(ids, p.execute() if ids else [])}

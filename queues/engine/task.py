@@ -14,7 +14,11 @@ due   due time (ms)                                            fa    failed at (
 cb    webhook callback URL                                     m     meta (opaque text)
 x     cancel asked while running                               y     'b' if the payload is bytes
 res   kept result                                              fin   finished at (ms)
+tc    trace context: W3C traceparent (+ newline, tracestate)
 ====  =======================================================  ====  ===========================
+
+``tc`` is set at enqueue when OpenTelemetry is on and the enqueue's span has a valid context
+(``tracing``); it is delivered with the task, so its runs continue the enqueue's trace.
 
 States: pending, delayed, waiting (for a lock), active, failed, completed (only while a kept
 result lasts). Finished tasks are otherwise deleted.
@@ -82,6 +86,8 @@ class Task:
     meta: str | None = None
     result: bytes | None = None
     cancel_requested: bool = False
+    #: The enqueue's trace context (``tc``), from which the worker's run span continues.
+    trace_context: str | None = None
     #: Set by the worker (from its event loop thread) when the task is cancelled or times out.
     _cancelled: bool = False
 
@@ -120,6 +126,7 @@ class Task:
             meta=_text(g(b"m")),
             result=g(b"res"),
             cancel_requested=g(b"x") is not None,
+            trace_context=_text(g(b"tc")),
         )
 
     def as_dict(self):

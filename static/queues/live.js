@@ -1,40 +1,16 @@
-/* The dashboard's live link: one websocket per page, updates applied by section renderers,
- * a "disconnected" banner while the link is down, reconnection with backoff, and a resync
- * from the fresh snapshot the server sends on every (re)connection. Plain JS, no build step. */
+/* The dashboard's live link: one websocket per page. The server sends the HTML of the
+ * sections that changed (rendered by the same templates as the page), which are swapped in;
+ * a "disconnected" banner shows while the link is down; it reconnects with backoff and gets a
+ * full resync on every (re)connection. Action forms are posted with fetch and answered in the
+ * flash area. The only other thing drawn here: elapsed and due-in times, ticking each second.
+ * Addresses come from the page (data-live, form actions), never from this file. */
 "use strict";
 (function () {
-  const root = document.getElementById("wq-dashboard");
-  if (!root) return;
-  const banner = document.getElementById("wq-banner");
-  const status = document.getElementById("wq-status");
-  const flash = document.getElementById("wq-flash");
-  const actions = new Set((root.dataset.actions || "").split(/\s+/).filter(Boolean));
+  let root, banner, status, flash;
   let clockOffset = 0; // server ms minus browser ms
   let socket = null;
   let attempts = 0;
   let stopped = false;
-
-  function h(tag, attrs, ...children) {
-    const el = document.createElement(tag);
-    for (const [k, v] of Object.entries(attrs || {})) {
-      if (v === null || v === undefined || v === false) continue;
-      if (k === "class") el.className = v;
-      else if (k.startsWith("data-")) el.setAttribute(k, v);
-      else el[k] = v;
-    }
-    for (const c of children.flat()) {
-      if (c === null || c === undefined || c === false) continue;
-      el.append(c instanceof Node ? c : document.createTextNode(String(c)));
-    }
-    return el;
-  }
-
-  function actionForm(url, label, cls) {
-    return h("form", { method: "post", action: url, class: "wq-action" },
-      h("input", { type: "hidden", name: "csrfmiddlewaretoken", value: root.dataset.csrf }),
-      h("input", { type: "hidden", name: "next", value: root.dataset.path }),
-      h("button", { type: "submit", class: "button " + (cls || ""), "data-action": label.toLowerCase() }, label));
-  }
 
   function duration(ms) {
     const s = Math.max(0, ms) / 1000;
@@ -56,13 +32,17 @@
     }
   }
 
-  const WQ = (window.WQ = { h, actionForm, duration, renderers: {}, can: (a) => actions.has(a), root });
+  // Swap in a section's new HTML, keeping open the <details> the reader unfolded.
+  function replace(el, html) {
+    const open = new Set([...el.querySelectorAll("details[open][data-key]")].map((d) => d.dataset.key));
+    el.innerHTML = html;
+    for (const d of el.querySelectorAll("details[data-key]")) if (open.has(d.dataset.key)) d.open = true;
+  }
 
-  function apply(data) {
-    if (typeof data.now_ms === "number") clockOffset = data.now_ms - Date.now();
-    for (const [section, value] of Object.entries(data)) {
-      const render = WQ.renderers[section];
-      if (render) render(value, data);
+  function apply(msg) {
+    if (typeof msg.now_ms === "number") clockOffset = msg.now_ms - Date.now();
+    for (const [name, html] of Object.entries(msg.sections || {})) {
+      for (const el of root.querySelectorAll(`[data-section="${name}"]`)) replace(el, html);
     }
     tick();
   }
@@ -80,11 +60,8 @@
     socket.onopen = () => { attempts = 0; setLive(true, "live"); };
     socket.onmessage = (ev) => {
       const msg = JSON.parse(ev.data);
-      if (msg.type === "update") apply(msg.data);
-      else if (msg.type === "status") {
-        if (msg.redis === "down") setLive(false, "Redis unavailable");
-        else setLive(true, "live");
-      }
+      if (msg.type === "update") apply(msg);
+      else if (msg.type === "status") setLive(msg.redis !== "down", msg.redis === "down" ? "Redis unavailable" : "live");
     };
     socket.onclose = (ev) => {
       setLive(false, "disconnected");
@@ -103,38 +80,41 @@
     flash.hidden = false;
   }
 
-  // Action forms post with fetch and report in the flash area; the live update shows the result.
-  root.addEventListener("submit", async (ev) => {
+  async function submit(ev) {
     const form = ev.target;
     if (form.method.toLowerCase() !== "post") return;
     ev.preventDefault();
     const button = form.querySelector("button");
     if (button) button.disabled = true;
+    // Forms sent by the socket carry no CSRF field: the page's token is added (and sent as a header).
+    const body = new URLSearchParams(new FormData(form));
+    if (!body.has("csrfmiddlewaretoken")) body.append("csrfmiddlewaretoken", root.dataset.csrf);
     try {
       const resp = await fetch(form.action, {
-        method: "POST", body: new FormData(form), credentials: "same-origin",
+        method: "POST", body, credentials: "same-origin",
         headers: { Accept: "application/json", "X-CSRFToken": root.dataset.csrf },
       });
-      let body = {};
-      try { body = await resp.json(); } catch (e) { body = { message: "The action failed (" + resp.status + ")." }; }
-      showFlash(body.message || (resp.ok ? "Done." : "Refused (" + resp.status + ")."), resp.ok && body.ok !== false);
+      let answer = {};
+      try { answer = await resp.json(); } catch (e) { answer = { message: "The action failed (" + resp.status + ")." }; }
+      showFlash(answer.message || (resp.ok ? "Done." : "Refused (" + resp.status + ")."), resp.ok && answer.ok !== false);
       if (resp.ok && socket && socket.readyState === WebSocket.OPEN) socket.send(JSON.stringify({ resync: true }));
     } catch (e) {
       showFlash("The action could not be sent: " + e, false);
     } finally {
       if (button) button.disabled = false;
     }
-  });
+  }
 
   document.addEventListener("DOMContentLoaded", () => {
-    const initial = document.getElementById("wq-snapshot");
-    if (initial) {
-      const snap = JSON.parse(initial.textContent);
-      if (snap && typeof snap.now_ms === "number") clockOffset = snap.now_ms - Date.now();
-      if (snap && snap.throughput && WQ.renderers.throughput) WQ.renderers.throughput(snap.throughput, snap);
-    }
+    root = document.getElementById("wq-dashboard");
+    if (!root) return;
+    banner = document.getElementById("wq-banner");
+    status = document.getElementById("wq-status");
+    flash = document.getElementById("wq-flash");
+    if (root.dataset.nowMs) clockOffset = Number(root.dataset.nowMs) - Date.now();
+    root.addEventListener("submit", submit);
     tick();
-    setInterval(tick, 1000); // client-side clock only: no request
-    connect();
+    setInterval(tick, 1000); // the browser's clock only: no request
+    if (root.dataset.live) connect();
   });
 })();

@@ -5,16 +5,20 @@ Payloads are JSON objects of directives (any other payload is just recorded):
   fail   "always", or the number of first attempts that raise
   log    Redis list to RPUSH a record to: id, payload, attempt, pid, start, end (time.time())
   defer  seconds: raise RetryLater on the first attempt
-Every handler also RPUSHes the record to "test:log:<queue>".
+Every handler also RPUSHes the record to "test:log:<queue>" (with the task's meta: a scheduled
+run's schedule, tick and kind).
 """
 
 import asyncio
 import json
 import os
 import signal
+import threading
 import time
 
-from queues import RetryLater, handler
+import redis
+
+from queues import Queue, RetryLater, handler
 from queues.engine.connection import get_default
 
 
@@ -31,7 +35,7 @@ def _record(task, start, outcome):
         "id": task.id, "queue": task.queue, "attempt": task.attempt, "pid": os.getpid(),
         "start": start, "end": time.time(), "outcome": outcome,
         "payload": task.payload.hex() if isinstance(task.payload, bytes) else task.payload,
-        "bytes": isinstance(task.payload, bytes),
+        "bytes": isinstance(task.payload, bytes), "meta": task.meta,
     }
     client = get_default().client
     client.rpush(f"test:log:{task.queue}", json.dumps(rec))
@@ -81,7 +85,7 @@ async def run_async(task):
     _record(task, start, "ok")
 
 
-for name in ("t1", "t2", "t3", "t4", "t5", "t6", "d1", "high", "mid", "low", "locks", "priority"):
+for name in ("t1", "t2", "t3", "t4", "t5", "t6", "d1", "high", "mid", "low", "locks", "priority", "sched"):
     handler(name)(run_sync)
 for name in ("a1", "a2", "a3"):
     handler(name)(run_async)
@@ -104,6 +108,7 @@ def run_isolated(task):
     hog       MB of memory to allocate and keep for the process's life
     after     a task id: RPUSH to test:alive:<id> whether that task's process still exists
     orm       count the users through Django's ORM (RPUSHed to test:orm:<id>)
+    span      make an OpenTelemetry span of its own, named so
     It first RPUSHes its pid to test:pid:<id>."""
     d = _directives(task.payload) if isinstance(task.payload, str) else {}
     client = get_default().client
@@ -117,6 +122,11 @@ def run_isolated(task):
         from django.contrib.auth.models import User
 
         client.rpush(f"test:orm:{task.id}", User.objects.count())
+    if d.get("span"):
+        from opentelemetry import trace
+
+        with trace.get_tracer("tests").start_as_current_span(d["span"]):
+            pass
     if d.get("crash") == "segfault":
         import ctypes
 
@@ -155,3 +165,117 @@ for name in ("p1", "p2", "p3"):
 handler("pspin", isolation="process", timeout=2)(run_isolated)
 handler("pcrash", isolation="process", retries=1, backoff=0.1)(run_isolated)
 handler("plock", isolation="process", timeout=1, lock="one")(run_isolated)
+
+
+# -- Stress handlers (tests/test_stress_*.py) ------------------------------------------------
+# Each run logs two events to "test:log:<queue>" (read them with tests.stress.events): "start" as
+# the handler begins and "end" as it returns, raises or is cancelled, each with id, attempt, pid
+# and t (time.time()). "start" also has running (handlers of the queue running in this process at
+# that moment, this one included) and waited (seconds since Redis recorded the start: how long the
+# task waited in the worker before a thread took it). Payload directives (a JSON object):
+#   sleep          seconds to run, or a list of seconds per attempt (the last one repeats)
+#   ignore_cancel  true: run on after a cancel or timeout (a sync handler that never looks, an
+#                  async one that swallows CancelledError)
+#   fail           "always", or the number of first attempts that raise
+#   lock           the lock key (queues "stlock" and "stalock", whose handlers take it from here)
+
+_running = {}
+_running_guard = threading.Lock()
+
+
+def _retrying(call):
+    """Redis may refuse new connections for a while (a test lowers maxclients): keep trying."""
+    deadline = time.monotonic() + 15
+    while True:
+        try:
+            return call()
+        except redis.ConnectionError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
+
+
+def _event(task, ev, **extra):
+    rec = {"ev": ev, "id": task.id, "attempt": task.attempt, "pid": os.getpid(), "t": time.time(), **extra}
+    _retrying(lambda: get_default().client.rpush(f"test:log:{task.queue}", json.dumps(rec)))
+
+
+def _seconds(value, attempt):
+    if isinstance(value, list):
+        return float(value[min(max(attempt, 1), len(value)) - 1]) if value else 0.0
+    return float(value or 0)
+
+
+def _begin(task):
+    with _running_guard:
+        _running[task.queue] = running = _running.get(task.queue, 0) + 1
+    now = time.time()
+    held = _retrying(lambda: Queue(task.queue).get(task.id))
+    waited = now - held.started_at.timestamp() if held is not None and held.started_at else None
+    _event(task, "start", running=running, waited=waited)
+    return _directives(task.payload) if isinstance(task.payload, str) else {}
+
+
+def _end(task, outcome):
+    with _running_guard:
+        _running[task.queue] -= 1
+    _event(task, "end", outcome=outcome, cancelled=task.cancelled)
+
+
+def _maybe_fail(task, d):
+    fail = d.get("fail")
+    if fail == "always" or (isinstance(fail, int) and task.attempt <= fail):
+        raise ValueError(f"asked to fail on attempt {task.attempt}")
+
+
+def stress_sync(task):
+    d = _begin(task)
+    outcome = "raised"
+    try:
+        end = time.time() + _seconds(d.get("sleep"), task.attempt)
+        while time.time() < end:
+            if task.cancelled and not d.get("ignore_cancel"):
+                outcome = "cancelled"
+                return
+            time.sleep(0.005)
+        _maybe_fail(task, d)
+        outcome = "ok"
+    finally:
+        _end(task, outcome)
+
+
+async def stress_async(task):
+    d = _begin(task)
+    outcome = "raised"
+    try:
+        seconds = _seconds(d.get("sleep"), task.attempt)
+        if d.get("ignore_cancel"):
+            sleeper = asyncio.ensure_future(asyncio.sleep(seconds))
+            while not sleeper.done():
+                try:
+                    await asyncio.shield(sleeper)
+                except asyncio.CancelledError:
+                    pass
+        else:
+            await asyncio.sleep(seconds)
+        _maybe_fail(task, d)
+        outcome = "ok"
+    except asyncio.CancelledError:
+        outcome = "cancelled"
+        raise
+    finally:
+        _end(task, outcome)
+
+
+for name in ("st1", "st2", "st3", "st4"):
+    handler(name)(stress_sync)
+for name in ("sta1", "sta2"):
+    handler(name)(stress_async)
+
+
+def _lock_of(task):
+    return str(_directives(task.payload).get("lock", "none"))
+
+
+handler("stlock", timeout=1, lock=_lock_of)(stress_sync)
+handler("stalock", timeout=1, lock=_lock_of)(stress_async)

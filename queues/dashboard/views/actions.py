@@ -11,12 +11,12 @@ from django.http import JsonResponse
 from django.shortcuts import redirect
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
-from django.views.decorators.http import require_POST
 
 from ...engine import Queue, keys
 from ...engine.errors import InvalidInput, InvalidState, TaskNotFound
 from ...models import AuditLog
-from ..access import action_required
+from ...quoting import shown
+from ..access import action_required, post_only, wants_json
 from .common import BadInput, check_queue, check_task_id, error_page
 
 # action name in the URL -> (permission, engine call, message)
@@ -33,12 +33,8 @@ QUEUE_ACTIONS = {
 }
 
 
-def _wants_json(request):
-    return "application/json" in request.headers.get("Accept", "")
-
-
 def _done(request, message, fallback, level=messages.SUCCESS):
-    if _wants_json(request):
+    if wants_json(request):
         return JsonResponse({"ok": True, "message": message})
     messages.add_message(request, level, message)
     target = request.POST.get("next") or ""
@@ -48,7 +44,7 @@ def _done(request, message, fallback, level=messages.SUCCESS):
 
 
 def _refused(request, exc):
-    if _wants_json(request):
+    if wants_json(request):
         return JsonResponse({"ok": False, "message": exc.message}, status=exc.status)
     return error_page(request, exc)
 
@@ -57,30 +53,42 @@ def _audit(request, action, queue="", task_id="", detail=""):
     AuditLog.objects.create(user=request.user, action=action, queue=queue, task_id=task_id, detail=detail)
 
 
+def _cancel(queue, task_id):
+    """Cancel a task; True if it was running (its worker is told to stop it), False if it was
+    removed before it ran."""
+    outcome = queue.cancel_outcome(task_id)
+    if outcome is None:
+        raise BadInput(f"There is no task {shown(task_id)} to cancel (it may have finished).", status=404)
+    return outcome == "stopping"
+
+
 def _task_action(action):
     codename, method, verb = TASK_ACTIONS[action]
 
-    @require_POST
+    @post_only
     @action_required(codename)
     def view(request, task_id):
         try:
             check_task_id(task_id)
             name = keys.queue_from_task_id(task_id)
+            queue = Queue(name)
             try:
-                result = getattr(Queue(name), method)(task_id)
+                if action == "cancel":
+                    running = _cancel(queue, task_id)
+                else:
+                    getattr(queue, method)(task_id)
+                    running = False
             except TaskNotFound:
-                raise BadInput(f"There is no task {task_id}.", status=404) from None
+                raise BadInput(f"There is no task {shown(task_id)}.", status=404) from None
             except InvalidState as exc:
                 raise BadInput(str(exc), status=409) from None
             except InvalidInput as exc:
                 raise BadInput(str(exc)) from None
-            if result is False:  # cancel of an unknown (or finished) task
-                raise BadInput(f"There is no task {task_id} to cancel (it may have finished).", status=404)
         except BadInput as exc:
             return _refused(request, exc)
-        detail = "stopping (it was running)" if action == "cancel" and result == 2 else ""
-        _audit(request, method, name, task_id, detail)
-        return _done(request, f"Task {task_id} {verb}.", reverse("queues:queue", args=[name]))
+        _audit(request, method, name, task_id, "stopping (it was running)" if running else "")
+        message = f"Task {task_id} {verb}" + (": stopping it (it was running)." if running else ".")
+        return _done(request, message, reverse("queues:queue", args=[name]))
 
     view.__name__ = f"task_{action}"
     return view
@@ -89,7 +97,7 @@ def _task_action(action):
 def _queue_action(action):
     codename, method = QUEUE_ACTIONS[action]
 
-    @require_POST
+    @post_only
     @action_required(codename)
     def view(request, name):
         try:

@@ -1,12 +1,16 @@
 """What every dashboard page shares: the admin's look, the live socket's address, input checks
 that turn bad input into 400/404 pages with a message."""
 
+from urllib.parse import urlencode
+
 from django.contrib import admin
 from django.shortcuts import render
+from django.urls import reverse
 
 from ...conf import get_connection
 from ...engine import keys
-from .. import access
+from ...quoting import QUEUE_NAME_RULE, TASK_ID_RULE, shown
+from .. import access, sections
 
 
 class BadInput(Exception):
@@ -22,9 +26,13 @@ def client():
 
 
 def render_page(request, template, context, status=200):
-    """Render a dashboard page inside the admin's frame (header, user links, theme)."""
+    """Render a dashboard page inside the admin's frame (header, user links, theme); its
+    sections get what the live socket renders them with (``sections.context``)."""
     ctx = admin.site.each_context(request)
-    ctx.update(title="Queues", dashboard_actions=access.allowed_actions(request.user))
+    actions = access.allowed_actions(request.user)
+    ctx.update(
+        title="Queues", **sections.context(context.get("snap") or {}, actions, page_path=request.get_full_path())
+    )
     ctx.update(context)
     return render(request, template, ctx, status=status)
 
@@ -37,17 +45,17 @@ def check_queue(name, must_exist=True):
     """A valid queue name (else 400) that is known (else 404)."""
     try:
         keys.check_queue_name(name)
-    except ValueError as exc:
-        raise BadInput(str(exc)) from None
+    except ValueError:
+        raise BadInput(f"{shown(name)} is not a queue name ({QUEUE_NAME_RULE}).") from None
     if must_exist and not client().sismember(keys.KNOWN_QUEUES, name):
-        raise BadInput(f"There is no queue {name!r}.", status=404)
+        raise BadInput(f"There is no queue {shown(name)}.", status=404)
     return name
 
 
 def check_task_id(task_id):
     """A well-formed task id (``<queue>-<16 hex digits>``), else 400."""
     if keys.queue_from_task_id(task_id) is None:
-        raise BadInput(f"{task_id!r} is not a task id (task ids look like <queue>-<16 hex digits>).")
+        raise BadInput(f"{shown(task_id)} is not a task id ({TASK_ID_RULE}).")
     return task_id
 
 
@@ -65,9 +73,8 @@ def handles_bad_input(view):
 
 
 def live_path(view, arg=None, **params):
-    """The websocket path of a view."""
-    from urllib.parse import urlencode
-
-    path = f"/ws/queues/{view}/" + (f"{arg}/" if arg else "")
+    """The websocket path of a view (reversed from the named routes of ``queues.routing``)."""
+    kwargs = {"view": view, **({"arg": arg} if arg else {})}
+    path = reverse("live", urlconf="queues.routing", kwargs=kwargs)
     params = {k: v for k, v in params.items() if v is not None}
     return path + ("?" + urlencode(params) if params else "")

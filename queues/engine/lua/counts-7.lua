@@ -1,5 +1,5 @@
 -- Read one queue's counts in one step, so they are consistent with each other (a read only).
--- Keys: front pending delayed active failed stats meta
+-- Keys: pending front delayed active failed stats meta
 -- @include base
 -- Input: none
 -- Output: {LLEN front, LLEN pending, ZCARD delayed, ZCARD active, ZCARD failed,

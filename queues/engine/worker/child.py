@@ -5,7 +5,8 @@
    ``task.cancelled`` becomes True and ``Stopped`` is raised inside the handler, so its
    ``finally`` blocks run; the worker sends SIGKILL if it is still there after KILL_GRACE.
 2. It runs the initializer it was given (the Django layer's), once, then says it is ready.
-3. Then, for each frame its worker sends (a task): runs the queue's handler and sends back one
+3. Then, for each frame its worker sends (a task, and the run span's trace context, made current
+   around the handler): runs the queue's handler and sends back one
    frame: ``("ok", result, rss)``, ``("retry", seconds, message, rss)`` or
    ``("error", description, traceback, rss)``. End of file (its worker retires it, or is gone):
    it exits 0.
@@ -28,6 +29,7 @@ import struct
 import sys
 import traceback
 
+from .. import tracing
 from ..errors import RetryLater
 
 HEADER = struct.Struct("!I")
@@ -119,10 +121,11 @@ def serve(sock, parent, specs, child_init=None, measure_memory=False):
         while True:
             try:
                 (size,) = HEADER.unpack(_read(stream, HEADER.size))
-                queue, task = pickle.loads(_read(stream, size))
+                queue, task, trace = pickle.loads(_read(stream, size))
             except EOFError:
                 break
-            reply = _run(specs[queue], task)
+            with tracing.attached_carried(trace):  # the worker's run span, current here too
+                reply = _run(specs[queue], task)
             _flush()
             sock.sendall(frame((*reply, _rss_mb() if measure_memory else 0.0)))
     except Stopped:

@@ -10,7 +10,7 @@ import asyncio
 import logging
 
 from ..backoff import Backoff
-from ..connection import NETWORK_ERRORS
+from ..connection import NETWORK_ERRORS, raise_if_cancelling
 
 log = logging.getLogger("worqr.worker")
 
@@ -39,6 +39,7 @@ class Listener:
             except asyncio.CancelledError:
                 raise
             except NETWORK_ERRORS as exc:
+                raise_if_cancelling()
                 log.warning("worqr: control channel lost (%s); resubscribing", exc)
                 await backoff.wait()
             finally:

@@ -18,7 +18,7 @@ from collections import defaultdict, deque
 from .. import commands, keys
 from ..backoff import Backoff
 from ..codes import Code
-from ..connection import NETWORK_ERRORS
+from ..connection import NETWORK_ERRORS, raise_if_cancelling
 from . import processor
 
 log = logging.getLogger("worqr.worker")
@@ -59,6 +59,7 @@ class Fetcher:
                     w.reporter.put_back(behind)  # what was not sent goes with the next batch
                 backoff.reset()
             except NETWORK_ERRORS as exc:
+                raise_if_cancelling()
                 # The call may have run with its reply lost: acknowledgements are sent again
                 # (a repeat is refused as stale, harmlessly) and tasks held in Redis but unknown
                 # here would be stranded, so take stock and give those back.

@@ -19,7 +19,7 @@ import time
 from .. import commands, keys
 from ..backoff import Backoff
 from ..codes import Code
-from ..connection import NETWORK_ERRORS
+from ..connection import NETWORK_ERRORS, raise_if_cancelling
 from ..errors import WorkerNameTaken
 from .reporter import default
 
@@ -59,6 +59,7 @@ class Heart:
                 await self._register()
                 return
             except NETWORK_ERRORS as exc:
+                raise_if_cancelling()
                 log.warning("worqr: cannot register (%s); retrying", exc)
                 await backoff.wait()
 
@@ -121,6 +122,7 @@ class Heart:
                 if not reaped:
                     self.last_beat = time.monotonic()
             except NETWORK_ERRORS as exc:
+                raise_if_cancelling()
                 log.warning("worqr: heartbeat failed: %s", exc)
                 continue
             if reaped:

@@ -6,6 +6,7 @@ The launcher owns the worker's state and its lifecycle; the duties are in their 
 2. ``control.Listener`` listens on the worker's control channel;
 3. ``fetch.Fetcher`` fills free slots, acknowledging finished tasks in the same calls;
 4. ``processor.run`` runs each delivery; ``reporter.Reporter`` reports outcomes;
+   ``scheduler.Scheduler`` syncs the schedules and fires their ticks (every worker takes part);
 5. on stop (``request_stop``, SIGTERM/SIGINT): take no more work, let running tasks finish for up
    to ``grace`` seconds (a second signal ends the grace at once), give the rest back to the
    front of their queues in the order they started (one call per queue), deregister.
@@ -27,7 +28,7 @@ from collections import defaultdict
 from dataclasses import replace
 from datetime import UTC, datetime
 
-from .. import commands, keys
+from .. import commands, keys, tracing
 from ..connection import NETWORK_ERRORS
 from ..errors import NoHandler
 from ..registry import get_handler, with_isolation
@@ -37,8 +38,13 @@ from .fetch import Fetcher
 from .heartbeat import Heart
 from .pool import ThreadPool
 from .reporter import Reporter
+from .scheduler import Scheduler
 
 log = logging.getLogger("worqr.worker")
+
+#: Seconds a cancel for a task this worker does not know (yet) is kept: a cancel can overtake the
+#: reply of the ``start`` call that gave us the task.
+EARLY_CANCEL_S = 10.0
 
 
 def default_name():
@@ -47,12 +53,13 @@ def default_name():
 
 class Worker:
     def __init__(self, queues, connection, *, concurrency=1, name=None, grace=30.0, callback_handler=None,
-                 isolation="thread", max_tasks_per_child=None, max_memory=None, child_init=None):
+                 schedules=None, isolation="thread", max_tasks_per_child=None, max_memory=None, child_init=None):
         """``callback_handler`` (a HandlerSpec) runs tasks that carry a callback URL; with it, a
-        queue without a handler of its own may be served (for such tasks only). ``isolation`` is
-        where sync handlers that don't choose run ("thread" or "process"); isolated handlers'
-        processes are recycled after ``max_tasks_per_child`` tasks or past ``max_memory`` MB, and
-        each runs ``child_init()`` once before its first task."""
+        queue without a handler of its own may be served (for such tasks only). ``schedules``
+        ([ScheduleSpec]): the settings' schedules, synced to Redis at start (None: left as they are).
+        ``isolation`` is where sync handlers that don't choose run ("thread" or "process");
+        isolated handlers' processes are recycled after ``max_tasks_per_child`` tasks or past
+        ``max_memory`` MB, and each runs ``child_init()`` once before its first task."""
         if not queues:
             raise NoHandler("no queue to serve: give queue names or register handlers")
         self.queues = [keys.check_queue_name(q) for q in queues]
@@ -66,12 +73,17 @@ class Worker:
         if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
             raise ValueError("concurrency must be an integer >= 1")
         self.connection, self.config = connection, connection.config
+        self.tracing = tracing.enabled(self.config)  # OpenTelemetry run spans (engine.tracing)
         self.concurrency = concurrency
         self.name = keys.check_worker_name(name or default_name())
         self.grace = grace
+        self.schedules = schedules
         self.procs = procpool.for_worker(self.specs, concurrency, self.config, max_tasks=max_tasks_per_child,
                                          max_memory=max_memory, child_init=child_init, on_broken=self.fatal)
         self.deliveries = {}  # (id, lease) -> processor.Delivery
+        #: (queue, id) -> when: cancels that arrived before the delivery they are for (its start
+        #: reply still on its way): applied if it arrives within EARLY_CANCEL_S
+        self.early_cancels = {}
         self.stopping = False
         self.registered = False
         self.started_at = datetime.now(UTC).isoformat()
@@ -131,6 +143,8 @@ class Worker:
             await self.heart.register_until_done()
             listener = Listener(self.redis, keys.worker_channel(self.name), self.on_control, self.on_subscribed)
             helpers = [asyncio.ensure_future(c) for c in (listener.run(), self.heart.run())]
+            self.scheduler = Scheduler(self, self.schedules)  # schedules (periodic tasks)
+            helpers.append(asyncio.ensure_future(self.scheduler.run()))
             log.info("worqr: worker %s serving %s with %d slot(s)", self.name, ", ".join(self.queues), self.concurrency)
             await self.fetcher.run()
             await self._shutdown()
@@ -139,7 +153,8 @@ class Worker:
         finally:
             for h in helpers:
                 h.cancel()
-            await asyncio.gather(*helpers, return_exceptions=True)
+            if helpers:  # cancelled helpers end at once; never let one hold the exit up
+                await asyncio.wait(helpers, timeout=5.0)
             self.pool.shutdown()
             if self.procs is not None:
                 self.procs.close()
@@ -152,11 +167,15 @@ class Worker:
         return self.concurrency - len(self.deliveries) if self.registered else 0
 
     def start_delivery(self, d):
+        if self.early_cancels.pop((d.task.queue, d.task.id), None) is not None:
+            d.cancel_locally()  # cancelled before we even knew we had it: it never starts
         self.deliveries[d.key] = d
         d.runner = asyncio.ensure_future(processor.run(self, d))
 
     def delivery_done(self, d):
         self.deliveries.pop(d.key, None)
+        if d.span is not None:  # no outcome was reported: an error in the worker itself
+            self.reporter.log_outcome(d, "error", "the worker failed to run the task")
         self.changed.set()
 
     def cancel_delivery(self, d):
@@ -212,10 +231,21 @@ class Worker:
             self.changed.set()
         elif kind == "c":
             queue, _, task_id = rest.partition(" ")
-            for d in [d for d in self.deliveries.values() if d.task.id == task_id and d.task.queue == queue]:
+            mine = [d for d in self.deliveries.values() if d.task.id == task_id and d.task.queue == queue]
+            for d in mine:
                 if not d.reported:
                     log.info("worqr: cancelling task %s of %s", task_id, queue)
                 self.cancel_delivery(d)
+            if not mine:
+                self._remember_early_cancel(queue, task_id)
+
+    def _remember_early_cancel(self, queue, task_id):
+        now = time.monotonic()
+        for key, at in list(self.early_cancels.items()):
+            if now - at > EARLY_CANCEL_S:
+                del self.early_cancels[key]
+        if len(self.early_cancels) < 10000:
+            self.early_cancels[(queue, task_id)] = now
 
     # -- shutdown --------------------------------------------------------------------------
 

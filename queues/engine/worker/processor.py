@@ -23,6 +23,7 @@ import logging
 import time
 import traceback as tb_module
 
+from .. import tracing
 from ..errors import RetryLater
 from .procpool import HandlerFailed
 
@@ -33,7 +34,7 @@ class Delivery:
     """A task handed to this worker (one lease of it): the task, its handler and its run state."""
 
     __slots__ = ("task", "spec", "started", "handle", "reported", "runner", "keep_lock", "stale", "ended",
-                 "released")
+                 "released", "span")
 
     def __init__(self, task, spec):
         self.task, self.spec = task, spec
@@ -45,6 +46,7 @@ class Delivery:
         self.stale = False  # a report was refused: the task was taken from us (and maybe its lock kept)
         self.ended = False  # ``run`` is over: the handler has returned (or never started)
         self.released = False
+        self.span = None  # the OpenTelemetry run span of this attempt, until its outcome is reported
 
     @property
     def key(self):
@@ -111,12 +113,16 @@ async def run(worker, d):
                 d.reported = True
                 worker.reporter.done(d, "cancelled", "")
             return
+        func = spec.func
+        if worker.tracing:  # the run span; the handler runs with it as its current span
+            d.span = tracing.start_run(task, worker.name)
+            func = tracing.bind(d.span, func, d.is_async)
         if d.is_async:
-            d.handle = asyncio.ensure_future(spec.func(task))
-        elif d.isolated:
-            d.handle = worker.procs.submit(task)
+            d.handle = asyncio.ensure_future(func(task))
+        elif d.isolated:  # the handler's process makes the run span its current span
+            d.handle = worker.procs.submit(task, tracing.carried(d.span) if d.span is not None else "")
         else:
-            d.handle = worker.pool.submit(worker.loop, spec.func, task)
+            d.handle = worker.pool.submit(worker.loop, func, task)
         timeout = task.timeout if task.timeout and task.timeout > 0 else None
         if timeout is None:
             await asyncio.wait((d.handle,))
@@ -158,4 +164,4 @@ async def _report(worker, d):
         await worker.reporter.failure(d, exc.description, exc.trace)
     else:
         trace = "".join(tb_module.format_exception(type(exc), exc, exc.__traceback__))
-        await worker.reporter.failure(d, _describe(exc), trace[-20000:])
+        await worker.reporter.failure(d, _describe(exc), trace[-20000:], exc=exc)

@@ -43,9 +43,9 @@ class HandlerFailed(Exception):
 class Run(asyncio.Future):
     """One task run by an isolated handler. Don't ``cancel()`` it: ``stop()`` it."""
 
-    def __init__(self, pool, task):
+    def __init__(self, pool, task, trace=""):
         super().__init__(loop=pool.loop)
-        self.pool, self.task, self.proc = pool, task, None
+        self.pool, self.task, self.trace, self.proc = pool, task, trace, None
 
     def stop(self, now=False):
         """Stop the handler's process: SIGTERM, then SIGKILL after KILL_GRACE (``now``: SIGKILL);
@@ -111,8 +111,9 @@ class ProcessPool:
 
     # -- runs ------------------------------------------------------------------------------
 
-    def submit(self, task):
-        run = Run(self, task)
+    def submit(self, task, trace=""):
+        """Run ``task`` in a handler process; ``trace``: the run span, ``tracing.carried``."""
+        run = Run(self, task, trace)
         if self.idle:
             self._hand(self.idle.popleft(), run)
         else:
@@ -121,7 +122,7 @@ class ProcessPool:
 
     def _hand(self, p, run):
         p.run, run.proc = run, p
-        p.transport.write(child.frame((run.task.queue, run.task)))
+        p.transport.write(child.frame((run.task.queue, run.task, run.trace)))
 
     def _ready(self, p):
         if self.waiting:

@@ -16,10 +16,10 @@ import random
 import time
 from collections import defaultdict
 
-from .. import commands
+from .. import commands, tracing
 from ..backoff import Backoff
 from ..codes import Code
-from ..connection import NETWORK_ERRORS
+from ..connection import NETWORK_ERRORS, raise_if_cancelling
 
 log = logging.getLogger("worqr.worker")
 
@@ -35,10 +35,22 @@ class Reporter:
         self.releases = defaultdict(list)  # queue -> [(id, lease)]
         self.processed = self.failed = 0
 
-    def log_outcome(self, d, outcome):
+    def log_outcome(self, d, outcome, error=None, exc=None):
+        """Log an attempt's outcome (one line at INFO; the JSON format's fields in ``extra``) and
+        end its run span."""
+        span = d.span
+        if span is not None:
+            d.span = None
+            tracing.end_run(span, outcome, error, exc)
         if log.isEnabledFor(logging.INFO):
-            log.info("task %s queue=%s outcome=%s duration=%.1fms", d.task.id, d.task.queue, outcome,
-                     (time.monotonic() - d.started) * 1000)
+            task, ms = d.task, (time.monotonic() - d.started) * 1000
+            extra = {"worker": self.w.name, "queue": task.queue, "task_id": task.id, "attempt": task.attempt,
+                     "outcome": outcome, "duration_ms": round(ms, 1)}
+            if error:
+                extra["error"] = error
+            if span is not None and (ids := tracing.ids(span)):
+                extra["trace_id"], extra["span_id"] = ids
+            log.info("task %s queue=%s outcome=%s duration=%.1fms", task.id, task.queue, outcome, ms, extra=extra)
 
     # -- acknowledgements ------------------------------------------------------------------
 
@@ -93,10 +105,11 @@ class Reporter:
 
     # -- failures --------------------------------------------------------------------------
 
-    async def failure(self, d, error, trace, retry_after=None):
+    async def failure(self, d, error, trace, retry_after=None, exc=None):
+        """A failed attempt (``exc``: the handler's exception, if any), or a deferral."""
         c, spec = self.w.config, d.spec
         self.failed += retry_after is None
-        self.log_outcome(d, "deferred" if retry_after is not None else "failed")
+        self.log_outcome(d, "deferred" if retry_after is not None else "failed", error, exc)
         d.keep_lock = d.still_running()
         call = commands.fail(
             d.task.queue, self.w.name, d.task.id, d.task.lease, error, trace,
@@ -137,6 +150,7 @@ class Reporter:
             try:
                 return await call.arun(self.w.redis)
             except NETWORK_ERRORS as exc:
+                raise_if_cancelling()
                 log.warning("worqr: %s failed (%s); retrying", call.script, exc)
                 await backoff.wait()
         log.error("worqr: gave up on %s for queue %s; the lease will expire", call.script, call.queue)

@@ -1,20 +1,24 @@
 import json
 
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 
 from queues.conf import get_connection
 from queues.engine import readmodel
+from queues.engine.connection import NETWORK_ERRORS
 
 
 class Command(BaseCommand):
-    help = "Show counts per queue and the live workers."
+    help = "Show counts per queue and the live workers (exit status 1 when Redis can't be reached)."
 
     def add_arguments(self, parser):
         parser.add_argument("--json", action="store_true", help="print JSON")
 
     def handle(self, *args, **options):
         client = get_connection().client
-        queues, workers = readmodel.overview(client), readmodel.workers(client)
+        try:
+            queues, workers = readmodel.overview(client), readmodel.workers(client)
+        except NETWORK_ERRORS as exc:  # a health check's answer: a clear message and exit status 1
+            raise CommandError(f"Redis can't be reached: {exc}") from exc
         if options["json"]:
             self.stdout.write(json.dumps({"queues": queues, "workers": workers}, indent=2, default=str))
             return

@@ -1,3 +1,6 @@
+"""``manage.py worker``: checks its options and hands off to the engine's Worker (or, with
+``--processes N``, to a Supervisor of N workers)."""
+
 import argparse
 import logging
 import os
@@ -6,11 +9,12 @@ from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError
 from django.db import connections
 
-from queues.conf import get_connection
+from queues.conf import LOG_FORMATS, get_connection, log_format, schedule_specs
 from queues.engine.errors import WorqrError
 from queues.engine.registry import all_handlers
 from queues.engine.worker import Worker
 from queues.engine.worker.launcher import default_name
+from queues.engine.worker.logs import use_json
 from queues.engine.worker.supervisor import Supervisor
 from queues.webhooks import worker_callback_handler
 
@@ -46,17 +50,41 @@ class Command(BaseCommand):
         parser.add_argument("queues", nargs="*", help="queues to serve (default: every queue with a handler)")
         parser.add_argument("--concurrency", "-c", type=int, default=1, help="tasks run at once (default 1)")
         parser.add_argument("--name", help="worker name (default: host.pid.random)")
-        parser.add_argument("--grace", type=float, default=30.0,
-                            help="seconds running tasks get to finish on SIGTERM/SIGINT (default 30)")
-        parser.add_argument("--processes", type=lambda v: _count(v, auto=True),
-                            help="run N worker processes (auto: one per CPU) under a supervisor, named NAME-1...")
-        parser.add_argument("--isolation", choices=["thread", "process"], default="thread",
-                            help="where sync handlers that don't choose run (default thread)")
+        parser.add_argument(
+            "--grace",
+            type=float,
+            default=30.0,
+            help="seconds running tasks get to finish on SIGTERM/SIGINT (default 30)",
+        )
+        parser.add_argument(
+            "--processes",
+            type=lambda value: _count(value, auto=True),
+            help="run N worker processes (auto: one per CPU) under a supervisor, named NAME-1 ... NAME-N",
+        )
+        parser.add_argument(
+            "--isolation",
+            choices=["thread", "process"],
+            default="thread",
+            help="where sync handlers that don't choose run (default thread)",
+        )
         parser.add_argument("--max-tasks-per-child", type=_count, help="replace a handler process after N tasks")
-        parser.add_argument("--max-memory", type=_count, metavar="MB",
-                            help="replace a handler process once its resident memory passes MB")
-        parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"],
-                            help="INFO logs one line per task; WARNING only problems")
+        parser.add_argument(
+            "--max-memory",
+            type=_count,
+            metavar="MB",
+            help="replace a handler process once its resident memory passes MB",
+        )
+        parser.add_argument(
+            "--log-level",
+            default="INFO",
+            choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+            help="INFO logs one line per task; WARNING only problems",
+        )
+        parser.add_argument(
+            "--log-format",
+            choices=LOG_FORMATS,
+            help="text, or json: one JSON object per line (default: WORQR['LOG_FORMAT'], else text)",
+        )
 
     def handle(self, *args, **options):
         logging.basicConfig(format="%(asctime)s %(levelname)s %(message)s", level=options["log_level"])
@@ -65,24 +93,52 @@ class Command(BaseCommand):
             raise CommandError("--concurrency must be at least 1")
         if options["grace"] < 0:
             raise CommandError("--grace must not be negative")
-        queues = options["queues"] or sorted(all_handlers())
+        handlers = all_handlers()
+        queues = options["queues"] or sorted(handlers)
+        json_logs = (options["log_format"] or log_format()) == "json"
 
         def make_worker(name):
-            return Worker(queues, get_connection(), concurrency=options["concurrency"], name=name,
-                          grace=options["grace"], callback_handler=worker_callback_handler(),
-                          isolation=options["isolation"], max_tasks_per_child=options["max_tasks_per_child"],
-                          max_memory=options["max_memory"], child_init=child_init)
+            worker = Worker(
+                queues,
+                get_connection(),
+                concurrency=options["concurrency"],
+                name=name,
+                grace=options["grace"],
+                callback_handler=worker_callback_handler(),
+                schedules=schedule_specs(),
+                isolation=options["isolation"],
+                max_tasks_per_child=options["max_tasks_per_child"],
+                max_memory=options["max_memory"],
+                child_init=child_init,
+            )
+            if json_logs:
+                use_json(worker.name)
+            return worker
 
         try:
             if options["processes"]:
                 base = options["name"] or default_name()
                 make_worker(f"{base}-1")  # bad input is reported here, before anything is forked
-                runner = Supervisor(options["processes"], base, lambda name: make_worker(name).run(),
-                                    grace=options["grace"], kill_grace=get_connection().config.kill_grace)
+                runner = Supervisor(
+                    options["processes"],
+                    base,
+                    lambda name: make_worker(name).run(),
+                    grace=options["grace"],
+                    kill_grace=get_connection().config.kill_grace,
+                )
+                if json_logs:
+                    use_json(base)
             else:
                 runner = make_worker(options["name"])
         except (WorqrError, ValueError, ImproperlyConfigured) as exc:
             raise CommandError(str(exc)) from exc
+        for queue in queues:
+            if queue not in handlers:  # allowed only because callbacks are on: a typo is served forever
+                logging.getLogger("worqr.worker").warning(
+                    "worqr: queue %s has no handler: this worker runs only callback tasks there (tasks with a "
+                    "callback URL); its other tasks fail",
+                    queue,
+                )
         connections.close_all()  # forked processes must not share this one's database connections
         code = runner.run()
         if code:

@@ -21,16 +21,21 @@ local function wait_for_lock(id, tk, lk, first, now)
   rcall('ZADD', K.lockwaits, 'NX', recheck_at(lk, now), lk)
 end
 
+-- Whether a new task with lock lk may be runnable now (the lock is free and has no runnable
+-- head): then it becomes the head, id. Enqueue uses it once per batch: the others wait.
+local function claim_turn(lk, id)
+  if rcall('HEXISTS', K.lockheads, lk) == 1 or rcall('EXISTS', lock_key(lk)) == 1 then return false end
+  rcall('HSET', K.lockheads, lk, id)
+  return true
+end
+
 -- Make a task runnable: at the tail of pending ('tail'), or at the head of front ('front', a
 -- task given back). A task whose lock is held, or already has a runnable head, waits instead.
 -- Returns true if it is runnable.
 local function make_runnable(id, tk, lk, where, now)
-  if lk then
-    if rcall('HEXISTS', K.lockheads, lk) == 1 or rcall('EXISTS', lock_key(lk)) == 1 then
-      wait_for_lock(id, tk, lk, where == 'front', now)
-      return false
-    end
-    rcall('HSET', K.lockheads, lk, id)
+  if lk and not claim_turn(lk, id) then
+    wait_for_lock(id, tk, lk, where == 'front', now)
+    return false
   end
   rcall('HSET', tk, 's', 'pending')
   if where == 'front' then rcall('LPUSH', K.front, id) else rcall('RPUSH', K.pending, id) end

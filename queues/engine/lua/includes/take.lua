@@ -1,4 +1,5 @@
 -- @include locks
+-- @include lease
 -- Taking tasks, shared by start (a worker asks) and enqueue (a task is handed straight to an
 -- idle worker, saving it a round trip).
 
@@ -22,9 +23,10 @@ local function promote_due(now)
 end
 
 -- Take up to `count` runnable tasks, from the head of front then pending, for `worker`,
--- appending 9 fields per task to `out` (id, payload, lease, attempt, timeout, callback, meta,
--- retries, payload kind). Each task taken gets a new lease (fencing token) and its lock, and is
--- recorded as held by the worker. opts: lock_ttl (ms), grace (ms), default_timeout (s).
+-- appending 10 fields per task to `out` (id, payload, lease, attempt, timeout, callback, meta,
+-- retries, payload kind, trace context). Each task taken gets a new lease (fencing token) and
+-- its lock, and is recorded as held by the worker. opts: lock_ttl (ms), grace (ms),
+-- default_timeout (s).
 -- Returns the ids taken, and true if it stopped at TAKE_SCAN_MAX with more to look at.
 local function take_tasks(worker, count, out, now, opts)
   local taken = {}
@@ -37,7 +39,7 @@ local function take_tasks(worker, count, out, now, opts)
     if not id then break end
     looked = looked + 1
     local tk = task_key(id)
-    local f = rcall('HMGET', tk, 'p', 'lk', 't', 'cb', 'm', 'r', 'y', 's')
+    local f = rcall('HMGET', tk, 'p', 'lk', 't', 'cb', 'm', 'r', 'y', 's', 'tc')
     if f[8] ~= 'pending' then
       rcall('HINCRBY', K.stats, 'gone', -1)  -- removed (or run) since it was listed
     else
@@ -46,7 +48,8 @@ local function take_tasks(worker, count, out, now, opts)
       if lk and rcall('EXISTS', lock_key(lk)) == 1 then
         wait_for_lock(id, tk, lk, true, now)  -- never expected: a runnable head's lock is free
       else
-        local lease = rcall('HINCRBY', tk, 'l', 1)
+        local lease = new_lease()
+        rcall('HSET', tk, 'l', lease)
         local attempt = rcall('HINCRBY', tk, 'a', 1)
         if lk then rcall('SET', lock_key(lk), id .. ':' .. lease, 'PX', opts.lock_ttl) end
         rcall('HSET', tk, 's', 'active', 'w', worker, 'st', now)
@@ -59,7 +62,7 @@ local function take_tasks(worker, count, out, now, opts)
         local i = #out
         out[i + 1], out[i + 2], out[i + 3], out[i + 4] = id, f[1], tostring(lease), tostring(attempt)
         out[i + 5], out[i + 6], out[i + 7], out[i + 8] = tostring(timeout), f[4] or '', f[5] or '', f[6] or ''
-        out[i + 9] = f[7] or ''
+        out[i + 9], out[i + 10] = f[7] or '', f[9] or ''
       end
     end
   end

@@ -1,4 +1,5 @@
 -- @include active
+-- @include lease
 -- Failing a worker: every task it held in this queue goes back first in line.
 
 -- The latest-started task is requeued first, so the earliest-started ends up frontmost (the
@@ -21,7 +22,7 @@ local function fail_worker(w, reason, now)
     local f = rcall('HMGET', tk, 'l', 'lk', 'w', 's', 'x', 'u')
     if f[4] == 'active' and f[3] == w then
       leave_active(id, f[1], f[2], w, f[5] and 'release' or 'requeue', now)
-      rcall('HINCRBY', tk, 'l', 1)
+      rcall('HSET', tk, 'l', new_lease())  -- fence the old holder out
       if requeue_front(id, tk, f[5], f[6], f[2], now) == 1 then requeued[#requeued + 1] = id end
     end
   end

@@ -1,0 +1,223 @@
+"""The HTTP API's request bodies, each defined once: the same table validates a body and
+describes it in the OpenAPI document (``openapi.py``), so the two can't drift apart.
+
+A body is a JSON object holding only its own fields, each once, with one spelling per route:
+``POST /api/tasks`` uses worqr's names, the seed's ``POST /api/create`` the seed's (``topic``,
+``content``, ``retry``). ``null`` means "not given". Every error names its field and writes
+nothing (the enqueue itself is one atomic script: Redis holds the whole task or nothing).
+
+=========  =======  ==========================================================================
+tasks      create
+=========  =======  ==========================================================================
+queue      topic    queue name (required)
+payload    content  text, stored as given (required; send JSON objects as a JSON string)
+delay      delay    seconds before it may run (0 to ten years)
+retries    retry    retries after a failed attempt (integer 0-1000; default: the queue's)
+timeout    timeout  seconds an attempt may run (> 0, at most a week)
+backoff    backoff  base seconds between retries (0 to a day; retry n waits backoff * 2**(n-1))
+callback   callback http(s) URL the built-in webhook delivery POSTs the task to
+=========  =======  ==========================================================================
+"""
+
+import math
+
+from ..conf import get_connection
+from ..engine import keys
+from ..engine.errors import InvalidQueueName
+from ..quoting import QUEUE_NAME_RULE, TASK_ID_RULE, shown
+from ..webhooks import InvalidCallback, callback_pattern, check_callback
+from .errors import BadRequest
+
+#: Upper bounds: far beyond any sensible use, and small enough for Redis and Lua numbers.
+MAX_DELAY = 10 * 365 * 86400  # ten years
+MAX_RETRIES = 1000
+MAX_TIMEOUT = 7 * 86400  # a week
+MAX_BACKOFF = 86400  # a day
+
+QUEUE_PATTERN = "^[A-Za-z0-9][A-Za-z0-9._@+-]*$"
+TASK_ID_PATTERN = "^[A-Za-z0-9][A-Za-z0-9._@+-]*-[0-9a-f]{16}$"
+QUEUE_SCHEMA = {"type": "string", "pattern": QUEUE_PATTERN, "minLength": 1, "maxLength": keys.QUEUE_NAME_MAX}
+TASK_ID_SCHEMA = {"type": "string", "pattern": TASK_ID_PATTERN, "minLength": 18, "maxLength": keys.QUEUE_NAME_MAX + 17}
+
+
+class Huge:
+    """A JSON integer too long for Python to read (over 4,000 digits): out of any range."""
+
+    def __init__(self, negative):
+        self.negative = negative
+
+
+def parse_int(text):
+    """``json.loads``' reader of integers: ``Huge`` past 4,000 digits, never Python's error."""
+    return int(text) if len(text) <= 4000 else Huge(text.startswith("-"))
+
+
+def json_type(value):
+    if isinstance(value, (int, float, Huge)) and not isinstance(value, bool):
+        return "a number"
+    return {dict: "an object", list: "an array", str: "a string", bool: "a boolean"}.get(type(value), "null")
+
+
+def queue_name(value, field="queue"):
+    """A valid queue name, else BadRequest naming ``field``."""
+    text(field, value)
+    try:
+        return keys.check_queue_name(value)
+    except InvalidQueueName:
+        raise BadRequest(f"{field}: {shown(value)} is not a queue name ({QUEUE_NAME_RULE})", field) from None
+
+
+def task_id(value, field="id"):
+    """A well-formed task id, else BadRequest naming ``field``."""
+    text(field, value)
+    if keys.queue_from_task_id(value) is None:
+        raise BadRequest(f"{field}: {shown(value)} is not a task id ({TASK_ID_RULE})", field)
+    return value
+
+
+def text(field, value):
+    if not isinstance(value, str):
+        raise BadRequest(f"{field}: must be a string, not {json_type(value)}", field)
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise BadRequest(f"{field}: is not valid Unicode (a lone surrogate escape)", field) from None
+    return value
+
+
+class Field:
+    """One field of a body: its name, the option it sets (``key``), what it accepts."""
+
+    def __init__(self, name, kind, key=None, *, required=False, minimum=None, maximum=None, positive=False, doc=""):
+        self.name, self.kind, self.key = name, kind, key or name
+        self.required, self.minimum, self.maximum, self.positive, self.doc = required, minimum, maximum, positive, doc
+
+    def parse(self, value):
+        name = self.name
+        if self.kind == "queue":
+            return queue_name(value, name)
+        if self.kind == "task_id":
+            return task_id(value, name)
+        if self.kind == "payload":
+            text(name, value)
+            size, limit = len(value.encode("utf-8")), get_connection().config.max_payload_bytes
+            if size > limit:
+                raise BadRequest(f"{name}: {size} bytes is over the limit of {limit} bytes", name)
+            return value
+        if self.kind == "callback":
+            text(name, value)
+            try:
+                return check_callback(value)
+            except InvalidCallback as exc:
+                raise BadRequest(f"{name}: {exc}", name) from None
+        return self._number(value)
+
+    def _number(self, value):
+        name, integer = self.name, self.kind == "integer"
+        if isinstance(value, Huge):
+            raise BadRequest(f"{name}: must be {'>= 0' if value.negative else f'at most {self.maximum}'}", name)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise BadRequest(f"{name}: must be {'an integer' if integer else 'a number'}, not {json_type(value)}", name)
+        if isinstance(value, float) and not math.isfinite(value):
+            raise BadRequest(f"{name}: must be a finite number", name)
+        if integer and isinstance(value, float):
+            if not value.is_integer():
+                raise BadRequest(f"{name}: must be an integer, not {value!r}", name)
+            value = int(value)
+        if value < 0 or (self.positive and value == 0):
+            raise BadRequest(f"{name}: must be {'> 0' if self.positive else '>= 0'}", name)
+        if value > self.maximum:
+            raise BadRequest(f"{name}: must be at most {self.maximum}", name)
+        return value
+
+    def schema(self):
+        """The field's JSON Schema, or None when the field can't be used (callbacks off)."""
+        doc = self.doc
+        if self.kind == "queue":
+            out = dict(QUEUE_SCHEMA)
+        elif self.kind == "task_id":
+            out = dict(TASK_ID_SCHEMA)
+        elif self.kind == "payload":
+            limit = get_connection().config.max_payload_bytes
+            out = {"type": "string", "maxLength": limit // 4}
+            doc = f"stored as given; at most {limit} bytes in UTF-8 (maxLength: the length that always fits)"
+        elif self.kind == "callback":
+            pattern = callback_pattern()
+            if pattern is None:
+                return None
+            out = {"type": "string", "maxLength": 2048, "pattern": pattern}
+        else:
+            out = {"type": self.kind, "minimum": 0, "maximum": self.maximum}
+            if self.positive:
+                out = {"type": self.kind, "exclusiveMinimum": 0, "maximum": self.maximum}
+        if not self.required:
+            out["type"] = [out["type"], "null"]
+        if doc:
+            out["description"] = doc
+        return out
+
+
+class Body:
+    """A JSON object body made of ``fields``; ``spellings`` maps other routes' names of its
+    fields to its own, for a helpful error."""
+
+    def __init__(self, *fields, spellings=None):
+        self.fields = {f.name: f for f in fields}
+        self.spellings = spellings or {}
+
+    def parse(self, data):
+        """``{key: value}`` of the fields given (not null), or raise BadRequest."""
+        for name in data:
+            if name not in self.fields:
+                hint = f' (here it is "{self.spellings[name]}")' if name in self.spellings else ""
+                raise BadRequest(f"unknown field {shown(name)}{hint}; the fields are {', '.join(self.fields)}", name)
+        out = {}
+        for name, field in self.fields.items():
+            value = data.get(name)
+            if value is None:
+                if field.required:
+                    raise BadRequest(f"{name}: is required", name)
+                continue
+            out[field.key] = field.parse(value)
+        return out
+
+    def schema(self):
+        properties = {name: s for name, f in self.fields.items() if (s := f.schema()) is not None}
+        required = [name for name, f in self.fields.items() if f.required]
+        return {"type": "object", "additionalProperties": False, "required": required, "properties": properties}
+
+
+def _create(queue, payload, retries, others):
+    return Body(
+        Field(queue, "queue", "queue", required=True, doc="the queue's name"),
+        Field(payload, "payload", "payload", required=True),
+        Field("delay", "number", maximum=MAX_DELAY, doc="seconds before it may run"),
+        Field(retries, "integer", "retries", maximum=MAX_RETRIES, doc="retries after a failed attempt"),
+        Field("timeout", "number", maximum=MAX_TIMEOUT, positive=True, doc="seconds an attempt may run"),
+        Field(
+            "backoff",
+            "number",
+            maximum=MAX_BACKOFF,
+            doc="base seconds between retries: retry n waits backoff * 2**(n-1)",
+        ),
+        Field(
+            "callback",
+            "callback",
+            doc="http(s) URL the task is POSTed to; its host must be in WORQR['CALLBACK_ALLOWED_HOSTS']",
+        ),
+        spellings=others,
+    )
+
+
+#: POST /api/tasks
+CREATE_TASK = _create("queue", "payload", "retries", {"topic": "queue", "content": "payload", "retry": "retries"})
+#: POST /api/create, in the seed's names
+SEED_CREATE = _create("topic", "content", "retry", {"queue": "topic", "payload": "content", "retries": "retry"})
+#: POST /api/query and /api/delete
+BY_ID = Body(Field("id", "task_id", required=True, doc="a task id"))
+
+
+def create_options(body, spec=CREATE_TASK):
+    """``(queue, payload, enqueue kwargs)`` from a create body, or raise BadRequest."""
+    options = spec.parse(body)
+    return options.pop("queue"), options.pop("payload"), options

@@ -1,0 +1,96 @@
+"""The dashboard's sections: each part of a page that changes is one Django template,
+``queues/sections/<name>.html``, rendered from the page's snapshot by the view (inside the
+page) and by the live socket (when the snapshot keys it shows change). That template is the
+section's only renderer; the browser swaps in the HTML it is sent.
+
+Every section's template gets ``snap`` (the snapshot), ``dashboard_actions`` (the action
+permissions of the user, to show only the buttons that work), ``chart`` (the throughput
+chart's bars) and, inside a page, ``page_path`` and ``csrf_token`` for forms that work without
+the page's script (which otherwise posts them with the CSRF header).
+"""
+
+from datetime import UTC, datetime
+
+from django.template.loader import render_to_string
+
+#: view -> section -> the snapshot keys it shows
+SECTIONS = {
+    "overview": {"totals": ("totals", "workers"), "queues": ("queues",), "throughput": ("throughput",)},
+    "queue": {
+        "state": ("counts",),
+        "pause": ("counts",),
+        "counts": ("counts",),
+        "active": ("active",),
+        "pending": ("pending",),
+        "delayed": ("delayed",),
+        "failed": ("failed",),
+        "failure_groups": ("failure_groups",),
+        "locks": ("locks",),
+        "throughput": ("throughput",),
+    },
+    "task": {"task": ("task",), "failures": ("failures",)},
+    "workers": {"workers": ("workers",)},
+    "schedules": {"schedules": ("schedules",)},
+}
+
+CHART_WIDTH, CHART_HEIGHT, CHART_PAD = 720, 160, 28
+
+
+def chart(throughput):
+    """The bars of the throughput chart (completed at the bottom, failed on top), in SVG units."""
+    if not throughput:
+        return None
+    completed, failed = throughput["completed"], throughput["failed"]
+    n = len(completed)
+    top = max([1] + [c + f for c, f in zip(completed, failed)])
+    width = (CHART_WIDTH - CHART_PAD) / n
+    scale = (CHART_HEIGHT - 4) / top
+    bars = []
+    for i, (c, f) in enumerate(zip(completed, failed)):
+        x = CHART_PAD + i * width + 1
+        minute = datetime.fromtimestamp((throughput["start_ms"] + i * 60000) / 1000, UTC).strftime("%H:%M")
+        bars.append(
+            {
+                "x": round(x, 2),
+                "w": round(max(1.0, width - 2), 2),
+                "hit_w": round(width, 2),
+                "ok_y": round(CHART_HEIGHT - c * scale, 2),
+                "ok_h": round(c * scale, 2),
+                "fail_y": round(CHART_HEIGHT - (c + f) * scale, 2),
+                "fail_h": round(f * scale, 2),
+                "completed": c,
+                "failed": f,
+                "minute": minute,
+                "label": "end" if i == n - 1 else "start" if i % 15 == 0 else None,
+                "label_x": round(x + width - 2 if i == n - 1 else x, 2),
+            }
+        )
+    return {
+        "width": CHART_WIDTH,
+        "height": CHART_HEIGHT,
+        "box_height": CHART_HEIGHT + 18,
+        "pad": CHART_PAD,
+        "top": top,
+        "bars": bars,
+    }
+
+
+def context(snapshot, actions, **page):
+    """What every section's template is rendered with (``page``: page_path, csrf_token...)."""
+    return {"snap": snapshot, "dashboard_actions": actions, "chart": chart(snapshot.get("throughput")), **page}
+
+
+def to_render(view, changed):
+    """The sections of ``view`` that show one of the ``changed`` snapshot keys."""
+    return [name for name, keys in SECTIONS[view].items() if set(keys) & changed]
+
+
+def render(snapshot, names, actions):
+    """``{section: html}`` of the ``names`` sections of the snapshot's view."""
+    ctx = context(snapshot, actions)
+    return {name: render_to_string(f"queues/sections/{name}.html", ctx) for name in names}
+
+
+def render_changed(snapshot, changed, actions):
+    """``{section: html}`` of the sections showing one of the ``changed`` snapshot keys."""
+    return render(snapshot, to_render(snapshot["view"], changed), actions)

@@ -1,0 +1,207 @@
+"""Scheduler: a worker's part in firing the periodic tasks (schedules). There is no beat process:
+every running worker takes part, whatever queues it serves.
+
+1. At start, a worker given its settings' schedules syncs them to Redis (``schedules.sync``).
+2. It reads every schedule's next run and settings, and sleeps until the earliest is due, or
+   until a change is announced on ``keys.SCHEDULE_CHANGES`` (a sync, pause or resume by anyone);
+   after every (re)subscribe it reads them again, so a change missed while disconnected is seen.
+   No polling: an idle scheduler costs Redis nothing between ticks.
+3. When a tick is due it computes the tick after it and calls ``fire``: the first worker's call
+   enqueues the run and moves the schedule on, atomically; the other workers' calls find it
+   moved (STALE) and sleep again. So each tick gives exactly one task, whatever the number of
+   workers, their crashes and restarts. A tick found late (due more than
+   ``schedules.MISSED_GRACE_MS`` ago, or the next one due too: an outage) is fired again in
+   'missed' mode with the first tick after now: one catch-up run (``missed: "once"``) or none.
+"""
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass
+
+from .. import commands, keys, schedules, ticks
+from ..backoff import Backoff
+from ..codes import Code
+from ..connection import NETWORK_ERRORS, raise_if_cancelling
+from ..errors import ConfigurationError
+from ..queue import new_task_id
+from ..schedule_settings import ScheduleSpec, from_document
+from .control import Listener
+
+log = logging.getLogger("worqr.worker")
+
+
+@dataclass
+class Entry:
+    """What the scheduler knows of one schedule: its settings (and their version) and next run."""
+
+    queue: str
+    name: str
+    spec: ScheduleSpec
+    version: str
+    next_ms: int | None  # None: no next run (paused, disabled)
+
+
+class Scheduler:
+    def __init__(self, worker, specs=None):
+        """``specs``: the schedules of this worker's settings, synced at start (None: no sync;
+        the worker still fires the schedules Redis has)."""
+        self.w = worker
+        self.specs = specs
+        self.entries = {}
+        self.dirty = True
+        self.changed = asyncio.Event()
+        self.offset_ms = 0.0  # Redis's clock minus ours
+        self.fired = 0
+
+    def _now_ms(self):
+        return time.time() * 1000 + self.offset_ms
+
+    def _clock(self, redis_now_ms):
+        self.offset_ms = redis_now_ms - time.time() * 1000
+
+    def _on_change(self, _data=None):
+        self.dirty = True
+        self.changed.set()
+
+    # -- the loop ----------------------------------------------------------------------------
+
+    async def run(self):
+        if self.specs is not None and not await self._sync_until_done():
+            return
+        listener = Listener(self.w.redis, keys.SCHEDULE_CHANGES, self._on_change, self._on_change)
+        listening = asyncio.ensure_future(listener.run())
+        try:
+            await self._loop()
+        finally:
+            listening.cancel()
+            await asyncio.gather(listening, return_exceptions=True)
+
+    async def _sync_until_done(self):
+        backoff = Backoff()
+        while not self.w.stopping:
+            try:
+                done = await asyncio.to_thread(schedules.sync, self.w.connection.client, self.specs)
+            except NETWORK_ERRORS as exc:
+                raise_if_cancelling()
+                log.warning("worqr: cannot sync the schedules (%s); retrying", exc)
+                await backoff.wait(self.w.stop_event)
+                continue
+            except ConfigurationError as exc:
+                log.error("worqr: %s; stopping", exc)
+                self.w.fatal(exc)
+                return False
+            for what in ("created", "changed", "removed"):
+                if done[what]:
+                    log.info("worqr: schedules %s: %s", what, ", ".join(done[what]))
+            return True
+        return False
+
+    async def _loop(self):
+        backoff = Backoff()
+        while not self.w.stopping:
+            self.changed.clear()
+            try:
+                if self.dirty:
+                    self.dirty = False
+                    await self._load()
+                await self._fire_due()
+                backoff.reset()
+            except NETWORK_ERRORS as exc:
+                raise_if_cancelling()
+                self.dirty = True
+                log.warning("worqr: scheduler lost Redis (%s); retrying", exc)
+                await backoff.wait(self.w.stop_event)
+                continue
+            await _wait(self.changed, self._sleep_for())
+
+    def _sleep_for(self):
+        due = [e.next_ms for e in self.entries.values() if e.next_ms is not None]
+        if not due:
+            return None  # nothing to fire until a change is announced
+        return max(0.0, (min(due) - self._now_ms() + 1) / 1000)
+
+    # -- reading -----------------------------------------------------------------------------
+
+    async def _load(self):
+        """Read every schedule's settings version and next run (one pipelined round trip, and
+        the settings of those whose version changed)."""
+        r = self.w.redis
+        index = {k.decode(): v.decode() for k, v in (await r.hgetall(keys.SCHEDULES)).items()}
+        pairs = sorted(index.items())
+        p = r.pipeline(transaction=False)
+        p.time()
+        for name, queue in pairs:
+            p.hmget(keys.schedule_key(queue, name), "v", "spec")
+            p.zscore(keys.queue_key(queue, "schedules"), name)
+        replies = await p.execute()
+        seconds, micros = replies[0]
+        self._clock(int(seconds) * 1000 + int(micros) // 1000)
+        entries = {}
+        for i, (name, queue) in enumerate(pairs):
+            (version, doc), score = replies[1 + 2 * i], replies[2 + 2 * i]
+            if version is None or doc is None or score is None:
+                continue  # not (or no longer) in its queue: a sync is under way
+            version = version.decode()
+            old = self.entries.get(name)
+            spec = old.spec if old and old.version == version and old.queue == queue else from_document(doc.decode())
+            entries[name] = Entry(queue, name, spec, version, None if score == float("inf") else int(score))
+        self.entries = entries
+
+    # -- firing ------------------------------------------------------------------------------
+
+    async def _fire_due(self):
+        """Fire every due schedule at once (ticks that fall together do not wait for each
+        other's round trips)."""
+        now = self._now_ms()
+        due = [e for e in self.entries.values() if e.next_ms is not None and e.next_ms <= now]
+        if due and not self.w.stopping:
+            for result in await asyncio.gather(*(self._fire(e) for e in due), return_exceptions=True):
+                if isinstance(result, BaseException):
+                    raise result
+
+    async def _fire(self, e):
+        due = e.next_ms
+        timing = e.spec.timing
+        reply = await self._call(e, due, ticks.next_after(timing, due), "tick")
+        missed = reply.code == Code.MISSED
+        if missed:
+            reply = await self._call(e, due, ticks.next_after(timing, reply.now_ms), "missed")
+        if reply.code == Code.UNKNOWN or (reply.code == Code.STALE and reply.version != e.version):
+            self.dirty = True  # removed or changed by a sync: read again
+            self.changed.set()
+        e.next_ms = reply.next_ms if reply.next_ms >= 0 else None
+        if reply.code == Code.OK:
+            self.fired += 1
+            if reply.is_new_queue:
+                await self.w.redis.sadd(keys.KNOWN_QUEUES, e.queue)
+            log.debug("worqr: schedule %s: task %s for tick %d (%d ms late)", e.name, reply.task_id, due, reply.late_ms)
+        elif reply.code == Code.SKIPPED:
+            why = "missed during an outage" if missed and e.spec.missed == "skip" else "its last run is still live"
+            log.info("worqr: schedule %s: no run for tick %d (%s)", e.name, due, why)
+
+    async def _call(self, e, due, after, mode):
+        kind = "catchup" if mode == "missed" else "tick"
+        reply = await commands.fire(
+            e.queue,
+            e.name,
+            e.version,
+            due,
+            after,
+            mode=mode,
+            grace_ms=schedules.MISSED_GRACE_MS,
+            task_id=new_task_id(e.queue),
+            meta=schedules.run_meta(e.name, due, kind),
+        ).arun(self.w.redis)
+        self._clock(reply.now_ms)
+        return reply
+
+
+async def _wait(event, timeout):
+    if timeout is None:
+        await event.wait()
+        return
+    try:
+        await asyncio.wait_for(event.wait(), timeout)
+    except TimeoutError:
+        pass

@@ -1,0 +1,188 @@
+"""The dashboard's websocket under a real Daphne, opened by a real websocket client: only the
+site's own origins may open it, and a logout, a deactivation or a removed permission closes
+a user's open sockets within 2 s, pushed across processes through Redis."""
+
+import socket
+import time
+import urllib.request
+from http.cookiejar import CookieJar
+from urllib.parse import urlencode
+
+import pytest
+from django.contrib.auth.models import Group, Permission, User
+from django.test import Client
+from websockets.exceptions import ConnectionClosed, InvalidStatus
+from websockets.sync.client import connect
+
+from queues import Queue
+from queues.engine import keys
+from tests.browser import DaphneServer
+
+TRUSTED = "http://trusted.example:8443"
+CLOSE_WITHIN = 2.0  # seconds, as promised
+
+
+@pytest.fixture(scope="module")
+def server():
+    daphne = DaphneServer(env={"DJANGO_CSRF_TRUSTED_ORIGINS": TRUSTED})
+    try:
+        yield daphne.wait_ready()
+    finally:
+        daphne.stop()
+
+
+def perm(codename):
+    return Permission.objects.get(content_type__app_label="queues", codename=codename)
+
+
+def staff(username, *, group=None):
+    """A staff user who may view the dashboard (directly, or through ``group``)."""
+    user = User.objects.create_user(username, password="pw-" + username, is_staff=True)
+    if group is None:
+        user.user_permissions.add(perm("view_dashboard"))
+    else:
+        user.groups.add(group)
+    return user
+
+
+def forced_cookie(user):
+    web = Client()
+    web.force_login(user)
+    return f"sessionid={web.cookies['sessionid'].value}"
+
+
+class WebSession:
+    """A browser's cookies against the server: logs in and out through the admin's own views."""
+
+    def __init__(self, server):
+        self.server, self.jar = server, CookieJar()
+        self.opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(self.jar))
+
+    def _csrf_post(self, path, fields):
+        token = next(c.value for c in self.jar if c.name == "csrftoken")
+        data = urlencode({**fields, "csrfmiddlewaretoken": token}).encode()
+        return self.opener.open(self.server.url + path, data, timeout=30)
+
+    def login(self, username, password):
+        self.opener.open(self.server.url + "/admin/login/", timeout=30).read()
+        reply = self._csrf_post("/admin/login/", {"username": username, "password": password, "next": "/queues/"})
+        assert reply.url.endswith("/queues/"), reply.url
+        return self
+
+    def logout(self):
+        reply = self._csrf_post("/admin/logout/", {})
+        assert "Logged out" in reply.read().decode()
+
+    @property
+    def cookie(self):
+        return "; ".join(f"{c.name}={c.value}" for c in self.jar)
+
+
+def open_socket(server, path, cookie, origin="same", host=None):
+    """A websocket to the server, sent as a page of ``origin`` would send it."""
+    origin = server.url if origin == "same" else origin
+    sock = socket.create_connection(("127.0.0.1", server.port), timeout=10)
+    ws = connect(
+        f"ws://{host or f'127.0.0.1:{server.port}'}{path}",
+        sock=sock,
+        origin=origin,
+        additional_headers={"Cookie": cookie},
+        open_timeout=15,
+    )
+    ws.recv(timeout=15)  # the first snapshot: the socket is live
+    return ws
+
+
+def refused_status(server, path, cookie, origin, host=None):
+    with pytest.raises(InvalidStatus) as refused:
+        open_socket(server, path, cookie, origin, host)
+    return refused.value.response.status_code
+
+
+def closed_within(ws, seconds):
+    """(seconds it took, close code) once the server closes ``ws``; fails after ``seconds``."""
+    start = time.monotonic()
+    while True:
+        left = start + seconds - time.monotonic()
+        if left <= 0:
+            pytest.fail(f"the socket is still open after {seconds} s")
+        try:
+            ws.recv(timeout=left)  # an update sent meanwhile: keep waiting
+        except TimeoutError:
+            continue
+        except ConnectionClosed as closed:
+            return time.monotonic() - start, closed.rcvd.code if closed.rcvd else None
+
+
+def still_live(ws, queue):
+    """The socket gets the update of an enqueue on ``queue``: it is open and still served."""
+    Queue(queue).enqueue("ping")
+    assert ws.recv(timeout=10)
+
+
+def test_only_the_sites_own_origins_may_open_the_socket(server, transactional_db):
+    """With a valid staff session, a page from another port, host or scheme of the same
+    machine, a handshake without Origin and one with a Host outside ALLOWED_HOSTS are refused
+    with 403; the site's own origin and CSRF_TRUSTED_ORIGINS are accepted."""
+    cookie = forced_cookie(staff("origins"))
+    path = "/ws/queues/overview/"
+    port = server.port
+    for origin in (
+        "http://127.0.0.1:9999",
+        f"http://localhost:{port}",
+        f"https://127.0.0.1:{port}",
+        "http://trusted.example",
+        "null",
+        None,
+    ):
+        assert refused_status(server, path, cookie, origin) == 403, origin
+    assert refused_status(server, path, cookie, f"http://evil.example:{port}", host=f"evil.example:{port}") == 403
+    open_socket(server, path, cookie).close()
+    open_socket(server, path, cookie, origin=TRUSTED).close()
+    open_socket(server, path, cookie, origin=f"http://localhost:{port}", host=f"localhost:{port}").close()
+
+
+def test_logout_closes_that_sessions_sockets_within_2_s(server, transactional_db, client):
+    """Logging out through the admin closes every socket of that session, in the server
+    process, within 2 s (code 4403); the same user's other session keeps its socket. The
+    server process listens for these changes with one Redis subscriber for all its sockets."""
+    redis = client
+    Queue("t1").enqueue("x")
+    staff("leaving")
+    first = WebSession(server).login("leaving", "pw-leaving")
+    second = WebSession(server).login("leaving", "pw-leaving")
+    sockets = [open_socket(server, p, first.cookie) for p in ("/ws/queues/overview/", "/ws/queues/queue/t1/")]
+    other = open_socket(server, "/ws/queues/queue/t1/", second.cookie)
+    assert redis.pubsub_numsub(keys.ACCESS_CHANGES) == [(keys.ACCESS_CHANGES.encode(), 1)]  # one per process
+    first.logout()
+    for ws in sockets:
+        took, code = closed_within(ws, CLOSE_WITHIN)
+        assert code == 4403, code
+    still_live(other, "t1")
+    other.close()
+
+
+def test_deactivation_and_removed_permissions_close_sockets_within_2_s(server, transactional_db):
+    """Saving a user as inactive, removing their view permission, or removing it from their
+    group (each in this process) closes their sockets in the server within 2 s; a change that
+    leaves access alone does not."""
+    Queue("t1").enqueue("x")
+    viewers = Group.objects.create(name="viewers")
+    viewers.permissions.add(perm("view_dashboard"))
+    deactivated, demoted, grouped = staff("deactivated"), staff("demoted"), staff("grouped", group=viewers)
+    sockets = {
+        u: open_socket(server, "/ws/queues/queue/t1/", forced_cookie(u)) for u in (deactivated, demoted, grouped)
+    }
+
+    demoted.first_name = "still allowed"
+    demoted.save()
+    still_live(sockets[demoted], "t1")
+    still_live(sockets[demoted], "t1")  # the re-check after the save kept it
+
+    deactivated.is_active = False
+    deactivated.save()
+    assert closed_within(sockets[deactivated], CLOSE_WITHIN)[1] == 4403
+    demoted.user_permissions.remove(perm("view_dashboard"))
+    assert closed_within(sockets[demoted], CLOSE_WITHIN)[1] == 4403
+    viewers.permissions.remove(perm("view_dashboard"))
+    assert closed_within(sockets[grouped], CLOSE_WITHIN)[1] == 4403

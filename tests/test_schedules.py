@@ -1,0 +1,187 @@
+"""Schedules in Redis, driven through the engine's calls (no worker process): sync, the fire
+script's one-run-per-tick rule, missed ticks, overlap, pause/resume and trigger."""
+
+import json
+
+import pytest
+
+from queues.engine import commands, keys, readmodel, schedules
+from queues.engine.codes import Code
+from queues.engine.errors import ScheduleNotFound
+from queues.engine.queue import Queue, new_task_id
+from queues.engine.schedule_settings import parse
+from queues.engine.ticks import next_after
+from tests.engine_calls import finish, take
+
+
+def spec(name, **raw):
+    raw.setdefault("queue", "sq")
+    if "cron" not in raw:
+        raw.setdefault("every", 10)
+    return parse(name, raw)
+
+
+def fire(client, name, due=None, mode="tick", after=None):
+    s = schedules.get(client, name)
+    due = int(s.next_run.timestamp() * 1000) if due is None else due
+    after = next_after(s.timing, due) if after is None else after
+    kind = "catchup" if mode == "missed" else "tick"
+    return commands.fire(
+        s.queue,
+        name,
+        s.version,
+        due,
+        after,
+        mode=mode,
+        grace_ms=schedules.MISSED_GRACE_MS,
+        task_id=new_task_id(s.queue),
+        meta=schedules.run_meta(name, due, kind),
+    ).run(client)
+
+
+def set_next(client, queue, name, ms):
+    """Move a schedule's next run (as if it were due then): the test's stand-in for waiting."""
+    client.zadd(keys.queue_key(queue, "schedules"), {name: ms})
+
+
+def test_sync_creates_changes_and_removes(client):
+    """Sync writes new schedules at their next tick, moves changed ones, removes the others and
+    keeps the state of the unchanged."""
+    done = schedules.sync(client, [spec("a", every=60), spec("b", cron="0 3 * * *", payload="p")])
+    assert sorted(done["created"]) == ["a", "b"]
+    a = schedules.get(client, "a")
+    now = readmodel.server_ms(client)
+    assert a.queue == "sq" and a.every == 60 and not a.paused
+    assert 0 < a.next_run.timestamp() * 1000 - now <= 60_000
+    assert schedules.get(client, "b").payload == "p" and schedules.get(client, "b").cron == "0 3 * * *"
+    schedules.pause(client, "b")
+    done = schedules.sync(client, [spec("a", every=60), spec("b", cron="0 4 * * *", payload="p")])
+    assert done == {"created": [], "changed": ["b"], "removed": []}
+    b = schedules.get(client, "b")
+    assert b.cron == "0 4 * * *" and b.paused and b.next_run is None  # the pause survives a change
+    done = schedules.sync(client, [spec("b", cron="0 4 * * *", payload="p")])
+    assert done["removed"] == ["a"] and schedules.get(client, "a") is None
+    assert [s.name for s in schedules.all(client)] == ["b"]
+    assert not client.exists(keys.schedule_key("sq", "a"))
+
+
+def test_a_schedule_moved_to_another_queue_keeps_its_pause_and_fires_in_one_place(client):
+    """Moved between queues it lives in the new queue only, still paused."""
+    schedules.sync(client, [spec("m", queue="sq")])
+    schedules.pause(client, "m")
+    schedules.sync(client, [spec("m", queue="other")])
+    m = schedules.get(client, "m")
+    assert m.queue == "other" and m.paused
+    assert client.zcard(keys.queue_key("sq", "schedules")) == 0
+
+
+def test_one_run_per_tick_whoever_calls(client):
+    """The first call for a tick enqueues the run and moves the schedule on; a second call for the
+    same tick (another worker) is told it is stale and enqueues nothing."""
+    schedules.sync(client, [spec("t", every=1, payload="tick")])
+    now = readmodel.server_ms(client)
+    due = now - now % 1000  # the tick that just passed
+    set_next(client, "sq", "t", due)
+    first = fire(client, "t", due)
+    second = fire(client, "t", due)
+    assert first.code == Code.OK and first.next_ms == due + 1000 and first.late_ms >= 0
+    assert second.code == Code.STALE and second.next_ms == due + 1000
+    task = Queue("sq").get(first.task_id)
+    assert task.payload == "tick" and json.loads(task.meta) == {"schedule": "t", "tick": due, "kind": "tick"}
+    assert Queue("sq").counts()["pending"] == 1
+    s = schedules.get(client, "t")
+    assert s.last_task_id == first.task_id and s.runs == 1 and s.lateness["count"] == 1
+    assert int(s.last_tick.timestamp() * 1000) == due
+
+
+def test_a_tick_not_yet_due_by_redis_clock_is_not_fired(client):
+    """A caller whose clock runs ahead gets EARLY and nothing is enqueued."""
+    schedules.sync(client, [spec("e", every=60)])
+    reply = fire(client, "e")
+    assert reply.code == Code.EARLY and Queue("sq").counts()["enqueued"] == 0
+
+
+@pytest.mark.parametrize("policy, runs", [("skip", 0), ("once", 1)])
+def test_missed_ticks_after_an_outage(client, policy, runs):
+    """Ticks missed during an outage: 'skip' enqueues nothing, 'once' one catch-up run; either
+    way the schedule moves to the first tick after now."""
+    schedules.sync(client, [spec("o", every=1, missed=policy)])
+    now = readmodel.server_ms(client)
+    stale = now - now % 1000 - 5000  # five ticks ago
+    set_next(client, "sq", "o", stale)
+    reply = fire(client, "o", stale)
+    assert reply.code == Code.MISSED and Queue("sq").counts()["enqueued"] == 0
+    after = next_after(schedules.get(client, "o").timing, reply.now_ms)
+    reply = fire(client, "o", stale, mode="missed", after=after)
+    assert reply.code == (Code.OK if runs else Code.SKIPPED) and reply.next_ms == after
+    assert Queue("sq").counts()["enqueued"] == runs
+    assert fire(client, "o", stale, mode="missed", after=after).code == Code.STALE  # once only
+    if runs:
+        assert json.loads(Queue("sq").get(reply.task_id).meta)["kind"] == "catchup"
+
+
+def test_overlap_false_skips_while_the_last_run_is_live(client):
+    """With overlap=False a tick enqueues nothing while the last run is pending or running; once
+    it has finished, the next tick runs."""
+    schedules.sync(client, [spec("ov", every=1, overlap=False)])
+    now = readmodel.server_ms(client)
+    due = now - now % 1000
+    set_next(client, "sq", "ov", due - 1000)
+    assert fire(client, "ov", due - 1000, mode="missed", after=due).code == Code.SKIPPED  # 'skip'
+    set_next(client, "sq", "ov", due)
+    first = fire(client, "ov", due)
+    assert first.code == Code.OK
+    set_next(client, "sq", "ov", due)  # the same tick again, as if it were the next
+    (running,) = take(client, "sq")
+    skipped = fire(client, "ov", due)
+    assert skipped.code == Code.SKIPPED and Queue("sq").counts()["enqueued"] == 1
+    assert schedules.get(client, "ov").skipped == 1
+    finish(client, running)
+    set_next(client, "sq", "ov", due)
+    assert fire(client, "ov", due).code == Code.OK
+
+
+def test_pause_resume_and_trigger(client):
+    """Paused: no next run; trigger still enqueues at once and leaves the next tick; resume picks
+    the next tick after now. Unknown names raise ScheduleNotFound."""
+    schedules.sync(client, [spec("p", every=3600, payload="now")])
+    before = schedules.get(client, "p").next_run
+    assert schedules.pause(client, "p") is True and schedules.pause(client, "p") is False
+    assert schedules.get(client, "p").next_run is None and schedules.get(client, "p").paused
+    task_id = schedules.trigger(client, "p")
+    task = Queue("sq").get(task_id)
+    assert task.payload == "now" and json.loads(task.meta)["kind"] == "trigger"
+    assert schedules.get(client, "p").last_task_id == task_id and schedules.get(client, "p").triggered == 1
+    assert schedules.resume(client, "p") is True and schedules.resume(client, "p") is False
+    assert schedules.get(client, "p").next_run == before
+    for call in (schedules.pause, schedules.resume, schedules.trigger):
+        with pytest.raises(ScheduleNotFound):
+            call(client, "nope")
+    assert schedules.get(client, "nope") is None
+
+
+def test_disabled_schedules_are_listed_without_a_next_run(client):
+    """enabled=False: listed, never due, resume keeps it without a next run; trigger works."""
+    schedules.sync(client, [spec("d", every=10, enabled=False)])
+    d = schedules.get(client, "d")
+    assert d.enabled is False and d.next_run is None and not d.paused
+    schedules.pause(client, "d")
+    schedules.resume(client, "d")
+    assert schedules.get(client, "d").next_run is None
+    assert Queue("sq").get(schedules.trigger(client, "d")) is not None
+
+
+def test_runs_carry_the_enqueue_options_and_take_the_usual_path(client):
+    """A run gets the schedule's retries/timeout/backoff/lock/callback, waits on its lock like
+    any task, and counts as enqueued."""
+    schedules.sync(
+        client,
+        [spec("opt", every=1, retries=2, timeout=5, backoff=1.5, lock="L", callback="https://hooks.example.com/x")],
+    )
+    holder = Queue("sq").enqueue("holder", lock="L")
+    (held,) = take(client, "sq")
+    assert held.id == holder
+    task = Queue("sq").get(schedules.trigger(client, "opt"))
+    assert (task.retries, task.timeout, task.backoff, task.lock) == (2, 5.0, 1.5, "L")
+    assert task.callback == "https://hooks.example.com/x" and task.state == "waiting"
+    assert Queue("sq").counts()["enqueued"] == 2

@@ -1,0 +1,100 @@
+"""Stress: a cancel stops its task however it races the hand-over or the worker's control
+channel (right after a push, before the first subscription, during a reconnect)."""
+
+import json
+import time
+
+import pytest
+
+from queues import Queue
+from tests.conftest import wait_for
+from tests.stress import MARKS, events, scaled, subscribed_clients, wait_ready, wait_until
+
+pytestmark = MARKS
+
+
+@pytest.mark.parametrize("queue", ["sta1", "st1"], ids=["async", "sync"])
+def test_a_cancel_right_after_the_hand_over_stops_the_task(client, workers, queue):
+    """An idle worker is handed a task with a 1 s handler that is cancelled at once, 40 times over:
+    none of them runs to completion."""
+    q = Queue(queue)
+    workers([queue], concurrency=1, name="race")
+    wait_ready(client, "race")
+    ids = []
+    for _ in range(scaled(40, 400)):
+        tid = q.enqueue(json.dumps({"sleep": 1}))
+        assert q.cancel(tid) is True
+        ids.append(tid)
+        wait_for(lambda tid=tid: q.get(tid) is None, timeout=10, message="the cancelled task to leave")
+    completed = [e["id"] for e in events(client, queue, "end") if e["outcome"] == "ok"]
+    started = {e["id"] for e in events(client, queue, "start")}
+    assert completed == [], f"{len(completed)} of {len(ids)} cancelled tasks ran to completion ({len(started)} started)"
+    c = q.counts()
+    assert (c["cancelled"], c["completed"], c["pending"], c["active"]) == (len(ids), 0, 0, 0)
+
+
+def _stopped_promptly(client, queue, tid, cancelled_at, within=3.0):
+    """Problems with how the cancelled task ``tid`` ended: it must leave Redis, and its handler
+    (if it started) must stop within ``within`` seconds of the cancel."""
+    wait_for(lambda: Queue(queue).get(tid) is None, timeout=15, message="the cancelled task to leave")
+    ends = [e for e in events(client, queue, "end") if e["id"] == tid]
+    starts = [e for e in events(client, queue, "start") if e["id"] == tid]
+    problems = []
+    if len(starts) > 1:
+        problems.append(f"its handler started {len(starts)} times")
+    for e in ends:
+        if e["outcome"] != "cancelled" or e["t"] - cancelled_at > within:
+            problems.append(f"its handler ran on for {e['t'] - cancelled_at:.1f} s after the cancel ({e['outcome']})")
+    return problems
+
+
+@pytest.mark.parametrize("queue", ["sta1", "st1"], ids=["async", "sync"])
+def test_a_cancel_sent_before_the_worker_subscribed_still_stops_the_task(client, workers, queue):
+    """A worker starting while Redis refuses its control connection (maxclients) either takes no
+    task before it listens, or a cancel sent while it can't hear still stops the task once it has
+    subscribed."""
+    q = Queue(queue)
+    tid = q.enqueue(json.dumps({"sleep": 8}))
+    saved = client.config_get("maxclients")["maxclients"]
+    staged = False
+    try:
+        # Room for one more connection: the worker's first; its control connection (and the
+        # handler's own, which keeps trying) is refused until maxclients is raised again.
+        client.config_set("maxclients", client.info("clients")["connected_clients"] + 1)
+        workers([queue], concurrency=1, name="early")
+        staged = wait_until(lambda: (t := q.get(tid)) is not None and t.state == "active", timeout=8, interval=0)
+        if staged:
+            assert subscribed_clients(client) == []
+            cancelled_at = time.time()
+            assert q.cancel(tid) is True
+    finally:
+        client.config_set("maxclients", saved)
+    wait_for(lambda: subscribed_clients(client), timeout=15, message="the worker to subscribe")
+    if not staged:  # it took no task before it could listen: cancel it the ordinary way
+        cancelled_at = time.time()
+        assert q.cancel(tid) is True
+    problems = _stopped_promptly(client, queue, tid, cancelled_at, within=5.0)
+    assert not problems, "; ".join(problems)
+    assert q.counts()["cancelled"] == 1 and q.counts()["completed"] == 0
+
+
+@pytest.mark.parametrize("queue", ["sta1", "st1"], ids=["async", "sync"])
+def test_a_cancel_sent_while_the_worker_resubscribes_still_stops_the_task(client, workers, queue):
+    """A running task is cancelled in the moment its worker's control connection is down (killed
+    just before): once the worker has resubscribed it stops the task, within 3 s."""
+    q = Queue(queue)
+    workers([queue], concurrency=1, name="resub")
+    wait_ready(client, "resub")
+    tid = q.enqueue(json.dumps({"sleep": 10}))
+    wait_for(lambda: [e for e in events(client, queue, "start") if e["id"] == tid], message="the task to start")
+    wait_for(lambda: subscribed_clients(client), message="the worker to listen")
+    for _ in range(20):  # the worker waits 50 ms before resubscribing: the cancel lands in that gap
+        client.client_kill_filter(_type="pubsub")
+        cancelled_at = time.time()
+        if not subscribed_clients(client):
+            break
+    assert q.cancel(tid) is True
+    assert subscribed_clients(client) == [], "the worker resubscribed before the cancel: no race made"
+    problems = _stopped_promptly(client, queue, tid, cancelled_at)
+    assert not problems, "; ".join(problems)
+    assert q.counts()["cancelled"] == 1 and q.counts()["completed"] == 0

@@ -1,0 +1,356 @@
+"""OpenTelemetry traces end to end and the worker's JSON logs: enqueues in this process (the SDK
+with an in-memory exporter), runs in real worker processes (the SDK exporting each span to a
+file, tests/settings_tracing.py), webhooks to a real local HTTP server."""
+
+import json
+import logging
+import subprocess
+import sys
+
+import pytest
+from django.core.management import call_command
+from django.db import transaction
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanKind, StatusCode
+
+from queues import Queue, schedules
+from queues.checks import check_worqr_settings
+from queues.engine import Connection, Task, commands, keys, tracing
+from queues.engine.worker.logs import JsonFormatter
+from tests.conftest import ROOT, wait_for
+from tests.tasksapp import tasks as framework_tasks
+from tests.test_api import Api, hooks, make_token  # noqa: F401  (hooks: a fixture)
+from tests.test_webhooks import WEBHOOK_ENV, Receiver
+
+MESSAGING = {"messaging.system": "worqr", "messaging.operation.type": "process"}
+
+
+@pytest.fixture
+def spans(monkeypatch):
+    """worqr's spans in this process go to an SDK tracer with an in-memory exporter; the test's
+    own spans (``spans.tracer``) too."""
+    provider = TracerProvider()
+    exporter = InMemorySpanExporter()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    monkeypatch.setattr(tracing, "_tracer", provider.get_tracer("worqr"))
+    exporter.tracer = provider.get_tracer("tests")
+    exporter.named = lambda name: [s for s in exporter.get_finished_spans() if s.name == name]
+    yield exporter
+    provider.shutdown()
+
+
+@pytest.fixture
+def traced(workers, tmp_path):
+    """Start worker processes whose spans are written to a file: ``traced.spans()`` reads them."""
+    path = tmp_path / "spans.jsonl"
+    path.touch()
+
+    def start(queues, env=None, **kwargs):
+        env = {"WORQR_TEST_SPANS": str(path), **(env or {})}
+        return workers(queues, settings="tests.settings_tracing", env=env, **kwargs)
+
+    start.spans = lambda: [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    start.named = lambda name: [s for s in start.spans() if s["name"] == name]
+    return start
+
+
+def hex_id(value, digits):
+    return f"0x{value:0{digits}x}"
+
+
+def ids_of(span):
+    """(trace id, span id) of an in-process span, as the file exporter writes them."""
+    return hex_id(span.context.trace_id, 32), hex_id(span.context.span_id, 16)
+
+
+def parent_of(traceparent):
+    """(trace id, parent span id) of a W3C traceparent, as the file exporter writes them."""
+    version, trace_id, span_id, flags = traceparent.split("-")
+    assert version == "00" and int(flags, 16) & 1, traceparent  # sampled
+    return f"0x{trace_id}", f"0x{span_id}"
+
+
+def stored_parent(client, queue, task_id):
+    """(trace id, parent span id) of the trace context stored with a task."""
+    return parent_of(client.hget(keys.task_key(queue, task_id), "tc").decode())
+
+
+def done(queue, n=1):
+    wait_for(lambda: Queue(queue).counts()["completed"] >= n, timeout=20, message=f"{n} task(s) of {queue} done")
+
+
+def test_an_enqueue_and_its_run_in_a_worker_are_one_trace(spans, traced):
+    """An enqueue inside a parent span is a PRODUCER child of it; the worker's run span is a
+    CONSUMER child of the enqueue span, in the same trace, with the messaging attributes."""
+    with spans.tracer.start_as_current_span("request") as request:
+        task_id = Queue("t1").enqueue("hello")
+    (enqueue,) = spans.named("worqr enqueue t1")
+    assert enqueue.kind == SpanKind.PRODUCER and enqueue.parent.span_id == request.context.span_id
+    assert enqueue.context.trace_id == request.context.trace_id
+    assert dict(enqueue.attributes) == {
+        "messaging.system": "worqr",
+        "messaging.destination.name": "t1",
+        "messaging.operation.type": "send",
+        "messaging.operation.name": "enqueue",
+        "messaging.message.id": task_id,
+    }
+    trace_id, enqueue_id = ids_of(enqueue)
+    client = Queue("t1").client
+    assert stored_parent(client, "t1", task_id) == (trace_id, enqueue_id)
+    assert client.hget(keys.task_key("t1", task_id), "p") == b"hello"  # the payload stays raw
+
+    traced(["t1"], name="tracer-1")
+    (run,) = wait_for(lambda: traced.named("worqr run t1"), timeout=20, message="the run span")
+    assert run["context"]["trace_id"] == trace_id and run["parent_id"] == enqueue_id
+    assert run["kind"] == "SpanKind.CONSUMER" and run["status"]["status_code"] == "UNSET"
+    attributes = run["attributes"]
+    assert {k: attributes[k] for k in MESSAGING} == MESSAGING
+    assert attributes["messaging.destination.name"] == "t1" and attributes["messaging.message.id"] == task_id
+    assert (attributes["worqr.attempt"], attributes["worqr.outcome"]) == (1, "completed")
+    assert attributes["worqr.worker"] == "tracer-1"
+
+
+def test_a_failed_attempt_is_an_error_span_and_its_retry_a_new_run_in_the_same_trace(spans, traced):
+    """The failing attempt's span has error status and the exception event; the retry is a
+    second run span, child of the same enqueue span."""
+    with spans.tracer.start_as_current_span("request"):
+        Queue("retries").enqueue(json.dumps({"fail": 1}))
+    (enqueue,) = spans.named("worqr enqueue retries")
+    traced(["retries"])
+    runs = wait_for(
+        lambda: len(traced.named("worqr run retries")) == 2 and traced.named("worqr run retries"),
+        timeout=20,
+        message="two run spans",
+    )
+    first, second = sorted(runs, key=lambda s: s["attributes"]["worqr.attempt"])
+    trace_id, enqueue_id = ids_of(enqueue)
+    for run in (first, second):
+        assert run["context"]["trace_id"] == trace_id and run["parent_id"] == enqueue_id
+    assert first["context"]["span_id"] != second["context"]["span_id"]
+    assert (first["attributes"]["worqr.attempt"], first["attributes"]["worqr.outcome"]) == (1, "failed")
+    assert first["status"] == {"status_code": "ERROR", "description": "ValueError: asked to fail on attempt 1"}
+    (event,) = first["events"]
+    assert event["name"] == "exception"
+    assert event["attributes"]["exception.type"] == "ValueError"
+    assert event["attributes"]["exception.message"] == "asked to fail on attempt 1"
+    assert "Traceback" in event["attributes"]["exception.stacktrace"]
+    assert (second["attributes"]["worqr.attempt"], second["attributes"]["worqr.outcome"]) == (2, "completed")
+    assert second["status"]["status_code"] == "UNSET" and not second["events"]
+
+
+def test_a_timed_out_attempt_is_an_error_span_and_a_task_without_context_starts_a_trace(traced, redis_server):
+    """A run past its timeout ends its span as a failed attempt, with a TaskTimeout event; a
+    task enqueued with no trace context (tracing off in the producer) gets a root run span."""
+    untraced = Connection(redis_server.url, Queue("timeouts").connection.config.with_(opentelemetry=False))
+    Queue("timeouts", untraced).enqueue(json.dumps({"sleep": 5}), retries=0)
+    traced(["timeouts"])
+    (run,) = wait_for(lambda: traced.named("worqr run timeouts"), timeout=20, message="the run span")
+    assert run["attributes"]["worqr.outcome"] == "failed" and run["status"]["status_code"] == "ERROR"
+    assert run["status"]["description"] == "TaskTimeout: ran longer than its timeout of 1 s"
+    assert run["events"][0]["attributes"]["exception.type"] == "TaskTimeout"
+    assert run["parent_id"] is None
+
+
+def test_enqueue_many_is_one_span_with_the_count(spans, client):
+    """enqueue_many makes one PRODUCER span with the batch's size; every task carries its context."""
+    ids = Queue("t2").enqueue_many(["a", "b", "c"])
+    (span,) = spans.named("worqr enqueue t2")
+    assert span.attributes["messaging.batch.message_count"] == 3
+    assert "messaging.message.id" not in span.attributes
+    for task_id in ids:
+        assert stored_parent(client, "t2", task_id) == ids_of(span)
+
+
+def test_a_failed_enqueue_is_an_error_span(spans):
+    """An enqueue that Redis refuses (here: a server that is not there) records the error."""
+    q = Queue("t3", Connection("redis://127.0.0.1:1/0"))
+    with pytest.raises(Exception):  # noqa: B017  (redis-py's connection error)
+        q.enqueue("x")
+    (span,) = spans.named("worqr enqueue t3")
+    assert span.status.status_code == StatusCode.ERROR and span.events[0].name == "exception"
+
+
+@pytest.mark.django_db
+@pytest.mark.usefixtures("hooks")
+def test_api_enqueue_and_webhook_carry_the_request_trace(spans, traced):
+    """An API call made inside a request span enqueues as its child; the worker's delivery is a
+    CLIENT span, child of the run span, whose W3C traceparent the receiver gets."""
+    receiver = Receiver()
+    try:
+        api = Api(make_token("all", name="tracing"))
+        with spans.tracer.start_as_current_span("request") as request:
+            url = receiver.url("/hook?key=s3cret")
+            r = api.post("/api/tasks", {"queue": "hooks", "payload": "hi", "callback": url})
+        assert r.status_code == 201, r.content
+        (enqueue,) = spans.named("worqr enqueue hooks")
+        assert enqueue.parent.span_id == request.context.span_id
+        traced(["hooks"], env=WEBHOOK_ENV)
+        got = receiver.wait("/hook?key=s3cret", 1)[0]
+    finally:
+        receiver.close()
+    (post,) = wait_for(lambda: traced.named("POST"), timeout=20, message="the delivery's span")
+    (run,) = traced.named("worqr run hooks")
+    trace_id, enqueue_id = ids_of(enqueue)
+    assert parent_of(got["headers"]["traceparent"]) == (trace_id, post["context"]["span_id"])
+    assert post["kind"] == "SpanKind.CLIENT" and post["parent_id"] == run["context"]["span_id"]
+    assert run["parent_id"] == enqueue_id and post["context"]["trace_id"] == trace_id
+    assert post["attributes"]["http.response.status_code"] == 200
+    assert post["attributes"]["url.full"] == receiver.url("/hook")  # without the query, which may hold a secret
+
+
+@pytest.mark.django_db(transaction=True)
+def test_deferred_enqueues_are_traced_where_they_were_called(spans):
+    """Queue.enqueue(on_commit=True) and the Tasks backend inside a transaction enqueue at the
+    commit, in the span that was current at the call."""
+    with transaction.atomic():
+        with spans.tracer.start_as_current_span("view") as view:
+            task_id = Queue("oc-trace").enqueue("x", on_commit=True)
+            result = framework_tasks.add.enqueue(1, 2)
+        assert not spans.named("worqr enqueue oc-trace")  # not yet: at the commit
+    (plain,) = spans.named("worqr enqueue oc-trace")
+    (backend,) = spans.named("worqr enqueue dt-default")
+    assert plain.parent.span_id == view.context.span_id == backend.parent.span_id
+    assert plain.attributes["messaging.message.id"] == task_id
+    assert backend.attributes["messaging.message.id"] == result.id
+
+
+def test_a_triggered_schedule_run_continues_the_trigger_trace(spans, client, settings):
+    """schedules.trigger makes the run's enqueue span (with the schedule's name), child of the
+    caller's span; the run carries its context."""
+    from queues.conf import schedule_specs
+    from queues.engine import schedules as engine_schedules
+
+    settings.WORQR = {**settings.WORQR, "SCHEDULES": {"nightly": {"queue": "sched", "every": 3600}}}
+    engine_schedules.sync(client, schedule_specs())
+    with spans.tracer.start_as_current_span("click") as click:
+        task_id = schedules.trigger("nightly")
+    (enqueue,) = spans.named("worqr enqueue sched")
+    assert enqueue.parent.span_id == click.context.span_id
+    assert enqueue.attributes["worqr.schedule"] == "nightly"
+    assert stored_parent(client, "sched", task_id) == ids_of(enqueue)
+
+
+def test_with_opentelemetry_off_no_span_is_made_and_json_logs_have_no_trace(spans, traced, redis_server, client):
+    """WORQR["OPENTELEMETRY"] = False: no enqueue span, no context stored, no run span; the
+    worker's JSON lines (WORQR["LOG_FORMAT"]) have the task's fields and no trace ids."""
+    config = Queue("t4").connection.config.with_(opentelemetry=False)
+    q = Queue("t4", Connection(redis_server.url, config))
+    with spans.tracer.start_as_current_span("request"):
+        task_id = q.enqueue("quiet")
+    assert [s.name for s in spans.get_finished_spans()] == ["request"]
+    assert client.hget(keys.task_key("t4", task_id), "tc") is None
+    worker = traced(["t4"], env={"WORQR_TEST_OPENTELEMETRY": "0", "WORQR_TEST_LOG_FORMAT": "json"})
+    done("t4")
+    line = wait_for(lambda: [x for x in _json_lines(worker) if x.get("task_id") == task_id], message="the log line")[0]
+    assert line["outcome"] == "completed" and "trace_id" not in line and "span_id" not in line
+    assert traced.spans() == []
+
+
+def _json_lines(worker):
+    return [json.loads(line) for line in worker.output().splitlines() if line.strip()]
+
+
+def test_json_log_lines_carry_the_task_and_its_trace(spans, traced):
+    """--log-format json: every line is one JSON object; a task's line has time, level, worker,
+    queue, task id, attempt, outcome, duration and the run span's trace and span ids."""
+    Queue("t5").enqueue(json.dumps({"fail": 1}), retries=1, backoff=0.1)
+    worker = traced(["t5"], options=["--log-format", "json"], name="json-logger")
+    runs = wait_for(
+        lambda: len(traced.named("worqr run t5")) == 2 and traced.named("worqr run t5"),
+        timeout=20,
+        message="two run spans",
+    )
+    lines = _json_lines(worker)  # every line parses
+    assert lines and all({"time", "level", "logger", "message", "worker"} <= set(x) for x in lines)
+    assert all(x["worker"] == "json-logger" for x in lines)
+    outcomes = sorted((x for x in lines if "task_id" in x), key=lambda x: x["attempt"])
+    assert [(x["attempt"], x["outcome"], x["level"]) for x in outcomes] == [
+        (1, "failed", "INFO"),
+        (2, "completed", "INFO"),
+    ]
+    spans_by_attempt = {s["attributes"]["worqr.attempt"]: s for s in runs}
+    assert outcomes[0]["error"] == "ValueError: asked to fail on attempt 1" and "error" not in outcomes[1]
+    for x in outcomes:
+        assert x["queue"] == "t5" and isinstance(x["duration_ms"], float)
+        assert x["time"].endswith("Z") and x["time"][:2] == "20"
+        span = spans_by_attempt[x["attempt"]]
+        assert (f"0x{x['trace_id']}", f"0x{x['span_id']}") == (span["context"]["trace_id"], span["context"]["span_id"])
+
+
+def test_log_format_and_opentelemetry_settings_are_checked(settings, monkeypatch):
+    """A bad WORQR["LOG_FORMAT"] or WORQR["OPENTELEMETRY"] is a queues.E001 error at start-up;
+    OPENTELEMETRY = True without the package a warning, queues.W001."""
+    settings.WORQR = {**settings.WORQR, "LOG_FORMAT": "xml"}
+    (error,) = check_worqr_settings(None)
+    assert error.id == "queues.E001" and "LOG_FORMAT" in error.msg and "'xml'" in error.msg
+    settings.WORQR = {**settings.WORQR, "LOG_FORMAT": "json", "OPENTELEMETRY": "yes"}
+    (error,) = check_worqr_settings(None)
+    assert error.id == "queues.E001" and "OPENTELEMETRY" in error.msg and "True or False" in error.msg
+    settings.WORQR = {**settings.WORQR, "OPENTELEMETRY": False}
+    assert check_worqr_settings(None) == []
+    settings.WORQR = {**settings.WORQR, "OPENTELEMETRY": True}
+    assert check_worqr_settings(None) == []
+    monkeypatch.setattr(tracing, "AVAILABLE", False)  # asked for, but opentelemetry-api is missing
+    (warning,) = check_worqr_settings(None)
+    assert warning.id == "queues.W001" and "not installed" in warning.msg and "worqr[otel]" in warning.hint
+    with pytest.raises(Exception, match="invalid choice: 'xml'"):
+        call_command("worker", "t1", "--log-format", "xml")
+
+
+def test_the_engine_runs_without_opentelemetry_installed(redis_server):
+    """With opentelemetry not importable, enqueue and a worker's take work as before and store
+    no trace context."""
+    code = f"""
+import sys
+sys.modules["opentelemetry"] = None  # as if not installed
+from queues.engine import Connection, Task, commands, keys, tracing
+from queues.engine.worker.logs import JsonFormatter
+from queues.engine.queue import Queue
+assert not tracing.AVAILABLE and not tracing.enabled()
+q = Queue("plain", Connection({redis_server.url!r}))
+task_id = q.enqueue("x")
+assert q.client.hget(keys.task_key("plain", task_id), "tc") is None
+commands.register("plain", "w", ttl=60, lock_ttl=60, grace=1, default_timeout=0, fresh=True).run(q.client)
+(task,) = commands.start("plain", "w", 1, lock_ttl=60, grace=1, default_timeout=0, result_ttl=0).run(q.client).tasks
+assert task.id == task_id and task.trace_context is None, task
+print("ok")
+"""
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip() == "ok", out.stderr
+
+
+def test_a_hand_over_from_an_older_enqueue_script_is_still_a_delivery():
+    """During a rolling deploy an older producer's hand-over has 9 fields (no trace context): the
+    worker still runs it."""
+    fields = [b"t1-0000000000000000", b"p", b"3", b"1", b"0", b"", b"", b"", b""]
+    task = commands.task_from_fields("t1", fields)
+    assert (task.id, task.lease, task.attempt, task.payload, task.trace_context) == (
+        fields[0].decode(),
+        3,
+        1,
+        "p",
+        None,
+    )
+    assert commands.task_from_fields("t1", [*fields, b"00-ab-cd-01"]).trace_context == "00-ab-cd-01"
+
+
+def test_a_line_logged_inside_a_span_carries_its_ids(spans):
+    """The JSON format gives a handler's own log lines the current span's trace and span ids."""
+    record = logging.LogRecord("myapp", logging.WARNING, __file__, 1, "charged %s", ("card",), None)
+    with spans.tracer.start_as_current_span("worqr run t1") as span:
+        line = json.loads(JsonFormatter("w1").format(record))
+    assert line["message"] == "charged card" and line["worker"] == "w1" and line["level"] == "WARNING"
+    assert (line["trace_id"], line["span_id"]) == (f"{span.context.trace_id:032x}", f"{span.context.span_id:016x}")
+    assert "trace_id" not in json.loads(JsonFormatter("w1").format(record))  # outside any span
+
+
+def test_a_schedule_run_span_names_its_schedule(spans):
+    """A run whose meta says it is a schedule's has the schedule's name as worqr.schedule."""
+    meta = '{"schedule": "ping", "tick": 1767225600000, "kind": "tick"}'
+    tracing.end_run(tracing.start_run(Task(id="sched-1", queue="sched", attempt=1, meta=meta), "w1"), "completed")
+    tracing.end_run(tracing.start_run(Task(id="t1-1", queue="t1", attempt=1, meta="{}"), "w1"), "completed")
+    scheduled, plain = spans.get_finished_spans()
+    assert scheduled.attributes["worqr.schedule"] == "ping" and scheduled.parent is None
+    assert "worqr.schedule" not in plain.attributes
