@@ -150,6 +150,9 @@ def test_last_used_is_recorded_and_sessions_give_no_access(django_user_model):
 
 
 def test_create_task_with_every_field(api, client, hooks):
+
+
+    """POST /api/tasks with every field stores each one on the task, delayed, with a Location header."""
     r = api.post("/api/tasks", {"queue": "t1", "payload": '{"a": 1}', "delay": 30, "retries": 3,
                                 "timeout": 5, "backoff": 0.5, "callback": "http://127.0.0.1:9/hook"})
     assert r.status_code == 201, r.content
@@ -178,6 +181,9 @@ def test_each_route_has_one_spelling_per_field(api):
 
 
 def test_json_payloads_are_stored_as_sent_and_unicode_survives(api):
+
+
+    """A payload comes back byte for byte, non-ASCII and NUL included."""
     r = api.post("/api/tasks", {"queue": "t1", "payload": "héllo ✓ 😀 \u0000"})
     got = api.get(f"/api/tasks/{r.json()['id']}").json()
     assert got["payload"] == "héllo ✓ 😀 \u0000"
@@ -212,6 +218,7 @@ BAD_BODIES = [
 
 @pytest.mark.parametrize("body,field,words", BAD_BODIES)
 def test_bad_create_bodies_are_400_naming_the_field_and_write_nothing(api, client, body, field, words):
+    """Each bad create body is a 400 naming the field, and writes nothing to Redis or the audit log."""
     message = error(api.post("/api/tasks", body), 400, field)
     assert words in message and field in message
     assert client.dbsize() == 0 and AuditLog.objects.count() == 0
@@ -233,11 +240,15 @@ def test_bad_create_bodies_are_400_naming_the_field_and_write_nothing(api, clien
     (42, "string"),
 ])
 def test_callbacks_outside_the_allow_list_are_refused_at_creation(api, client, hooks, url, words):
+    """A callback URL the allow-list does not allow is refused at creation; nothing is written."""
     assert words in error(api.post("/api/tasks", {"queue": "t1", "payload": "x", "callback": url}), 400, "callback")
     assert client.dbsize() == 0
 
 
 def test_callback_hosts_match_like_allowed_hosts(api, settings):
+
+
+    """Allow-list entries match host names like Django's ALLOWED_HOSTS (domains, IPv6, ports)."""
     settings.WORQR = {**settings.WORQR, "CALLBACK_ALLOWED_HOSTS": [".example.com", "[::1]"]}
     for url in ("https://example.com/h", "https://hooks.example.com:8443/h?x=1", "http://[::1]:8000/"):
         assert api.post("/api/tasks", {"queue": "t1", "payload": "x", "callback": url}).status_code == 201, url
@@ -251,6 +262,9 @@ def small(conn):
 
 
 def test_payload_too_large_is_400_and_a_hopeless_body_413(api, client, small):
+
+
+    """A payload over MAX_PAYLOAD_BYTES (in bytes, not characters) is 400; a body too big to be valid is 413."""
     assert api.post("/api/tasks", {"queue": "t1", "payload": "x" * 1000}).status_code == 201
     assert "over the limit" in error(api.post("/api/tasks", {"queue": "t1", "payload": "é" * 501}), 400, "payload")
     error(api.post("/api/tasks", {"queue": "t1", "payload": "x" * 80000}), 413)
@@ -276,6 +290,7 @@ def test_payload_too_large_is_400_and_a_hopeless_body_413(api, client, small):
     ('\ufeff{"queue": "t1", "payload": "x"}', "application/json; charset=UTF-8", 201),
 ])
 def test_bodies_that_are_not_a_json_object(api, body, content_type, status):
+    """Bodies that are not one JSON object, or not JSON at all, get the documented status and an error."""
     r = api.post("/api/tasks", body, content_type=content_type)
     assert r.status_code == status, r.content
     if status >= 400:
@@ -292,6 +307,9 @@ def test_csrf_does_not_apply_to_token_requests(client):
 
 
 def test_get_task(api, hooks):
+
+
+    """GET /api/tasks/<id> shows the task's fields and times."""
     tid = api.post("/api/tasks", {"queue": "t1", "payload": "p", "retries": 2, "delay": 60,
                                   "callback": "http://localhost/x"}).json()["id"]
     body = api.get(f"/api/tasks/{tid}").json()
@@ -302,6 +320,9 @@ def test_get_task(api, hooks):
 
 
 def test_get_failed_task_shows_its_error(api):
+
+
+    """A failed task's state, attempts and error are shown."""
     tid = failed_task()
     body = api.get(f"/api/tasks/{tid}").json()
     assert (body["state"], body["attempts"], body["error"]) == ("failed", 1, "E: boom")
@@ -309,11 +330,15 @@ def test_get_failed_task_shows_its_error(api):
 
 @pytest.mark.parametrize("task_id", ["t1-0123456789abcdef", "nonsense", "bad:q-0123456789abcdef", "t1-XYZ"])
 def test_unknown_tasks_are_404(api, task_id):
+    """Unknown or malformed task ids are 404 to GET and DELETE."""
     error(api.get(f"/api/tasks/{task_id}"), 404)
     error(api.delete(f"/api/tasks/{task_id}"), 404)
 
 
 def test_delete_cancels_pending_and_deletes_failed_with_audit(api, client):
+
+
+    """DELETE cancels a pending task and deletes a failed one, each with an audit row; a second DELETE is 404."""
     pending, failed = Queue("t1").enqueue("a"), failed_task()
     assert api.delete(f"/api/tasks/{pending}").json() == {"id": pending, "queue": "t1", "result": "cancelled"}
     assert api.delete(f"/api/tasks/{failed}").json() == {"id": failed, "queue": "failing", "result": "deleted"}
@@ -341,6 +366,9 @@ def test_delete_of_a_task_whose_state_changed_meanwhile_is_409(api, monkeypatch)
 
 
 def test_queues_list_and_detail_with_a_real_worker(api, client, workers):
+
+
+    """The queue list and a queue's page show counts, paused state and the worker serving it."""
     Queue("t2").enqueue_many(["a", "b"], delay=60)
     Queue("t3").pause()
     Queue("t3").enqueue("c")
@@ -359,6 +387,9 @@ def test_queues_list_and_detail_with_a_real_worker(api, client, workers):
 
 
 def test_unknown_and_invalid_queues(api):
+
+
+    """An unknown queue is 404, a malformed name 400 naming the queue."""
     error(api.get("/api/queues/nosuch"), 404)
     error(api.post("/api/queues/nosuch/pause"), 404)
     error(api.get("/api/queues/bad{name"), 400, "queue")
@@ -367,6 +398,9 @@ def test_unknown_and_invalid_queues(api):
 
 
 def test_pause_and_resume(api):
+
+
+    """Pause and resume through the API change the queue's state, each with an audit row naming the token."""
     q = Queue("t1")
     q.enqueue("x")
     assert api.post("/api/queues/t1/pause").json() == {"name": "t1", "paused": True}
@@ -387,17 +421,24 @@ def test_pause_and_resume(api):
     ("POST", "/api/openapi.json", "GET"),
 ])
 def test_other_methods_are_405_with_allow(api, method, path, allow):
+    """Methods a route does not take are 405 with an Allow header."""
     r = api.call(method, path)
     error(r, 405)
     assert r["Allow"] == allow
 
 
 def test_unknown_routes_are_json_404(api):
+
+
+    """Unknown API routes answer a JSON 404, with or without a token."""
     error(api.get("/api/nope"), 404)
     error(Api().get("/api/tasks/a/b"), 404)
 
 
 def test_redis_outage_is_503_not_500(api, redis_server):
+
+
+    """With Redis down, reads and writes answer 503 and write no audit row."""
     redis_server.stop()
     try:
         assert "unavailable" in error(api.get("/api/queues"), 503)

@@ -88,6 +88,8 @@ def check_redis(client, response, sent):
                                                                    HealthCheck.too_slow])
 @given(body=bodies)
 def test_create_body_fuzz(setup, client, body):
+    """Generated create bodies are either accepted (exactly one task written, audited) or refused cleanly (nothing
+    written)."""
     client.flushall()
     before = AuditLog.objects.count()
     r = setup.post("/api/tasks", _raw(body))
@@ -107,6 +109,7 @@ def test_create_body_fuzz(setup, client, body):
     .map(lambda parts: "".join(parts).encode()),
 ))
 def test_raw_body_fuzz(setup, client, raw):
+    """Arbitrary raw bodies never cause a 500 and write nothing unless accepted."""
     client.flushall()
     r = setup.post("/api/tasks", raw)
     assert r.status_code in (201, 400, 413) or (r.status_code == 415 and not raw), (r.status_code, r.content, raw)

@@ -21,6 +21,9 @@ GOOD = {"queue": "t1", "payload": "x"}
 
 
 def test_served_without_a_token_and_equal_to_the_description():
+
+
+    """The OpenAPI description is served without a token and equals the one the code builds."""
     r = Api().get("/api/openapi.json")
     assert r.status_code == 200 and r.json() == openapi.describe()
     assert r.json()["openapi"].startswith("3.")
@@ -31,6 +34,9 @@ def _template(route):
 
 
 def test_every_route_and_method_is_described():
+
+
+    """Every API route and method is in the description, and nothing else is."""
     routes = {}
     for p in urls.urlpatterns:
         if isinstance(p, URLPattern) and p.name:  # the unnamed catch-all only answers 404
@@ -123,6 +129,12 @@ def generic(api, path, method, c):
 
 
 def test_every_documented_status_is_produced_and_nothing_else(conn, monkeypatch, redis_server):
+
+
+    """Every status documented for an operation is produced by a real request, and requests produce only
+
+
+    documented ones."""
     connection.configure(conn.config.with_(max_payload_bytes=1000), conn.url)  # 413 at ~70 KB
     c = Ctx(monkeypatch)
     documented = {(path, method, int(code)) for path, ops in openapi.describe()["paths"].items()
@@ -152,6 +164,9 @@ def test_every_documented_status_is_produced_and_nothing_else(conn, monkeypatch,
 
 
 def test_operations_without_a_documented_auth_status_are_only_the_public_description():
+
+
+    """Every operation but the public description documents 401."""
     for path, ops in openapi.describe()["paths"].items():
         for method, op in ops.items():
             assert ("401" in op["responses"]) == (path != "/api/openapi.json"), (path, method)

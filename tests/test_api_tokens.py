@@ -21,6 +21,9 @@ def run(*args):
 
 
 def test_create_prints_the_token_once_and_stores_only_its_hash():
+
+
+    """api_token create prints the key once and stores only its hash, with the permissions given."""
     out, _ = run("create", "ci", "--perm", "enqueue_task", "--perm", "view_dashboard")
     raw = out.strip()
     assert re.fullmatch(r"wq_[A-Za-z0-9_-]{40,}", raw)
@@ -35,6 +38,9 @@ def test_create_prints_the_token_once_and_stores_only_its_hash():
 
 
 def test_revoke_stops_the_token_at_once():
+
+
+    """A revoked token is refused on its next request."""
     raw = run("create", "gone", "--perm", "all")[0].strip()
     assert Api(raw).get("/api/queues").status_code == 200
     assert run("revoke", "gone")[0].strip() == "revoked gone"
@@ -43,6 +49,9 @@ def test_revoke_stops_the_token_at_once():
 
 
 def test_bad_command_input_is_a_command_error():
+
+
+    """Unknown permissions, duplicate names and unknown tokens are CommandErrors."""
     with pytest.raises(CommandError, match="unknown permission"):
         run("create", "x", "--perm", "superpowers")
     run("create", "dup")
@@ -54,6 +63,9 @@ def test_bad_command_input_is_a_command_error():
 
 
 def test_admin_creates_a_token_and_shows_it_once(admin_client):
+
+
+    """A token created in the admin works and its key is shown once, on the page, never in a cookie."""
     from django.contrib.auth.models import Permission
 
     perm = Permission.objects.get(content_type__app_label="queues", codename="view_dashboard")

@@ -54,6 +54,9 @@ def test_bad_queue_names_are_refused(client, name):
 
 
 def test_queue_name_of_200_characters_is_fine(client):
+
+
+    """A queue name of the maximum length works end to end."""
     q = Queue("x" * 200)
     assert q.get(q.enqueue("p")).payload == "p"
 
@@ -70,6 +73,7 @@ def test_oversized_payload_is_refused_and_nothing_is_written(client, conn):
 
 @pytest.mark.parametrize("payload", [None, 42, {"a": 1}, ["x"]])
 def test_non_text_payloads_are_refused(client, payload):
+    """Payloads that are not str or bytes raise InvalidTask and write nothing."""
     with pytest.raises(InvalidTask, match="str or bytes"):
         Queue("t1").enqueue(payload)
     assert client.dbsize() == 0

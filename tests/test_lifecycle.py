@@ -34,6 +34,8 @@ def test_retry_with_backoff_then_success(client, workers):
 
 
 def test_always_failing_task_ends_in_failures_with_traceback(client, workers):
+    """A task that fails every attempt ends in the failed set, with its error and traceback in
+    the task and in the failure history."""
     q = Queue("retries")
     tid = q.enqueue('{"fail": "always"}', retries=1)
     workers(["retries"])
@@ -120,7 +122,6 @@ def test_frozen_worker_loses_its_task_and_its_late_finish_is_refused(client, wor
     # froze, it sees the task was taken back and never runs it).
     wait_for(lambda: "refused" in a.output() or "not running it" in a.output(), timeout=10,
              message="the frozen worker's report to be refused")
-    time.sleep(0.5)
     assert q.counts()["completed"] == 1
     # The frozen handler may well run to its end once thawed (at-least-once), but Redis counted
     # exactly one completion: the rescuer's, on attempt 2.
@@ -161,18 +162,21 @@ def test_counters_add_up_after_a_mixed_run(client, workers):
 
 
 def test_pause_stops_new_starts_on_all_workers_and_resume_restarts(client, workers):
+    """Paused, both workers are woken by new tasks, find the queue paused and go idle again
+    without starting any; resumed, both run them."""
     q = Queue("t4")
     for name in ("p1", "p2"):
         workers(["t4"], concurrency=2, name=name)
         wait_registered(client, name)
+    wait_for(lambda: _idle(client, "t4") == {"p1", "p2"}, message="both workers idle")
     assert q.pause() is True and q.is_paused()
-    paused_at = time.time()
-    q.enqueue_many([str(i) for i in range(20)])
-    time.sleep(1.0)
+    q.enqueue_many([str(i) for i in range(20)])  # wakes both idle workers
+    wait_for(lambda: _idle(client, "t4") == {"p1", "p2"}, message="both workers to look and go idle again")
     assert records(client, "t4") == [] and q.counts()["pending"] == 20
+    resumed_at = time.time()
     assert q.resume() is True
     wait_for(lambda: q.counts()["completed"] == 20, timeout=10, message="work after resume")
-    assert min(r["start"] for r in records(client, "t4")) > paused_at + 1.0
+    assert min(r["start"] for r in records(client, "t4")) >= resumed_at
     assert {r["pid"] for r in records(client, "t4")}.__len__() == 2
 
 
@@ -184,14 +188,17 @@ def test_pause_takes_effect_within_100_ms(client, workers):
         wait_registered(client, name)
     q.enqueue_many(["warm"] * 4)
     wait_for(lambda: q.counts()["completed"] == 4, message="warm-up")
+    wait_for(lambda: _idle(client, "t5") == {"fast1", "fast2"}, message="both workers idle")
     q.pause()
     time.sleep(0.1)
-    q.enqueue_many(["blocked"] * 10)
-    time.sleep(0.8)
+    q.enqueue_many(["blocked"] * 10)  # wakes both: they look, find the queue paused, go idle
+    wait_for(lambda: _idle(client, "t5") == {"fast1", "fast2"}, message="both workers to look and go idle again")
     assert q.counts()["completed"] == 4 and q.counts()["pending"] == 10
 
 
 def test_drop_leaves_no_key_of_the_queue(client, workers):
+    """Drop removes every key of the queue (tasks, locks, unique keys, counters) and leaves other
+    queues alone."""
     q = Queue("t3")
     q.enqueue_many(["a"] * 10)
     q.enqueue_many(["b"] * 3, delay=60)
@@ -209,6 +216,7 @@ def test_drop_leaves_no_key_of_the_queue(client, workers):
 
 
 def test_drop_stops_running_tasks(client, workers):
+    """Dropping a queue tells the worker running its task to stop it."""
     q = Queue("t5")
     workers(["t5"])
     q.enqueue('{"sleep": 30}')
@@ -219,6 +227,7 @@ def test_drop_stops_running_tasks(client, workers):
 
 
 def test_bad_lifecycle_input_is_refused_and_writes_nothing(client):
+    """Bad enqueue options and actions on tasks in the wrong state raise, and write nothing."""
     q = Queue("t1")
     for kwargs in ({"delay": -1}, {"retries": 1.5}, {"retries": "3"}, {"retries": -1}, {"timeout": 0},
                    {"timeout": -5}, {"backoff": -1}, {"delay": float("nan")}, {"delay": 1, "eta": datetime.now()},
@@ -230,3 +239,8 @@ def test_bad_lifecycle_input_is_refused_and_writes_nothing(client):
     with pytest.raises(InvalidState, match="not failed"):
         q.retry(tid)
     assert q.get(tid).state == "pending"
+
+
+def _idle(client, queue):
+    """The workers in the queue's idle set: they looked for work and found none they may start."""
+    return {w.decode() for w in client.smembers(keys.queue_key(queue, "idle"))}

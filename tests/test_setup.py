@@ -37,6 +37,7 @@ def test_embedded_redis_starts_keeps_data_in_var_and_stops(tmp_path):
     ({"TASKS_ON_COMMIT": "yes"}, "TASKS_ON_COMMIT"),
 ])
 def test_bad_settings_are_a_system_check_error(bad, message):
+    """Each bad WORQR setting is reported by the system check queues.E001 with a message naming it."""
     with override_settings(WORQR=bad):
         errors = [e for e in checks.run_checks() if e.id == "queues.E001"]
     assert len(errors) == 1 and message in errors[0].msg

@@ -108,7 +108,7 @@ def test_delivery_posts_the_task_with_id_and_attempt_headers(api, receiver, work
     assert h["Content-Type"] == "application/json"
     wait_for(lambda: Queue("hooks").counts()["completed"] == 1, message="completion")
     error(api.get(f"/api/tasks/{tid}"), 404)
-    time.sleep(0.3)
+    wait_for(lambda: _idle("hooks"), message="the worker idle: no delivery in flight")
     assert len(receiver.on("/ok")) == 1
 
 
@@ -204,7 +204,7 @@ def test_the_seed_create_query_delete_flow_in_its_own_field_names(receiver, work
     assert got["at"] >= time.time() - 30 and got["body"]["topic"] == "order" and got["body"]["content"] == "hello"
     wait_for(lambda: Queue("order").counts()["completed"] == 1, message="completion")
     error(seed.post("/api/query", {"id": tid}), 404)
-    time.sleep(0.3)
+    wait_for(lambda: _idle("order"), message="the worker idle: no delivery in flight")
     assert [r["body"]["id"] for r in receiver.received] == [tid]
 
 
@@ -344,3 +344,10 @@ def test_a_reply_body_is_kept_in_the_error_up_to_1_kib(receiver):
         deliver(_task(receiver.plan("/long", (500, body))))
     message = str(failed.value)
     assert body[:1024] in message and body[:1025] not in message and "HTTP 500" in message
+
+
+def _idle(queue):
+    """Whether the queue's (only) worker is in its idle set: it runs nothing and found nothing."""
+    from queues.engine import keys
+
+    return Queue(queue).client.scard(keys.queue_key(queue, "idle")) >= 1

@@ -64,6 +64,9 @@ def test_worker_refuses_a_queue_without_handler(client):
 
 
 def test_worker_refuses_a_bad_queue_name(client):
+
+
+    """manage.py worker with a malformed queue name exits with an error and writes nothing."""
     result = _manage("worker", "bad:name")
     assert result.returncode != 0 and "queue name" in result.stderr
     assert client.dbsize() == 0

@@ -1,0 +1,19 @@
+"""The suite's own conventions, checked so they stay true as tests are added."""
+
+import ast
+from pathlib import Path
+
+TESTS = Path(__file__).resolve().parent
+
+
+def test_every_test_says_in_its_docstring_what_it_checks():
+    """Every test function has a docstring (one line or a short paragraph)."""
+    missing = [
+        f"{path.name}:{node.lineno} {node.name}"
+        for path in sorted(TESTS.glob("test_*.py"))
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+        and node.name.startswith("test")
+        and not ast.get_docstring(node)
+    ]
+    assert not missing, "tests without a docstring: " + ", ".join(missing)
