@@ -32,6 +32,10 @@ VARIANTS = {
              "N procs = N workers",
     "worqr-async": f"manage.py worker --concurrency {CONCURRENCY}, `async def` handler on the worker's loop; "
                    "N procs = N workers",
+    "worqr-processes": f"manage.py worker --processes N --concurrency {CONCURRENCY}, sync handler: one command, "
+                       "a supervisor and N workers",
+    "worqr-isolated": f"manage.py worker --isolation process --concurrency {CONCURRENCY}, sync handler in "
+                      f"{CONCURRENCY} pre-forked handler processes per worker; N procs = N workers",
 }
 BULK = "Queue.enqueue_many (one Lua call per 5,000 tasks)"
 QUEUE = "bench"
@@ -55,6 +59,9 @@ class Producer:
 def worker_cmds(variant, procs):
     env = ["env", "DJANGO_SETTINGS_MODULE=bench.worqr_settings", f"WORQR_REDIS_URL={common.REDIS_URL}",
            f"WORQR_BENCH_ASYNC={1 if variant == 'worqr-async' else 0}"]
-    cmd = [str(PROJECT_PY), str(PROJECT / "manage.py"), "worker", QUEUE, "--concurrency", str(CONCURRENCY),
-           "--log-level", "WARNING"]
-    return [env + cmd] * procs
+    cmd = [str(PROJECT_PY), str(PROJECT / "manage.py"), "worker", QUEUE, "--log-level", "WARNING"]
+    if variant == "worqr-processes":
+        return [env + cmd + ["--concurrency", str(CONCURRENCY), "--processes", str(procs)]]
+    if variant == "worqr-isolated":
+        cmd += ["--isolation", "process"]
+    return [env + cmd + ["--concurrency", str(CONCURRENCY)]] * procs

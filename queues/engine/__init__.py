@@ -13,6 +13,7 @@ from .errors import (
     RetryLater,
     StaleLease,
     TaskNotFound,
+    WorkerCrashed,
     WorkerLost,
     WorqrError,
 )
@@ -24,5 +25,5 @@ __all__ = [
     "Config", "Connection", "configure", "get_default", "Queue", "Task", "handler",
     "WorqrError", "ConfigurationError", "InvalidInput", "InvalidQueueName", "InvalidTask",
     "PayloadTooLarge", "TaskNotFound", "InvalidState", "StaleLease", "WorkerLost", "NoHandler",
-    "RetryLater",
+    "RetryLater", "WorkerCrashed",
 ]

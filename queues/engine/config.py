@@ -36,6 +36,10 @@ class Config:
     timeout_grace: float = 10.0
     #: How long the Django Tasks backend keeps results (1 day).
     result_ttl: float = 86400.0
+    #: An isolated handler stopped by a timeout or a cancel gets SIGTERM, then SIGKILL this long
+    #: after: 5 s lets its ``finally`` blocks close files and connections, yet a handler stuck in
+    #: C code gives its slot (and its lock) back well within a typical timeout.
+    kill_grace: float = 5.0
     #: Make OpenTelemetry spans (``engine.tracing``) when ``opentelemetry-api`` is importable; the
     #: application's SDK decides what is recorded and where it goes.
     opentelemetry: bool = True
@@ -54,6 +58,8 @@ class Config:
             raise ConfigurationError("MAX_PAYLOAD_BYTES and FAILURE_HISTORY must be positive")
         if self.retries < 0 or self.backoff < 0 or self.backoff_max < 0 or self.timeout_grace < 0:
             raise ConfigurationError("RETRIES, BACKOFF, BACKOFF_MAX and TIMEOUT_GRACE must be >= 0")
+        if not 0 <= self.kill_grace <= 3600:
+            raise ConfigurationError("KILL_GRACE must be between 0 and 3600 seconds")
 
     @classmethod
     def from_mapping(cls, mapping):

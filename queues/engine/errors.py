@@ -15,6 +15,7 @@
     ├── WorkerLost                the worker's registration is gone (it was presumed dead)
     ├── WorkerNameTaken           a live worker already runs under that name
     ├── NoHandler                 a worker was asked to serve a queue with no handler
+    ├── WorkerCrashed             an isolated handler's process died by itself (a failed attempt)
     └── RetryLater                raised by a handler: run again later, no attempt used
 """
 
@@ -82,6 +83,11 @@ class WorkerNameTaken(WorqrError):
 
 class NoHandler(WorqrError):
     pass
+
+
+class WorkerCrashed(WorqrError):
+    """An isolated handler's process died by itself (a segfault, an OOM kill, ``os._exit``): the
+    attempt fails with this error, e.g. "handler process exited with signal 11"."""
 
 
 class RetryLater(WorqrError):

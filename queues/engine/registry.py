@@ -1,12 +1,16 @@
 """Handlers: which function runs the tasks of which queue, with its defaults."""
 
+import importlib
 import inspect
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from . import keys
 from .errors import ConfigurationError
 
 _handlers = {}
+
+#: Where a sync handler runs: on one of the worker's threads, or in a pre-forked process of its own.
+ISOLATIONS = ("thread", "process")
 
 
 @dataclass(frozen=True)
@@ -19,9 +23,10 @@ class HandlerSpec:
     backoff: float | None = None
     lock: object = None  # a lock key, or a function of the task returning one
     keep_result: bool = False
+    isolation: str | None = None  # "thread" or "process"; None: the worker's default (--isolation)
 
 
-def handler(queue, *, retries=None, timeout=None, backoff=None, lock=None, keep_result=False):
+def handler(queue, *, retries=None, timeout=None, backoff=None, lock=None, keep_result=False, isolation=None):
     """Register the decorated function (sync or ``async def``) as the handler of ``queue``."""
     keys.check_queue_name(queue)
     if retries is not None and (isinstance(retries, bool) or not isinstance(retries, int) or retries < 0):
@@ -32,16 +37,25 @@ def handler(queue, *, retries=None, timeout=None, backoff=None, lock=None, keep_
         raise ConfigurationError(f"handler {queue!r}: backoff must be a number >= 0")
     if lock is not None and not (callable(lock) or isinstance(lock, str)):
         raise ConfigurationError(f"handler {queue!r}: lock must be a string or a function")
+    if isolation is not None and isolation not in ISOLATIONS:
+        raise ConfigurationError(f'handler {queue!r}: isolation must be "thread" or "process", not {isolation!r}')
 
     def register(func):
+        is_async = inspect.iscoroutinefunction(func)
+        if isolation == "process":
+            if is_async:
+                raise ConfigurationError(
+                    f'handler {queue!r}: isolation="process" is for sync handlers; '
+                    f"an async handler runs on the worker's event loop"
+                )
+            _check_module_level(queue, func)
         existing = _handlers.get(queue)
         if existing is not None and _qualname(existing.func) != _qualname(func):
             raise ConfigurationError(
                 f"queue {queue!r} already has a handler ({_qualname(existing.func)})"
             )
         _handlers[queue] = HandlerSpec(
-            queue, func, inspect.iscoroutinefunction(func), retries, timeout, backoff, lock,
-            keep_result,
+            queue, func, is_async, retries, timeout, backoff, lock, keep_result, isolation,
         )
         return func
 
@@ -52,10 +66,47 @@ def _qualname(func):
     return f"{getattr(func, '__module__', '?')}.{getattr(func, '__qualname__', repr(func))}"
 
 
+def _check_module_level(queue, func):
+    """An isolated handler must be a module-level function: a lambda or a closure can't be found
+    again by its module path (the name its process knows it by)."""
+    qualname = getattr(func, "__qualname__", None)
+    if not callable(func) or not isinstance(qualname, str) or "<" in qualname:
+        raise ConfigurationError(
+            f'handler {queue!r}: {_qualname(func)} runs with isolation="process", so it must be a '
+            f"function defined at module level, importable by its module path (not a lambda or a closure)"
+        )
+
+
+def check_importable(spec):
+    """Raise ConfigurationError unless ``spec.func`` is what its module path names (checked when
+    a worker starts, once every module is imported)."""
+    _check_module_level(spec.queue, spec.func)
+    try:
+        found = importlib.import_module(spec.func.__module__)
+        for part in spec.func.__qualname__.split("."):
+            found = getattr(found, part)
+    except (ImportError, AttributeError, TypeError):
+        found = None
+    if found is not spec.func:
+        raise ConfigurationError(
+            f'handler {spec.queue!r}: {_qualname(spec.func)} runs with isolation="process", but that '
+            f"module path does not name it: define it at module level under its own name"
+        )
+
+
+def with_isolation(spec, default):
+    """``spec`` with its isolation decided: its own, else ``default`` for a sync handler (an async
+    one always runs on the event loop)."""
+    if default not in ISOLATIONS:
+        raise ConfigurationError(f'isolation must be "thread" or "process", not {default!r}')
+    if spec.is_async:
+        return replace(spec, isolation="thread")
+    return replace(spec, isolation=spec.isolation or default)
+
+
 def get_handler(queue):
     return _handlers.get(queue)
 
 
 def all_handlers():
     return dict(_handlers)
-

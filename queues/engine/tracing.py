@@ -11,7 +11,8 @@ Spans are made when ``opentelemetry-api`` is importable and ``Config.opentelemet
    delivered with them: payloads stay raw.
 2. ``start_run``: ``worqr run <queue>`` (CONSUMER) around one attempt in the worker, a child of
    the stored context, so the trace goes on across processes; each retry is a new run span in
-   the same trace. ``bind`` runs the handler with that span as its current span; ``end_run``
+   the same trace. ``bind`` runs the handler with that span as its current span (an isolated
+   handler's process gets it ``carried`` and makes it current); ``end_run``
    sets the outcome (and, for a failed attempt, the exception and the error status) and ends it.
 3. ``client_span``: a CLIENT span around a webhook's HTTP request, with the W3C headers
    injected into the request (by the application's propagators, W3C by default).
@@ -204,6 +205,21 @@ def bind(span, func, is_async):
             _context.detach(token)
 
     return run
+
+
+def carried(span):
+    """``span``'s context as stored with tasks ('' when it has none): how a run span reaches an
+    isolated handler's process, which makes it current with ``attached_carried``."""
+    if not span.get_span_context().is_valid:
+        return ""
+    carrier = {}
+    _w3c.inject(carrier, context=_trace.set_span_in_context(span, _context.Context()))
+    return _encode(carrier)
+
+
+def attached_carried(text):
+    """A context manager making the span ``carried`` described current ('': a no-op)."""
+    return _Attached(_decode(text)) if text and AVAILABLE else nullcontext()
 
 
 def end_run(span, outcome, error=None, exc=None):

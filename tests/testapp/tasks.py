@@ -12,6 +12,7 @@ run's schedule, tick and kind).
 import asyncio
 import json
 import os
+import signal
 import threading
 import time
 
@@ -93,6 +94,77 @@ handler("timeouts", timeout=1, retries=1, backoff=0.1)(run_sync)
 handler("atimeouts", timeout=1, retries=1, backoff=0.1)(run_async)
 handler("bylock", lock=lambda task: task.payload.split(":")[0])(run_sync)
 handler("stuck", timeout=2, retries=2, backoff=0.1)(run_sync)
+
+
+# -- isolated handlers (tests/test_isolation.py, tests/test_processes.py) -------------------------
+
+
+def run_isolated(task):
+    """run_sync's directives, plus (in its own process):
+    spin      loop on the CPU forever, never looking at task.cancelled
+    linger    sleep forever; on the way out (SIGTERM), RPUSH task.cancelled to test:cleanup:<id>
+    stubborn  ignore SIGTERM, then sleep forever (only SIGKILL ends it)
+    crash     "segfault", or an exit code for os._exit
+    hog       MB of memory to allocate and keep for the process's life
+    after     a task id: RPUSH to test:alive:<id> whether that task's process still exists
+    orm       count the users through Django's ORM (RPUSHed to test:orm:<id>)
+    span      make an OpenTelemetry span of its own, named so
+    It first RPUSHes its pid to test:pid:<id>."""
+    d = _directives(task.payload) if isinstance(task.payload, str) else {}
+    client = get_default().client
+    client.rpush(f"test:pid:{task.id}", os.getpid())
+    if d.get("hog"):
+        _kept.append(b"x" * (int(d["hog"]) * 2**20))
+    if d.get("after"):
+        other = int(client.lindex(f"test:pid:{d['after']}", -1))
+        client.rpush(f"test:alive:{task.id}", int(_exists(other)))
+    if d.get("orm"):
+        from django.contrib.auth.models import User
+
+        client.rpush(f"test:orm:{task.id}", User.objects.count())
+    if d.get("span"):
+        from opentelemetry import trace
+
+        with trace.get_tracer("tests").start_as_current_span(d["span"]):
+            pass
+    if d.get("crash") == "segfault":
+        import ctypes
+
+        ctypes.string_at(0)
+    elif d.get("crash") is not None:
+        os._exit(int(d["crash"]))
+    if d.get("stubborn"):
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        while True:
+            time.sleep(1)
+    if d.get("linger"):
+        try:
+            while True:
+                time.sleep(1)
+        finally:
+            client.rpush(f"test:cleanup:{task.id}", int(task.cancelled))
+    if d.get("spin"):
+        while True:
+            pass
+    run_sync(task)
+    return f"ran in {os.getpid()}"
+
+
+def _exists(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+_kept = []
+
+for name in ("p1", "p2", "p3"):
+    handler(name, isolation="process")(run_isolated)
+handler("pspin", isolation="process", timeout=2)(run_isolated)
+handler("pcrash", isolation="process", retries=1, backoff=0.1)(run_isolated)
+handler("plock", isolation="process", timeout=1, lock="one")(run_isolated)
 
 
 # -- Stress handlers (tests/test_stress_*.py) ------------------------------------------------

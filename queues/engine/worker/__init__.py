@@ -9,7 +9,10 @@
   timeout and decides its outcome;
 - ``reporter.Reporter``: sends outcomes to Redis (completions acknowledged in batches) and
   releases the locks kept for handlers that outlived their outcome;
-- ``pool.ThreadPool``: daemon threads for sync handlers.
+- ``pool.ThreadPool``: daemon threads for sync handlers;
+- ``procpool.ProcessPool``: isolated sync handlers, one pre-forked process per slot, forked by
+  ``forkserver.ForkServer``; ``child`` is what runs in such a process;
+- ``supervisor.Supervisor``: N worker processes under one command (``--processes N``).
 """
 
 from .launcher import Worker

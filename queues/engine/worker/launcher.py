@@ -13,6 +13,9 @@ The launcher owns the worker's state and its lifecycle; the duties are in their 
 
 Deliveries are keyed by (task id, lease): a handler still running after its timeout keeps its
 slot, and a later attempt of the same task is a delivery of its own.
+
+Isolated sync handlers (``isolation="process"``) run in ``procpool.ProcessPool``'s processes,
+whose fork server is forked in ``run`` before the event loop and the threads start.
 """
 
 import asyncio
@@ -29,8 +32,8 @@ from .. import commands, keys, tracing
 from ..backoff import wait_event
 from ..connection import NETWORK_ERRORS
 from ..errors import NoHandler
-from ..registry import get_handler
-from . import processor
+from ..registry import get_handler, with_isolation
+from . import processor, procpool
 from .control import Listener
 from .fetch import Fetcher
 from .heartbeat import Heart
@@ -51,10 +54,13 @@ def default_name():
 
 class Worker:
     def __init__(self, queues, connection, *, concurrency=1, name=None, grace=30.0, callback_handler=None,
-                 schedules=None):
+                 schedules=None, isolation="thread", max_tasks_per_child=None, max_memory=None, child_init=None):
         """``callback_handler`` (a HandlerSpec) runs tasks that carry a callback URL; with it, a
         queue without a handler of its own may be served (for such tasks only). ``schedules``
-        ([ScheduleSpec]): the settings' schedules, synced to Redis at start (None: left as they are)."""
+        ([ScheduleSpec]): the settings' schedules, synced to Redis at start (None: left as they are).
+        ``isolation`` is where sync handlers that don't choose run ("thread" or "process");
+        isolated handlers' processes are recycled after ``max_tasks_per_child`` tasks or past
+        ``max_memory`` MB, and each runs ``child_init()`` once before its first task."""
         if not queues:
             raise NoHandler("no queue to serve: give queue names or register handlers")
         self.queues = [keys.check_queue_name(q) for q in queues]
@@ -64,7 +70,7 @@ class Worker:
             spec = get_handler(q)
             if spec is None and callback_handler is None:
                 raise NoHandler(f"queue {q!r} has no handler: define one with @handler({q!r})")
-            self.specs[q] = spec or _no_handler_spec(q, callback_handler)
+            self.specs[q] = with_isolation(spec, isolation) if spec else _no_handler_spec(q, callback_handler)
         if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
             raise ValueError("concurrency must be an integer >= 1")
         self.connection, self.config = connection, connection.config
@@ -73,6 +79,8 @@ class Worker:
         self.name = keys.check_worker_name(name or default_name())
         self.grace = grace
         self.schedules = schedules
+        self.procs = procpool.for_worker(self.specs, concurrency, self.config, max_tasks=max_tasks_per_child,
+                                         max_memory=max_memory, child_init=child_init, on_broken=self.fatal)
         self.deliveries = {}  # (id, lease) -> processor.Delivery
         #: (queue, id) -> when: cancels that arrived before the delivery they are for (its start
         #: reply still on its way): applied if it arrives within EARLY_CANCEL_S
@@ -91,7 +99,13 @@ class Worker:
 
     def run(self):
         """Serve until SIGTERM/SIGINT; returns the exit code (raises what stopped it early)."""
-        asyncio.run(self.main())
+        if self.procs is not None:
+            self.procs.start_server()
+        try:
+            asyncio.run(self.main())
+        finally:
+            if self.procs is not None:
+                self.procs.close()
         if self.error is not None:
             raise self.error
         return self.exit_code
@@ -117,12 +131,16 @@ class Worker:
         self.pool = ThreadPool(self.concurrency)
         self.redis = self.connection.async_client(max_connections=self.concurrency + 8)
         for sig in (signal.SIGTERM, signal.SIGINT):
+            if signal.getsignal(sig) is signal.SIG_IGN:  # ignored when we started (a supervisor's
+                continue  # worker: the supervisor passes a Ctrl-C on): leave it so
             try:
                 self.loop.add_signal_handler(sig, self.request_stop)
             except (NotImplementedError, RuntimeError):  # not the main thread (tests)
                 pass
         helpers = []
         try:
+            if self.procs is not None:
+                await self.procs.start()
             await self.heart.register_until_done()
             listener = Listener(self.redis, keys.worker_channel(self.name), self.on_control, self.on_subscribed)
             helpers = [asyncio.ensure_future(c) for c in (listener.run(), self.heart.run())]
@@ -139,6 +157,8 @@ class Worker:
             if helpers:  # cancelled helpers end at once; never let one hold the exit up
                 await asyncio.wait(helpers, timeout=5.0)
             self.pool.shutdown()
+            if self.procs is not None:
+                self.procs.close()
             await self.redis.aclose()
         log.info("worqr: worker %s stopped", self.name)
 
@@ -241,9 +261,8 @@ class Worker:
         left = sorted((d for d in self.deliveries.values() if not d.reported), key=lambda d: d.started)
         for d in left:
             d.reported = True
-            if d.is_async and d.handle is not None:
-                d.handle.cancel()
-        runners = [d.runner for d in left if d.is_async and d.runner is not None]
+            d.stop_now()
+        runners = [d.runner for d in left if d.stoppable and d.runner is not None]
         if runners:
             await asyncio.wait(runners, timeout=2.0)
         by_queue = defaultdict(list)

@@ -2,7 +2,8 @@
 
 1. Don't start it if it was cancelled (or given back) before it could start, or if this worker
    was unresponsive long enough to be presumed dead and no longer holds it.
-2. Start the handler: an ``async def`` one as an asyncio task, a sync one on a pool thread.
+2. Start the handler: an ``async def`` one as an asyncio task, a sync one on a pool thread or,
+   isolated, in a handler process (``procpool``).
 3. Wait for it, for at most the task's timeout.
 4. Report exactly one outcome, unless one was already reported (a cancel of a sync handler is
    reported at once; the thread's eventual result is then discarded):
@@ -13,6 +14,8 @@
    - cancelled by a user: finished as cancelled.
 5. A delivery whose outcome was reported while its handler still ran keeps its lock (and its
    slot) until the handler really returns; then the lock is released (``Reporter.release``).
+   An isolated handler is stopped for real: its process is ended, and its handle completes only
+   once the process is gone.
 """
 
 import asyncio
@@ -22,6 +25,7 @@ import traceback as tb_module
 
 from .. import tracing
 from ..errors import RetryLater
+from .procpool import HandlerFailed
 
 log = logging.getLogger("worqr.worker")
 
@@ -52,15 +56,35 @@ class Delivery:
     def is_async(self):
         return self.spec.is_async
 
+    @property
+    def isolated(self):
+        """Whether its (sync) handler runs in a handler process of its own."""
+        return self.spec.isolation == "process"
+
+    @property
+    def stoppable(self):
+        """Whether its handler can be stopped from outside (async, or isolated)."""
+        return self.is_async or self.isolated
+
     def still_running(self):
         """Whether the handler was started and has not returned yet."""
         return self.handle is not None and not self.handle.done()
 
     def cancel_locally(self):
-        """Ask the handler to stop: cancels an async one, flags a sync one."""
+        """Ask the handler to stop: cancels an async one, ends an isolated one's process (SIGTERM,
+        then SIGKILL after KILL_GRACE), flags a sync one."""
         self.task._cancelled = True
         if self.handle is not None and self.is_async:
             self.handle.cancel()
+        elif self.handle is not None and self.isolated:
+            self.handle.stop()
+
+    def stop_now(self):
+        """The grace is over: cancel an async handler, kill an isolated one's process at once."""
+        if self.handle is not None and self.is_async:
+            self.handle.cancel()
+        elif self.handle is not None and self.isolated:
+            self.handle.stop(now=True)
 
 
 def _describe(exc):
@@ -95,6 +119,8 @@ async def run(worker, d):
             func = tracing.bind(d.span, func, d.is_async)
         if d.is_async:
             d.handle = asyncio.ensure_future(func(task))
+        elif d.isolated:  # the handler's process makes the run span its current span
+            d.handle = worker.procs.submit(task, tracing.carried(d.span) if d.span is not None else "")
         else:
             d.handle = worker.pool.submit(worker.loop, func, task)
         timeout = task.timeout if task.timeout and task.timeout > 0 else None
@@ -134,6 +160,8 @@ async def _report(worker, d):
         await worker.reporter.failure(d, _describe(exc), "", retry_after=exc.seconds)
     elif isinstance(exc, asyncio.CancelledError):
         worker.reporter.done(d, "cancelled", "")
+    elif isinstance(exc, HandlerFailed):  # raised in an isolated handler's process, described there
+        await worker.reporter.failure(d, exc.description, exc.trace)
     else:
         trace = "".join(tb_module.format_exception(type(exc), exc, exc.__traceback__))
         await worker.reporter.failure(d, _describe(exc), trace[-20000:], exc=exc)

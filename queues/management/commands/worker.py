@@ -1,16 +1,46 @@
-"""``manage.py worker``: checks its options and hands off to the engine's Worker."""
+"""``manage.py worker``: checks its options and hands off to the engine's Worker (or, with
+``--processes N``, to a Supervisor of N workers)."""
 
+import argparse
 import logging
+import os
 
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError
+from django.db import connections
 
 from queues.conf import LOG_FORMATS, get_connection, log_format, schedule_specs
 from queues.engine.errors import WorqrError
 from queues.engine.registry import all_handlers
 from queues.engine.worker import Worker
+from queues.engine.worker.launcher import default_name
 from queues.engine.worker.logs import use_json
+from queues.engine.worker.supervisor import Supervisor
 from queues.webhooks import worker_callback_handler
+
+
+def child_init():
+    """Runs once in each isolated handler's process, before its first task. The process is a
+    fork of the worker, so Django is set up already (set up here otherwise), and it has no
+    database connection of its parent's: they were closed before the fork."""
+    from django.apps import apps
+
+    if not apps.ready:
+        import django
+
+        django.setup()
+
+
+def _count(value, auto=False):
+    if auto and value == "auto":
+        return os.cpu_count() or 1
+    try:
+        number = int(value)
+    except ValueError:
+        number = 0
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 1{' or auto' if auto else ''}, not {value!r}")
+    return number
 
 
 class Command(BaseCommand):
@@ -25,6 +55,24 @@ class Command(BaseCommand):
             type=float,
             default=30.0,
             help="seconds running tasks get to finish on SIGTERM/SIGINT (default 30)",
+        )
+        parser.add_argument(
+            "--processes",
+            type=lambda value: _count(value, auto=True),
+            help="run N worker processes (auto: one per CPU) under a supervisor, named NAME-1 ... NAME-N",
+        )
+        parser.add_argument(
+            "--isolation",
+            choices=["thread", "process"],
+            default="thread",
+            help="where sync handlers that don't choose run (default thread)",
+        )
+        parser.add_argument("--max-tasks-per-child", type=_count, help="replace a handler process after N tasks")
+        parser.add_argument(
+            "--max-memory",
+            type=_count,
+            metavar="MB",
+            help="replace a handler process once its resident memory passes MB",
         )
         parser.add_argument(
             "--log-level",
@@ -47,19 +95,41 @@ class Command(BaseCommand):
             raise CommandError("--grace must not be negative")
         handlers = all_handlers()
         queues = options["queues"] or sorted(handlers)
-        try:
-            callbacks = worker_callback_handler()
+        json_logs = (options["log_format"] or log_format()) == "json"
+
+        def make_worker(name):
             worker = Worker(
                 queues,
                 get_connection(),
                 concurrency=options["concurrency"],
-                name=options["name"],
+                name=name,
                 grace=options["grace"],
-                callback_handler=callbacks,
+                callback_handler=worker_callback_handler(),
                 schedules=schedule_specs(),
+                isolation=options["isolation"],
+                max_tasks_per_child=options["max_tasks_per_child"],
+                max_memory=options["max_memory"],
+                child_init=child_init,
             )
-            if (options["log_format"] or log_format()) == "json":
+            if json_logs:
                 use_json(worker.name)
+            return worker
+
+        try:
+            if options["processes"]:
+                base = options["name"] or default_name()
+                make_worker(f"{base}-1")  # bad input is reported here, before anything is forked
+                runner = Supervisor(
+                    options["processes"],
+                    base,
+                    lambda name: make_worker(name).run(),
+                    grace=options["grace"],
+                    kill_grace=get_connection().config.kill_grace,
+                )
+                if json_logs:
+                    use_json(base)
+            else:
+                runner = make_worker(options["name"])
         except (WorqrError, ValueError, ImproperlyConfigured) as exc:
             raise CommandError(str(exc)) from exc
         for queue in queues:
@@ -69,6 +139,7 @@ class Command(BaseCommand):
                     "callback URL); its other tasks fail",
                     queue,
                 )
-        code = worker.run()
+        connections.close_all()  # forked processes must not share this one's database connections
+        code = runner.run()
         if code:
             raise SystemExit(code)

@@ -1,0 +1,174 @@
+"""An isolated handler's process: what runs there, from its fork to its exit.
+
+1. It dies with its parent (``die_with_parent``), ignores SIGINT (a Ctrl-C reaches the whole
+   process group; its worker decides when it stops) and turns SIGTERM into a stop:
+   ``task.cancelled`` becomes True and ``Stopped`` is raised inside the handler, so its
+   ``finally`` blocks run; the worker sends SIGKILL if it is still there after KILL_GRACE.
+2. It runs the initializer it was given (the Django layer's), once, then says it is ready.
+3. Then, for each frame its worker sends (a task, and the run span's trace context, made current
+   around the handler): runs the queue's handler and sends back one
+   frame: ``("ok", result, rss)``, ``("retry", seconds, message, rss)`` or
+   ``("error", description, traceback, rss)``. End of file (its worker retires it, or is gone):
+   it exits 0.
+
+It never returns into the code it was forked from: it ends with ``os._exit``, so nothing it
+inherited (the worker's connections, atexit hooks) is closed or run twice.
+
+Frames, both ways: a 4-byte big-endian length, then a pickle (``frame``; the worker reads them
+with ``Frames``).
+"""
+
+import asyncio
+import ctypes
+import ctypes.util
+import os
+import pickle
+import resource
+import signal
+import struct
+import sys
+import traceback
+
+from .. import tracing
+from ..errors import RetryLater
+
+HEADER = struct.Struct("!I")
+_PR_SET_PDEATHSIG = 1
+try:
+    _libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+except OSError:  # no C library to call: the parent's socket closing is the fallback
+    _libc = None
+
+
+class Stopped(BaseException):
+    """Raised inside an isolated handler by its worker's SIGTERM (a timeout or a cancel)."""
+
+
+def die_with_parent(sig, parent):
+    """Have the kernel send ``sig`` to this process when its parent exits (Linux); exit at once
+    if ``parent`` is already gone."""
+    if _libc is not None and hasattr(_libc, "prctl"):
+        _libc.prctl(_PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
+    if os.getppid() != parent:
+        os._exit(0)
+
+
+def frame(obj):
+    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    return HEADER.pack(len(data)) + data
+
+
+class Frames(asyncio.Protocol):
+    """The worker's end of a handler process's socket: hands each whole frame read to
+    ``on_message``; sets ``closed`` once the socket has closed."""
+
+    def __init__(self, on_message, closed):
+        self.on_message, self.closed = on_message, closed
+        self.buffer = bytearray()
+        self.transport = None
+
+    def connection_made(self, transport):
+        self.transport = transport
+
+    def data_received(self, data):
+        buffer = self.buffer
+        buffer += data
+        while len(buffer) >= HEADER.size:
+            (size,) = HEADER.unpack_from(buffer)
+            end = HEADER.size + size
+            if len(buffer) < end:
+                return
+            message = pickle.loads(buffer[HEADER.size : end])
+            del buffer[:end]
+            self.on_message(message)
+
+    def connection_lost(self, exc):
+        if not self.closed.done():
+            self.closed.set_result(None)
+
+
+def _read(stream, size):
+    data = stream.read(size)
+    if len(data) < size:
+        raise EOFError
+    return data
+
+
+def _rss_mb():
+    """Resident memory now (Linux), else the peak so far."""
+    try:
+        with open("/proc/self/statm", "rb") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+    except OSError:
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / (2**20 if sys.platform == "darwin" else 2**10)
+
+
+class _Serving:
+    task = None  # the task running now: SIGTERM marks it cancelled
+
+
+def serve(sock, parent, specs, child_init=None, measure_memory=False):
+    """Serve tasks from ``sock`` until it closes; never returns."""
+    code = 0
+    try:
+        die_with_parent(signal.SIGKILL, parent)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, _stop)
+        if child_init is not None:
+            child_init()
+        stream = sock.makefile("rb")
+        sock.sendall(frame(("ready", os.getpid())))
+        while True:
+            try:
+                (size,) = HEADER.unpack(_read(stream, HEADER.size))
+                queue, task, trace = pickle.loads(_read(stream, size))
+            except EOFError:
+                break
+            with tracing.attached_carried(trace):  # the worker's run span, current here too
+                reply = _run(specs[queue], task)
+            _flush()
+            sock.sendall(frame((*reply, _rss_mb() if measure_memory else 0.0)))
+    except Stopped:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # end by the signal we were sent, as asked
+        _flush()
+        os.kill(os.getpid(), signal.SIGTERM)
+        code = 1
+    except ConnectionError:  # the worker is gone, or closed our socket
+        code = 1
+    except BaseException:  # a broken initializer: say why, then go
+        traceback.print_exc()
+        code = 1
+    _flush()
+    os._exit(code)
+
+
+def _stop(signum, frame):
+    if _Serving.task is not None:
+        _Serving.task._cancelled = True
+    raise Stopped()
+
+
+def _run(spec, task):
+    _Serving.task = task
+    try:
+        value = spec.func(task)
+    except RetryLater as exc:
+        return ("retry", exc.seconds, str(exc))
+    except Stopped:
+        raise
+    except BaseException as exc:  # as on a thread: SystemExit from a handler is a failed attempt
+        text = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        return ("error", text[:2000], "".join(traceback.format_exception(exc))[-20000:])
+    finally:
+        _Serving.task = None
+    if value is None or not spec.keep_result:
+        return ("ok", None)
+    return ("ok", value if isinstance(value, (str, bytes)) else str(value))
+
+
+def _flush():
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:  # best effort: a closed stream loses nothing of ours
+            pass

@@ -1,0 +1,132 @@
+"""``worker --processes N``: a supervisor and N worker processes, with real signals."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from queues import Queue
+from queues.engine import readmodel
+from tests.conftest import ROOT, records, wait_for
+
+
+def listed(client):
+    """{name: pid} of the live workers, as `manage.py queues --json` lists them."""
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "manage.py"), "queues", "--json"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=dict(os.environ, DJANGO_SETTINGS_MODULE="tests.settings"),
+    )
+    assert out.returncode == 0, out.stderr
+    return {w["name"]: w["pid"] for w in json.loads(out.stdout)["workers"]}
+
+
+def live(client):
+    return {w["name"]: w["pid"] for w in readmodel.workers(client)}
+
+
+def gone(pid):
+    """Whether process ``pid`` has ended (a zombie not reaped yet by its new parent counts)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rpartition(")")[2].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+def test_two_processes_are_two_workers_and_a_killed_one_is_replaced(client, workers):
+    """--processes 2: two workers, <name>-1 and <name>-2, in `queues --json`; kill -9 one: the
+    supervisor starts it again within 5 s and its task goes back to the front: the new worker
+    runs it before the tasks queued behind it (the other worker is busy meanwhile)."""
+    q = Queue("t1")
+    sup = workers(["t1"], name="sup", options=("--processes", "2"))
+    wait_for(lambda: set(live(client)) == {"sup-1", "sup-2"}, timeout=15, message="two workers")
+    first = listed(client)
+    assert set(first) == {"sup-1", "sup-2"} and sup.pid not in first.values()
+    held = q.enqueue('{"sleep": 3}')
+    wait_for(lambda: q.counts()["active"] == 1, message="the first worker busy")
+    victim = q.get(held).worker
+    q.enqueue('{"sleep": 12}')
+    wait_for(lambda: q.counts()["active"] == 2, message="both workers busy")
+    queued = q.enqueue_many(["q1", "q2"])
+    os.kill(first[victim], signal.SIGKILL)
+    killed = time.monotonic()
+    wait_for(lambda: live(client).get(victim) not in (None, first[victim]), timeout=8, message="a new worker")
+    replaced = time.monotonic() - killed
+    assert replaced <= 5, f"replaced after {replaced:.1f} s"
+    successor = live(client)[victim]
+    ran = lambda: [r["id"] for r in records(client, "t1") if r["pid"] == successor]  # noqa: E731
+    assert wait_for(lambda: len(ran()) == 3 and ran(), timeout=8, message="the new worker to run three tasks") == [
+        held,
+        *queued,
+    ]
+    assert sup.proc.poll() is None
+
+
+def test_sigterm_to_the_supervisor_stops_everything_with_exit_0_within_the_grace(client, workers):
+    """SIGTERM to the supervisor: each worker lets its short task finish, gives the long one back
+    within the grace (2 s), and every process exits 0."""
+    q = Queue("t2")
+    sup = workers(["t2"], name="term", grace=2, options=("--processes", "2"))
+    wait_for(lambda: len(live(client)) == 2, timeout=15, message="two workers")
+    children = list(live(client).values())
+    short, long = q.enqueue_many(['{"sleep": 0.5}', '{"sleep": 60}'])
+    wait_for(lambda: q.counts()["active"] == 2, message="both running")
+    sup.signal(signal.SIGTERM)
+    asked = time.monotonic()
+    assert sup.wait(timeout=10) == 0
+    assert time.monotonic() - asked < 2 + 2  # the grace, then giving back, deregistering, exiting
+    assert all(gone(pid) for pid in children)
+    assert "exited (exit code 0)" in sup.output() and "exit code 1" not in sup.output()
+    assert q.get(short) is None and q.counts()["completed"] == 1
+    assert q.get(long).state == "pending" and live(client) == {}
+
+
+def test_ctrl_c_to_the_group_is_one_stop_and_a_second_signal_a_fast_one(client, workers):
+    """SIGINT to the whole process group (a Ctrl-C) is one graceful stop, not a fast one: the
+    workers ignore it and the supervisor passes it on once, so a 1 s task still finishes. A
+    second signal ends the grace at once."""
+    q = Queue("t3")
+    sup = workers(["t3"], name="ctrlc", grace=30, options=("--processes", "2"))
+    wait_for(lambda: len(live(client)) == 2, timeout=15, message="two workers")
+    short, long = q.enqueue_many(['{"sleep": 1}', '{"sleep": 60}'])
+    wait_for(lambda: q.counts()["active"] == 2, message="both running")
+    os.killpg(sup.pid, signal.SIGINT)
+    wait_for(lambda: q.get(short) is None, timeout=5, message="the short task to finish")
+    assert q.counts()["completed"] == 1 and q.get(long).state == "active"
+    sup.signal(signal.SIGTERM)
+    asked = time.monotonic()
+    assert sup.wait(timeout=10) == 0
+    assert time.monotonic() - asked < 3
+    assert q.get(long).state == "pending"
+
+
+def test_a_killed_worker_takes_its_isolated_handlers_processes_with_it(client, workers):
+    """kill -9 of a supervised worker: its isolated handler's process dies with it (no handler
+    left running while its task runs again elsewhere)."""
+    q = Queue("p2")
+    workers(["p2"], name="kin", options=("--processes", "1"))
+    wait_for(lambda: "kin-1" in live(client), timeout=15, message="the worker")
+    tid = q.enqueue('{"spin": 1}')
+    pid = wait_for(lambda: client.lindex(f"test:pid:{tid}", 0), message="the handler to start")
+    os.kill(live(client)["kin-1"], signal.SIGKILL)
+    wait_for(lambda: gone(int(pid)), timeout=3, message="the handler's process to die with its worker")
+
+
+def test_workers_stop_when_their_supervisor_is_killed(client, workers):
+    """kill -9 of the supervisor: its workers get SIGTERM, give their tasks back and deregister
+    (none is left running on its own)."""
+    q = Queue("t4")
+    sup = workers(["t4"], name="orphan", grace=1, options=("--processes", "2"))
+    wait_for(lambda: len(live(client)) == 2, timeout=15, message="two workers")
+    children = list(live(client).values())
+    tid = q.enqueue('{"sleep": 60}')
+    wait_for(lambda: q.counts()["active"] == 1, message="a task running")
+    sup.signal(signal.SIGKILL)
+    wait_for(lambda: all(gone(pid) for pid in children), timeout=10, message="the workers to exit")
+    assert live(client) == {} and q.get(tid).state == "pending"
