@@ -27,6 +27,7 @@ WORQR = {
     "TIMEOUT_GRACE": float(os.environ.get("WORQR_TEST_TIMEOUT_GRACE", "2")),
     "BACKOFF": 0.2,
     "KILL_GRACE": float(os.environ.get("WORQR_TEST_KILL_GRACE", "5")),
+    "HEARTBEAT_TTL": float(os.environ.get("WORQR_TEST_HEARTBEAT_TTL", "3")),
     # Webhooks: off unless a test turns them on (tests/test_webhooks.py sets these variables for
     # its worker processes and overrides the setting in-process), so workers keep refusing
     # queues without a handler elsewhere.

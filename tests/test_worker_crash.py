@@ -135,3 +135,20 @@ def test_a_hand_over_lost_with_the_control_connection_is_recovered(client, worke
     wait_for(lambda: any(r["id"] == tid for r in records(client, "t6")), timeout=10,
              message="the stranded task to run after the resubscribe")
     wait_for(lambda: q.get(tid) is None, message="the task to be completed")
+
+
+def test_a_worker_restarted_under_its_name_after_kill_9_takes_over_at_once(client, workers):
+    """A worker kill -9'd and started again under the same name on the same host claims the name
+    at once (its predecessor's pid is gone), and the predecessor's task goes back and runs."""
+    q = Queue("t1")
+    slow_ttl = {"WORQR_TEST_HEARTBEAT_TTL": "30"}  # the old name would take 30 s to free by itself
+    old = workers(["t1"], concurrency=1, name="phoenix", env=slow_ttl)
+    wait_registered(client, "phoenix")
+    tid = q.enqueue('{"sleep": 60}')
+    wait_for(lambda: (t := q.get(tid)) is not None and t.state == "active", message="the task to start")
+    old.kill()
+    new = workers(["t1"], concurrency=1, name="phoenix", env=slow_ttl)
+    wait_for(lambda: "serving t1" in new.output(), timeout=20, message="the new worker to claim its name")
+    assert "already running" not in new.output()
+    wait_for(lambda: (t := q.get(tid)) is not None and t.state == "active" and t.attempt == 2, timeout=10,
+             message="the predecessor's task to run again on the new worker")

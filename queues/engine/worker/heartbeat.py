@@ -16,6 +16,8 @@ import random
 import socket
 import time
 
+import redis
+
 from .. import commands, keys
 from ..backoff import Backoff
 from ..codes import Code
@@ -44,7 +46,7 @@ class Heart:
     def _info(self):
         w = self.w
         return json.dumps({
-            "host": socket.gethostname(), "pid": os.getpid(), "queues": w.queues,
+            "host": socket.gethostname(), "pid": os.getpid(), "pidns": _PID_NAMESPACE, "queues": w.queues,
             "concurrency": w.concurrency, "started_at": w.started_at, "instance": self.instance,
             "processed": w.reporter.processed, "failed": w.reporter.failed, "active": len(w.deliveries),
             "ttl_ms": int(self.ttl * 1000),
@@ -65,21 +67,39 @@ class Heart:
 
     async def _claim_name(self):
         """Set the heartbeat key if the name is free or ours. A name whose holder died is free
-        once its key expires (within the TTL): wait that long, no longer."""
+        once its key expires (within the TTL): wait that long, no longer; a holder that ran on this
+        host under a pid that no longer exists is known dead at once (a restart)."""
         r, key, ttl_ms = self.w.redis, keys.heartbeat_key(self.w.name), int(self.ttl * 1000)
         deadline = time.monotonic() + self.ttl + 0.5
         while True:
             if await r.set(key, self._info(), px=ttl_ms, nx=True):
                 return
             raw = await r.get(key)
-            if raw is not None and json.loads(raw).get("instance") == self.instance:
-                await r.set(key, self._info(), px=ttl_ms)
-                return
+            holder = json.loads(raw) if raw is not None else {}
+            if raw is not None and (holder.get("instance") == self.instance or _dead_here(holder)):
+                if await self._take_over(key, raw, ttl_ms):
+                    return
+                continue
             if time.monotonic() > deadline:
                 raise WorkerNameTaken(
                     f"a live worker named {self.w.name!r} is already running: give this one another --name"
                 )
             await asyncio.sleep(0.1)
+
+    async def _take_over(self, key, seen, ttl_ms):
+        """Replace the heartbeat key if it still holds ``seen`` (another process may be taking
+        the same name over at the same moment: only one wins)."""
+        async with self.w.redis.pipeline(transaction=True) as p:
+            try:
+                await p.watch(key)
+                if await p.get(key) != seen:
+                    return False
+                p.multi()
+                p.set(key, self._info(), px=ttl_ms)
+                await p.execute()
+                return True
+            except redis.WatchError:
+                return False
 
     async def _register(self):
         w, c = self.w, self.w.config
@@ -138,3 +158,31 @@ class Heart:
         except WorkerNameTaken as exc:
             log.error("worqr: %s; stopping", exc)
             self.w.fatal(exc)
+
+
+def _pid_namespace():
+    """This process's pid namespace (Linux), so that a pid is only judged in the namespace it
+    belongs to (two containers may share a host name)."""
+    try:
+        return os.stat("/proc/self/ns/pid").st_ino
+    except OSError:
+        return None
+
+
+_PID_NAMESPACE = _pid_namespace()
+
+
+def _dead_here(holder):
+    """Whether a heartbeat's holder ran on this host, in this pid namespace, under a process
+    that has exited."""
+    if holder.get("host") != socket.gethostname() or not isinstance(holder.get("pid"), int):
+        return False
+    if _PID_NAMESPACE is None or holder.get("pidns") != _PID_NAMESPACE:
+        return False
+    try:
+        os.kill(holder["pid"], 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # alive, another user's
+        return False
+    return False
