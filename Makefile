@@ -26,7 +26,7 @@ browser:
 	@command -v redis-server >/dev/null 2>&1 || { \
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null; fi; true; }
 
-test: deps browser
+test: deps browser lint
 	$(PY) -m pytest -q
 
 demo: deps
@@ -45,6 +45,7 @@ build: deps
 
 lint: deps
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 
 clean:
 	rm -rf $(VENV) var/*.sqlite3 test-artifacts dist build

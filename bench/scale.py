@@ -15,6 +15,7 @@ Starts its own redis-server on a free port (never 6379 or the harness's 6391) an
   single-process workers, summed over the worker's process group).
 - the dashboard's queue page render time at 10 vs 1,000,000 pending, if the dashboard exists.
 """
+
 import argparse
 import json
 import os
@@ -36,8 +37,13 @@ import redis  # noqa: E402
 
 QUEUE = "bench"
 PAYLOAD = "x" * 64
-PEERS = [("rq_adapter", "rq-simple"), ("huey_adapter", "huey"), ("dramatiq_adapter", "dramatiq"),
-         ("celery_adapter", "celery-solo"), ("arq_adapter", "arq")]
+PEERS = [
+    ("rq_adapter", "rq-simple"),
+    ("huey_adapter", "huey"),
+    ("dramatiq_adapter", "dramatiq"),
+    ("celery_adapter", "celery-solo"),
+    ("arq_adapter", "arq"),
+]
 
 
 def out(line=""):
@@ -59,9 +65,25 @@ def free_port():
 
 def start_redis(workdir):
     port = free_port()
-    p = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-                          "--appendonly", "no", "--dir", workdir, "--loglevel", "warning"],
-                         stdout=subprocess.DEVNULL, start_new_session=True)
+    p = subprocess.Popen(
+        [
+            "redis-server",
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            workdir,
+            "--loglevel",
+            "warning",
+        ],
+        stdout=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     r = redis.Redis(port=port)
     for _ in range(100):
         try:
@@ -95,6 +117,7 @@ def pct(xs, q):
 
 # -- start cost --------------------------------------------------------------------------------
 
+
 def start_cost(r, queue, samples):
     """Median / p99 of `start` (taking one task): Redis's time per call and the client's."""
     from queues.engine import commands, scripts
@@ -120,15 +143,21 @@ def start_cost(r, queue, samples):
     finally:
         r.config_set("slowlog-log-slower-than", 10000)
         commands.unregister(QUEUE, worker).run(r)
-    server_us = [e["duration"] for e in log
-                 if e["command"].split(b" ")[:2] == [b"EVALSHA", sha]]
-    return {"server_p50": pct(server_us, 50), "server_p99": pct(server_us, 99), "client_p50": pct(client_us, 50),
-            "client_p99": pct(client_us, 99), "n": len(server_us)}
+    server_us = [e["duration"] for e in log if e["command"].split(b" ")[:2] == [b"EVALSHA", sha]]
+    return {
+        "server_p50": pct(server_us, 50),
+        "server_p99": pct(server_us, 99),
+        "client_p50": pct(client_us, 50),
+        "client_p99": pct(client_us, 99),
+        "n": len(server_us),
+    }
 
 
 def fmt_cost(c):
-    return (f"{c['server_p50']:.0f} us in Redis (p99 {c['server_p99']:.0f}), {c['client_p50']:.0f} us "
-            f"round trip (p99 {c['client_p99']:.0f})")
+    return (
+        f"{c['server_p50']:.0f} us in Redis (p99 {c['server_p99']:.0f}), {c['client_p50']:.0f} us "
+        f"round trip (p99 {c['client_p99']:.0f})"
+    )
 
 
 def hold_lock_with_waiters(r, queue, waiters):
@@ -158,6 +187,7 @@ def _start(r, worker, lock_ttl):
 
 
 # -- dashboard ---------------------------------------------------------------------------------
+
 
 class Dashboard:
     """The queue page through Django's test Client, logged in as a superuser, or None."""
@@ -204,6 +234,7 @@ class Dashboard:
 
 # -- memory ------------------------------------------------------------------------------------
 
+
 def used_memory(r):
     return r.info("memory")["used_memory"]
 
@@ -228,8 +259,14 @@ def memory_per_task_peer(r, url, module, n, timeout):
     before = used_memory(r)
     modes = ["bulk", "plain"]
     for mode in modes:
-        cp = subprocess.run([str(BENCH_PY), "producer.py", module, mode, "--n", str(n), "--payload-bytes", "100"],
-                            cwd=BENCH, env=bench_env(url), capture_output=True, text=True, timeout=timeout)
+        cp = subprocess.run(
+            [str(BENCH_PY), "producer.py", module, mode, "--n", str(n), "--payload-bytes", "100"],
+            cwd=BENCH,
+            env=bench_env(url),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
         if cp.returncode == 0:
             break
         if "no attribute 'bulk'" not in cp.stderr:  # a library without a bulk path fails on Producer.bulk: use plain
@@ -240,6 +277,7 @@ def memory_per_task_peer(r, url, module, n, timeout):
 
 
 # -- worker RSS --------------------------------------------------------------------------------
+
 
 def group_rss_kib(pgid):
     total, pids = 0, 0
@@ -260,8 +298,9 @@ def group_rss_kib(pgid):
 
 def idle_rss(argv, env, ready, settle=2.0, timeout=30):
     """Start argv in its own group, wait until ready() and settle s more, sum VmRSS of the group."""
-    p = subprocess.Popen(argv, cwd=BENCH, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                         start_new_session=True)
+    p = subprocess.Popen(
+        argv, cwd=BENCH, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True
+    )
     try:
         deadline = time.monotonic() + timeout
         while not ready():
@@ -275,6 +314,7 @@ def idle_rss(argv, env, ready, settle=2.0, timeout=30):
 
 
 # -- main --------------------------------------------------------------------------------------
+
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -298,8 +338,14 @@ def main():
 
 
 def run(a, r, url, workdir):
-    os.environ.update({"DJANGO_SETTINGS_MODULE": "bench.worqr_settings", "WORQR_REDIS_URL": url,
-                       "WORQR_BENCH_DB": str(Path(workdir) / "bench.sqlite3"), "BENCH_REDIS_URL": url})
+    os.environ.update(
+        {
+            "DJANGO_SETTINGS_MODULE": "bench.worqr_settings",
+            "WORQR_REDIS_URL": url,
+            "WORQR_BENCH_DB": str(Path(workdir) / "bench.sqlite3"),
+            "BENCH_REDIS_URL": url,
+        }
+    )
     import warnings
 
     import django
@@ -309,8 +355,10 @@ def run(a, r, url, workdir):
     from queues.engine import Connection, Queue
 
     queue = Queue(QUEUE, Connection(url))
-    out(f"## worqr scale and memory (bench/scale.py; private redis-server {r.info('server')['redis_version']}, "
-        f"load average {os.getloadavg()[0]:.1f} at start)")
+    out(
+        f"## worqr scale and memory (bench/scale.py; private redis-server {r.info('server')['redis_version']}, "
+        f"load average {os.getloadavg()[0]:.1f} at start)"
+    )
     out()
 
     # Memory per pending task, 100-byte payload.
@@ -339,12 +387,22 @@ def run(a, r, url, workdir):
     note("idle worker RSS")
     wenv = {**os.environ, "PYTHONPATH": str(BENCH), "WORQR_BENCH_ASYNC": "0"}
     wenv.pop("WORQR_BENCH_DB", None)
-    worker_argv = [sys.executable, str(PROJECT / "manage.py"), "worker", QUEUE, "--concurrency", "8",
-                   "--log-level", "WARNING"]
+    worker_argv = [
+        sys.executable,
+        str(PROJECT / "manage.py"),
+        "worker",
+        QUEUE,
+        "--concurrency",
+        "8",
+        "--log-level",
+        "WARNING",
+    ]
     try:
         kib, pids = idle_rss(worker_argv, wenv, lambda: r.scard("worqr:workers") > 0)
-        out(f"- Idle worker resident memory: worqr `manage.py worker --concurrency 8`: {kib / 1024:.1f} MiB "
-            f"(VmRSS, {pids} process)")
+        out(
+            f"- Idle worker resident memory: worqr `manage.py worker --concurrency 8`: {kib / 1024:.1f} MiB "
+            f"(VmRSS, {pids} process)"
+        )
     except Exception as exc:
         out(f"- Idle worker resident memory: worqr: not measured ({exc})")
     r.flushall()
@@ -352,17 +410,26 @@ def run(a, r, url, workdir):
         peers_rss = []
         for module, label in PEERS:
             try:
-                cp = subprocess.run([str(BENCH_PY), "-c", f"import json; from adapters import {module} as m; "
-                                     f"print(json.dumps(m.worker_cmds({label!r}, 1)))"],
-                                    cwd=BENCH, env=bench_env(url), capture_output=True, text=True, timeout=60)
+                cp = subprocess.run(
+                    [
+                        str(BENCH_PY),
+                        "-c",
+                        f"import json; from adapters import {module} as m; "
+                        f"print(json.dumps(m.worker_cmds({label!r}, 1)))",
+                    ],
+                    cwd=BENCH,
+                    env=bench_env(url),
+                    capture_output=True,
+                    text=True,
+                    timeout=60,
+                )
                 argv = json.loads(cp.stdout)[0]
                 kib, pids = idle_rss(argv, bench_env(url), lambda: True, settle=4.0)
                 peers_rss.append(f"{label} {kib / 1024:.1f} MiB ({pids} proc{'s' if pids > 1 else ''})")
             except Exception as exc:
                 peers_rss.append(f"{label} not measured ({type(exc).__name__})")
             r.flushall()
-        out(f"  - peers, one worker each, 4 s after start, VmRSS summed over its process group: "
-            f"{'; '.join(peers_rss)}")
+        out(f"  - peers, one worker each, 4 s after start, VmRSS summed over its process group: {'; '.join(peers_rss)}")
 
     # Start cost and the queue page: 10 pending, then the big queue.
     dash = Dashboard()
@@ -391,11 +458,15 @@ def run(a, r, url, workdir):
     out(f"- Start cost (`start` script taking 1 task, median of {small['n']} calls per case):")
     out(f"  - 10 pending: {fmt_cost(small)}")
     out(f"  - {a.big:,} pending: {fmt_cost(big)} (ratio to 10 pending: {big['server_p50'] / small['server_p50']:.2f})")
-    out(f"  - 10 pending + {a.waiters:,} tasks waiting on one held lock: {fmt_cost(locked)} "
-        f"(ratio to none: {locked['server_p50'] / small['server_p50']:.2f})")
+    out(
+        f"  - 10 pending + {a.waiters:,} tasks waiting on one held lock: {fmt_cost(locked)} "
+        f"(ratio to none: {locked['server_p50'] / small['server_p50']:.2f})"
+    )
     if dash.reason is None and page_small is not None and page_big is not None:
-        out(f"- Queue page render (dashboard `queues:queue`, Django test Client, median of 5): 10 pending "
-            f"{page_small:.1f} ms, {a.big:,} pending {page_big:.1f} ms (ratio {page_big / page_small:.2f})")
+        out(
+            f"- Queue page render (dashboard `queues:queue`, Django test Client, median of 5): 10 pending "
+            f"{page_small:.1f} ms, {a.big:,} pending {page_big:.1f} ms (ratio {page_big / page_small:.2f})"
+        )
     else:
         out(f"- Queue page render at 10 vs {a.big:,} pending: dashboard not available ({dash.reason})")
 

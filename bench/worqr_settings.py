@@ -3,6 +3,7 @@
 Used as DJANGO_SETTINGS_MODULE=bench.worqr_settings by adapters/worqr_adapter.py (and scale.py);
 the Redis URL comes from WORQR_REDIS_URL, as in the project's own settings.
 """
+
 import os
 
 from worqr_site.settings import *  # noqa: F401,F403
@@ -12,5 +13,4 @@ INSTALLED_APPS = [*INSTALLED_APPS, "bench.worqr_tasks"]
 
 # Workers never need the project's database for this benchmark, but Django wants one: a private
 # in-memory SQLite keeps var/db.sqlite3 (the demo's) out of it. scale.py overrides it with a file.
-DATABASES = {"default": {"ENGINE": "django.db.backends.sqlite3",
-                         "NAME": os.environ.get("WORQR_BENCH_DB", ":memory:")}}
+DATABASES = {"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": os.environ.get("WORQR_BENCH_DB", ":memory:")}}

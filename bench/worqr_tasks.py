@@ -5,6 +5,7 @@ hands ts (a time.time() value) to common.job_done, which is the same INCR (+ RPU
 contender's job. WORQR_BENCH_ASYNC=1 registers an ``async def`` handler instead (no thread hop;
 the job's Redis writes go through one asyncio client per worker process).
 """
+
 import os
 
 from queues import handler

@@ -34,21 +34,31 @@ def _check_django_side_settings():
     if not isinstance(setting("TASKS_ON_COMMIT", True), bool):
         errors.append(Error("WORQR['TASKS_ON_COMMIT'] must be True or False", id="queues.E001"))
     if setting("OPENTELEMETRY") is True and not tracing.AVAILABLE:
-        errors.append(CheckWarning(
-            "WORQR['OPENTELEMETRY'] is True but opentelemetry-api is not installed: no spans are made",
-            hint="pip install 'worqr[otel]' (or opentelemetry-api)", id="queues.W001",
-        ))
+        errors.append(
+            CheckWarning(
+                "WORQR['OPENTELEMETRY'] is True but opentelemetry-api is not installed: no spans are made",
+                hint="pip install 'worqr[otel]' (or opentelemetry-api)",
+                id="queues.W001",
+            )
+        )
     return errors
 
 
 #: The check id of a bad schedule, by the key at fault (README: "Periodic tasks").
 SCHEDULE_ERROR_IDS = {
     None: "queues.E020",  # the schedule as a whole: its name, not a dict, SCHEDULES not a dict
-    "cron": "queues.E021", "every": "queues.E021",
+    "cron": "queues.E021",
+    "every": "queues.E021",
     "timezone": "queues.E022",
     "queue": "queues.E023",
-    "payload": "queues.E024", "enabled": "queues.E024", "missed": "queues.E024", "overlap": "queues.E024",
-    "retries": "queues.E025", "timeout": "queues.E025", "backoff": "queues.E025", "lock": "queues.E025",
+    "payload": "queues.E024",
+    "enabled": "queues.E024",
+    "missed": "queues.E024",
+    "overlap": "queues.E024",
+    "retries": "queues.E025",
+    "timeout": "queues.E025",
+    "backoff": "queues.E025",
+    "lock": "queues.E025",
     "callback": "queues.E025",
 }
 UNKNOWN_KEY_ID = "queues.E026"
@@ -74,14 +84,25 @@ def check_schedules(app_configs, **kwargs):
     errors = []
     for exc in problems:
         code = SCHEDULE_ERROR_IDS.get(exc.field, UNKNOWN_KEY_ID)  # a field not listed is an unknown key
-        errors.append(Error(f"WORQR['SCHEDULES']: {exc}", hint="Fix settings.WORQR['SCHEDULES'].", id=code,
-                            obj=f"schedule {exc.schedule}"))
+        errors.append(
+            Error(
+                f"WORQR['SCHEDULES']: {exc}",
+                hint="Fix settings.WORQR['SCHEDULES'].",
+                id=code,
+                obj=f"schedule {exc.schedule}",
+            )
+        )
     for spec in specs:
         if spec.options.get("callback") is not None:
             try:
                 check_callback(spec.options["callback"])
             except (ValueError, ImproperlyConfigured) as exc:
-                errors.append(Error(f"WORQR['SCHEDULES']: schedule {spec.name!r}, 'callback': {exc}",
-                                    hint="Fix settings.WORQR['SCHEDULES'].", id=SCHEDULE_ERROR_IDS["callback"],
-                                    obj=f"schedule {spec.name}"))
+                errors.append(
+                    Error(
+                        f"WORQR['SCHEDULES']: schedule {spec.name!r}, 'callback': {exc}",
+                        hint="Fix settings.WORQR['SCHEDULES'].",
+                        id=SCHEDULE_ERROR_IDS["callback"],
+                        obj=f"schedule {spec.name}",
+                    )
+                )
     return errors

@@ -57,13 +57,33 @@ def ensure(var_dir):
             return url
         subprocess.run(
             [
-                redis_server_binary(), "--port", "0", "--unixsocket", str(sock),
-                "--unixsocketperm", "700", "--dir", str(var_dir), "--dbfilename", "redis.rdb",
-                "--save", "60 1", "--appendonly", "yes", "--daemonize", "yes",
+                redis_server_binary(),
+                "--port",
+                "0",
+                "--unixsocket",
+                str(sock),
+                "--unixsocketperm",
+                "700",
+                "--dir",
+                str(var_dir),
+                "--dbfilename",
+                "redis.rdb",
+                "--save",
+                "60 1",
+                "--appendonly",
+                "yes",
+                "--daemonize",
+                "yes",
                 # task hashes with payloads up to 1 KiB stay in the compact encoding (about
                 # 40 % less memory per task than the default limit of 64 bytes)
-                "--hash-max-ziplist-value", "1024", "--maxmemory-policy", "noeviction",
-                "--pidfile", str(var_dir / "redis.pid"), "--logfile", str(var_dir / "redis.log"),
+                "--hash-max-ziplist-value",
+                "1024",
+                "--maxmemory-policy",
+                "noeviction",
+                "--pidfile",
+                str(var_dir / "redis.pid"),
+                "--logfile",
+                str(var_dir / "redis.log"),
             ],
             check=True,
         )

@@ -92,14 +92,18 @@ def schedule_metrics(schedules):
     """The schedules' metric families (see the module doc)."""
     labels = ["schedule", "queue"]
     runs = CounterMetricFamily("worqr_schedule_runs_total", "Runs enqueued by a schedule.", labels=[*labels, "kind"])
-    skipped = CounterMetricFamily("worqr_schedule_skipped_total", "Ticks of a schedule that enqueued no run.",
-                                  labels=[*labels, "reason"])
-    lateness = HistogramMetricFamily("worqr_schedule_lateness_seconds",
-                                     "How late runs were enqueued after their tick (runs on time).", labels=labels)
+    skipped = CounterMetricFamily(
+        "worqr_schedule_skipped_total", "Ticks of a schedule that enqueued no run.", labels=[*labels, "reason"]
+    )
+    lateness = HistogramMetricFamily(
+        "worqr_schedule_lateness_seconds", "How late runs were enqueued after their tick (runs on time).", labels=labels
+    )
     paused = GaugeMetricFamily("worqr_schedule_paused", "1 if the schedule is paused.", labels=labels)
-    next_run = GaugeMetricFamily("worqr_schedule_next_run_timestamp_seconds",
-                                 "When the schedule runs next (Unix time; absent while paused or disabled).",
-                                 labels=labels)
+    next_run = GaugeMetricFamily(
+        "worqr_schedule_next_run_timestamp_seconds",
+        "When the schedule runs next (Unix time; absent while paused or disabled).",
+        labels=labels,
+    )
     for s in schedules:
         at = [s.name, s.queue]
         for kind, n in (("tick", s.runs - s.catchups), ("catchup", s.catchups), ("trigger", s.triggered)):

@@ -13,8 +13,14 @@ import urllib.request
 from tests.conftest import ARTIFACTS, ROOT
 
 CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                 "--no-first-run", "--disable-sync"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+    "--disable-sync",
+]
 
 
 def free_port():
@@ -42,7 +48,10 @@ class DaphneServer:
             daphne = os.path.join(os.path.dirname(sys.executable), "daphne")
         self.proc = subprocess.Popen(
             [daphne, "-b", "127.0.0.1", "-p", str(self.port), "worqr_site.asgi:application"],
-            cwd=ROOT, env={**subprocess_env(), **(env or {})}, stdout=self.log, stderr=subprocess.STDOUT,
+            cwd=ROOT,
+            env={**subprocess_env(), **(env or {})},
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
             start_new_session=True,
         )
 

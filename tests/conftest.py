@@ -59,8 +59,7 @@ def conn(_engine):
 class WorkerProcess:
     """``python manage.py worker`` in its own process group, with its output kept."""
 
-    def __init__(self, queues, concurrency=1, name=None, grace=None, env=None, settings="tests.settings",
-                 options=()):
+    def __init__(self, queues, concurrency=1, name=None, grace=None, env=None, settings="tests.settings", options=()):
         self.log_path = ARTIFACTS / f"worker-{time.time_ns()}.log"
         ARTIFACTS.mkdir(exist_ok=True)
         args = [sys.executable, str(ROOT / "manage.py"), "worker", *queues, "--concurrency", str(concurrency)]
@@ -71,8 +70,9 @@ class WorkerProcess:
         args += list(options)  # more options of the command
         full_env = dict(os.environ, DJANGO_SETTINGS_MODULE=settings, PYTHONUNBUFFERED="1", **(env or {}))
         self.log = open(self.log_path, "w")
-        self.proc = subprocess.Popen(args, cwd=ROOT, env=full_env, stdout=self.log, stderr=subprocess.STDOUT,
-                                     start_new_session=True)
+        self.proc = subprocess.Popen(
+            args, cwd=ROOT, env=full_env, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True
+        )
         self.name = name
 
     @property
@@ -132,8 +132,9 @@ def records(client, queue):
 def wait_registered(client, name, timeout=15.0):
     from queues.engine import readmodel
 
-    return wait_for(lambda: any(w["name"] == name for w in readmodel.workers(client)), timeout,
-                    message=f"worker {name} to register")
+    return wait_for(
+        lambda: any(w["name"] == name for w in readmodel.workers(client)), timeout, message=f"worker {name} to register"
+    )
 
 
 @pytest.fixture

@@ -49,7 +49,9 @@ class QueueModel:
         k = min(n, len(self.idle))
         chosen = sorted(self.to_wake & self.idle)[:k]
         if len(chosen) < k:
-            raise ModelError(f"a wake-up of {k} idle worker(s) {sorted(self.idle)}, but redis woke {sorted(self.to_wake)}")
+            raise ModelError(
+                f"a wake-up of {k} idle worker(s) {sorted(self.idle)}, but redis woke {sorted(self.to_wake)}"
+            )
         self.idle -= set(chosen)
         self.to_wake -= set(chosen)
 
@@ -354,8 +356,9 @@ class QueueModel:
     # -- views ---------------------------------------------------------------------------
 
     def active_of(self, worker):
-        return sorted((t for t in self.tasks.values() if t.state == "active" and t.worker == worker),
-                      key=lambda t: t.started)
+        return sorted(
+            (t for t in self.tasks.values() if t.state == "active" and t.worker == worker), key=lambda t: t.started
+        )
 
     def in_state(self, state):
         return [t for t in self.tasks.values() if t.state == state]

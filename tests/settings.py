@@ -39,7 +39,8 @@ WORQR = {
 TASKS = {
     "default": {"BACKEND": "queues.backends.WorqrBackend", "QUEUES": ["dt-default", "dt-emails"]},
     "retrying": {
-        "BACKEND": "queues.backends.WorqrBackend", "QUEUES": ["dt-retry"],
+        "BACKEND": "queues.backends.WorqrBackend",
+        "QUEUES": ["dt-retry"],
         "OPTIONS": {"RETRIES": 2, "BACKOFF": 0.05},
     },
 }

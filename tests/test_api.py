@@ -35,8 +35,9 @@ class Api:
 
     def call(self, method, path, body=None, content_type="application/json", headers=None):
         data = body if isinstance(body, (str, bytes)) or body is None else json.dumps(body)
-        return self.http.generic(method, path, data=data or "", content_type=content_type,
-                                 headers={**self.headers, **(headers or {})})
+        return self.http.generic(
+            method, path, data=data or "", content_type=content_type, headers={**self.headers, **(headers or {})}
+        )
 
     def get(self, path):
         return self.call("GET", path)
@@ -100,8 +101,13 @@ def test_every_endpoint_refuses_a_missing_or_bad_token(method, path, perm):
     WWW-Authenticate header, before the body is even looked at."""
     raw = make_token("all", name="revoked")
     ApiToken.objects.filter(name="revoked").update(revoked=True)
-    for headers in ({}, {"Authorization": "Basic dXNlcjpwdw=="}, {"Authorization": "Bearer nope"},
-                    {"Authorization": f"Bearer {raw}"}, {"Authorization": "Bearer "}):
+    for headers in (
+        {},
+        {"Authorization": "Basic dXNlcjpwdw=="},
+        {"Authorization": "Bearer nope"},
+        {"Authorization": f"Bearer {raw}"},
+        {"Authorization": "Bearer "},
+    ):
         r = Api().call(method, path, {"queue": "t1", "payload": "x"}, headers=headers)
         error(r, 401)
         assert r["WWW-Authenticate"].startswith("Bearer")
@@ -113,9 +119,15 @@ def test_every_endpoint_needs_its_permission(method, path, perm, client):
     Queue("t1").enqueue("seed")  # the queue exists, so only the permission is missing
     before = client.dbsize(), AuditLog.objects.count()
     others = [c for c in ACTION_PERMISSIONS if c != perm]
-    r = Api(make_token(*others)).call(method, path, {"queue": "t1", "payload": "x", "id": "t1-0123456789abcdef"}
-                                      if path in ("/api/tasks", "/api/create") else
-                                      {"id": "t1-0123456789abcdef"} if path.startswith("/api/query") else None)
+    r = Api(make_token(*others)).call(
+        method,
+        path,
+        {"queue": "t1", "payload": "x", "id": "t1-0123456789abcdef"}
+        if path in ("/api/tasks", "/api/create")
+        else {"id": "t1-0123456789abcdef"}
+        if path.startswith("/api/query")
+        else None,
+    )
     assert "queues." + perm in error(r, 403)
     assert (client.dbsize(), AuditLog.objects.count()) == before
     assert not Queue("t1").is_paused()
@@ -150,17 +162,31 @@ def test_last_used_is_recorded_and_sessions_give_no_access(django_user_model):
 
 
 def test_create_task_with_every_field(api, client, hooks):
-
-
     """POST /api/tasks with every field stores each one on the task, delayed, with a Location header."""
-    r = api.post("/api/tasks", {"queue": "t1", "payload": '{"a": 1}', "delay": 30, "retries": 3,
-                                "timeout": 5, "backoff": 0.5, "callback": "http://127.0.0.1:9/hook"})
+    r = api.post(
+        "/api/tasks",
+        {
+            "queue": "t1",
+            "payload": '{"a": 1}',
+            "delay": 30,
+            "retries": 3,
+            "timeout": 5,
+            "backoff": 0.5,
+            "callback": "http://127.0.0.1:9/hook",
+        },
+    )
     assert r.status_code == 201, r.content
     tid = r.json()["id"]
     assert r["Location"] == f"/api/tasks/{tid}" and tid.startswith("t1-")
     task = Queue("t1").get(tid)
     assert (task.payload, task.state, task.retries, task.timeout, task.backoff, task.callback) == (
-        '{"a": 1}', "delayed", 3, 5.0, 0.5, "http://127.0.0.1:9/hook")
+        '{"a": 1}',
+        "delayed",
+        3,
+        5.0,
+        0.5,
+        "http://127.0.0.1:9/hook",
+    )
     assert client.zscore(keys.queue_key("t1", "delayed"), tid)
     log = AuditLog.objects.get()
     assert (log.action, log.queue, log.task_id, log.token.name) == ("enqueue", "t1", tid, "admin")
@@ -181,8 +207,6 @@ def test_each_route_has_one_spelling_per_field(api):
 
 
 def test_json_payloads_are_stored_as_sent_and_unicode_survives(api):
-
-
     """A payload comes back byte for byte, non-ASCII and NUL included."""
     r = api.post("/api/tasks", {"queue": "t1", "payload": "héllo ✓ 😀 \u0000"})
     got = api.get(f"/api/tasks/{r.json()['id']}").json()
@@ -224,21 +248,24 @@ def test_bad_create_bodies_are_400_naming_the_field_and_write_nothing(api, clien
     assert client.dbsize() == 0 and AuditLog.objects.count() == 0
 
 
-@pytest.mark.parametrize("url,words", [
-    ("http://evil.example.com/hook", "not in"),
-    ("http://127.0.0.1.evil.com/", "not in"),
-    ("http://evil.com#@127.0.0.1/", "not in"),
-    ("ftp://127.0.0.1/hook", "http"),
-    ("file:///etc/passwd", "http"),
-    ("http://user:pw@127.0.0.1/", "credentials"),
-    ("http://127.0.0.1:99999/", "valid URL"),
-    ("http://[::1/", "valid URL"),
-    ("http:///nohost", "no host"),
-    ("http://127.0.0.1/ space", "ASCII"),
-    ("http://bücher.example/", "ASCII"),
-    ("", "1 to"),
-    (42, "string"),
-])
+@pytest.mark.parametrize(
+    "url,words",
+    [
+        ("http://evil.example.com/hook", "not in"),
+        ("http://127.0.0.1.evil.com/", "not in"),
+        ("http://evil.com#@127.0.0.1/", "not in"),
+        ("ftp://127.0.0.1/hook", "http"),
+        ("file:///etc/passwd", "http"),
+        ("http://user:pw@127.0.0.1/", "credentials"),
+        ("http://127.0.0.1:99999/", "valid URL"),
+        ("http://[::1/", "valid URL"),
+        ("http:///nohost", "no host"),
+        ("http://127.0.0.1/ space", "ASCII"),
+        ("http://bücher.example/", "ASCII"),
+        ("", "1 to"),
+        (42, "string"),
+    ],
+)
 def test_callbacks_outside_the_allow_list_are_refused_at_creation(api, client, hooks, url, words):
     """A callback URL the allow-list does not allow is refused at creation; nothing is written."""
     assert words in error(api.post("/api/tasks", {"queue": "t1", "payload": "x", "callback": url}), 400, "callback")
@@ -246,8 +273,6 @@ def test_callbacks_outside_the_allow_list_are_refused_at_creation(api, client, h
 
 
 def test_callback_hosts_match_like_allowed_hosts(api, settings):
-
-
     """Allow-list entries match host names like Django's ALLOWED_HOSTS (domains, IPv6, ports)."""
     settings.WORQR = {**settings.WORQR, "CALLBACK_ALLOWED_HOSTS": [".example.com", "[::1]"]}
     for url in ("https://example.com/h", "https://hooks.example.com:8443/h?x=1", "http://[::1]:8000/"):
@@ -262,8 +287,6 @@ def small(conn):
 
 
 def test_payload_too_large_is_400_and_a_hopeless_body_413(api, client, small):
-
-
     """A payload over MAX_PAYLOAD_BYTES (in bytes, not characters) is 400; a body too big to be valid is 413."""
     assert api.post("/api/tasks", {"queue": "t1", "payload": "x" * 1000}).status_code == 201
     assert "over the limit" in error(api.post("/api/tasks", {"queue": "t1", "payload": "é" * 501}), 400, "payload")
@@ -271,24 +294,27 @@ def test_payload_too_large_is_400_and_a_hopeless_body_413(api, client, small):
     assert Queue("t1").counts()["pending"] == 1
 
 
-@pytest.mark.parametrize("body,content_type,status", [
-    ('{"queue": "t1", "payload": "x"}', "text/plain", 415),
-    ("queue=t1&payload=x", "application/x-www-form-urlencoded", 415),
-    ('{"queue": "t1", "payload": "x"}', "application/json; charset=latin-1", 415),
-    ('{"queue": "t1", "payload": "x"', "application/json", 400),
-    ("", "application/json", 415),  # no body at all: nothing says it is JSON
-    ("  ", "application/json", 400),
-    ('["t1", "x"]', "application/json", 400),
-    ('{"queue": "t1", "payload": "x", "delay": NaN}', "application/json", 400),
-    ('{"queue": "t1", "payload": "x", "delay": Infinity}', "application/json", 400),
-    ('{"queue": "t1", "payload": "x", "delay": 1e999}', "application/json", 400),
-    ('{"queue": "t1", "queue": "t2", "payload": "x"}', "application/json", 400),
-    ('{"queue": "t1", "payload": "\\ud800"}', "application/json", 400),
-    (b'{"queue": "t1", "payload": "\xff"}', "application/json", 400),
-    ("[" * 100000 + "]" * 100000, "application/json", 400),
-    ('{"queue": "t1", "payload": "x"}', "application/vnd.worqr+json", 201),
-    ('\ufeff{"queue": "t1", "payload": "x"}', "application/json; charset=UTF-8", 201),
-])
+@pytest.mark.parametrize(
+    "body,content_type,status",
+    [
+        ('{"queue": "t1", "payload": "x"}', "text/plain", 415),
+        ("queue=t1&payload=x", "application/x-www-form-urlencoded", 415),
+        ('{"queue": "t1", "payload": "x"}', "application/json; charset=latin-1", 415),
+        ('{"queue": "t1", "payload": "x"', "application/json", 400),
+        ("", "application/json", 415),  # no body at all: nothing says it is JSON
+        ("  ", "application/json", 400),
+        ('["t1", "x"]', "application/json", 400),
+        ('{"queue": "t1", "payload": "x", "delay": NaN}', "application/json", 400),
+        ('{"queue": "t1", "payload": "x", "delay": Infinity}', "application/json", 400),
+        ('{"queue": "t1", "payload": "x", "delay": 1e999}', "application/json", 400),
+        ('{"queue": "t1", "queue": "t2", "payload": "x"}', "application/json", 400),
+        ('{"queue": "t1", "payload": "\\ud800"}', "application/json", 400),
+        (b'{"queue": "t1", "payload": "\xff"}', "application/json", 400),
+        ("[" * 100000 + "]" * 100000, "application/json", 400),
+        ('{"queue": "t1", "payload": "x"}', "application/vnd.worqr+json", 201),
+        ('\ufeff{"queue": "t1", "payload": "x"}', "application/json; charset=UTF-8", 201),
+    ],
+)
 def test_bodies_that_are_not_a_json_object(api, body, content_type, status):
     """Bodies that are not one JSON object, or not JSON at all, get the documented status and an error."""
     r = api.post("/api/tasks", body, content_type=content_type)
@@ -307,21 +333,25 @@ def test_csrf_does_not_apply_to_token_requests(client):
 
 
 def test_get_task(api, hooks):
-
-
     """GET /api/tasks/<id> shows the task's fields and times."""
-    tid = api.post("/api/tasks", {"queue": "t1", "payload": "p", "retries": 2, "delay": 60,
-                                  "callback": "http://localhost/x"}).json()["id"]
+    tid = api.post(
+        "/api/tasks", {"queue": "t1", "payload": "p", "retries": 2, "delay": 60, "callback": "http://localhost/x"}
+    ).json()["id"]
     body = api.get(f"/api/tasks/{tid}").json()
     assert {k: body[k] for k in ("id", "queue", "payload", "state", "attempts", "retries", "callback", "error")} == {
-        "id": tid, "queue": "t1", "payload": "p", "state": "delayed", "attempts": 0, "retries": 2,
-        "callback": "http://localhost/x", "error": None}
+        "id": tid,
+        "queue": "t1",
+        "payload": "p",
+        "state": "delayed",
+        "attempts": 0,
+        "retries": 2,
+        "callback": "http://localhost/x",
+        "error": None,
+    }
     assert body["created_at"] < body["due_at"]
 
 
 def test_get_failed_task_shows_its_error(api):
-
-
     """A failed task's state, attempts and error are shown."""
     tid = failed_task()
     body = api.get(f"/api/tasks/{tid}").json()
@@ -336,15 +366,12 @@ def test_unknown_tasks_are_404(api, task_id):
 
 
 def test_delete_cancels_pending_and_deletes_failed_with_audit(api, client):
-
-
     """DELETE cancels a pending task and deletes a failed one, each with an audit row; a second DELETE is 404."""
     pending, failed = Queue("t1").enqueue("a"), failed_task()
     assert api.delete(f"/api/tasks/{pending}").json() == {"id": pending, "queue": "t1", "result": "cancelled"}
     assert api.delete(f"/api/tasks/{failed}").json() == {"id": failed, "queue": "failing", "result": "deleted"}
     assert Queue("t1").counts()["pending"] == 0 and Queue("failing").counts()["failed"] == 0
-    assert [(a.action, a.task_id) for a in AuditLog.objects.order_by("id")] == [
-        ("cancel", pending), ("delete", failed)]
+    assert [(a.action, a.task_id) for a in AuditLog.objects.order_by("id")] == [("cancel", pending), ("delete", failed)]
     error(api.delete(f"/api/tasks/{pending}"), 404)
     assert AuditLog.objects.count() == 2
 
@@ -366,8 +393,6 @@ def test_delete_of_a_task_whose_state_changed_meanwhile_is_409(api, monkeypatch)
 
 
 def test_queues_list_and_detail_with_a_real_worker(api, client, workers):
-
-
     """The queue list and a queue's page show counts, paused state and the worker serving it."""
     Queue("t2").enqueue_many(["a", "b"], delay=60)
     Queue("t3").pause()
@@ -387,8 +412,6 @@ def test_queues_list_and_detail_with_a_real_worker(api, client, workers):
 
 
 def test_unknown_and_invalid_queues(api):
-
-
     """An unknown queue is 404, a malformed name 400 naming the queue."""
     error(api.get("/api/queues/nosuch"), 404)
     error(api.post("/api/queues/nosuch/pause"), 404)
@@ -398,8 +421,6 @@ def test_unknown_and_invalid_queues(api):
 
 
 def test_pause_and_resume(api):
-
-
     """Pause and resume through the API change the queue's state, each with an audit row naming the token."""
     q = Queue("t1")
     q.enqueue("x")
@@ -414,12 +435,20 @@ def test_pause_and_resume(api):
 # -- methods, routes and outages -----------------------------------------------------------
 
 
-@pytest.mark.parametrize("method,path,allow", [
-    ("GET", "/api/tasks", "POST"), ("PUT", "/api/tasks/t1-0123456789abcdef", "DELETE, GET"),
-    ("POST", "/api/queues", "GET"), ("DELETE", "/api/queues/t1", "GET"), ("GET", "/api/queues/t1/pause", "POST"),
-    ("GET", "/api/create", "POST"), ("PATCH", "/api/query", "POST"), ("GET", "/api/delete", "POST"),
-    ("POST", "/api/openapi.json", "GET"),
-])
+@pytest.mark.parametrize(
+    "method,path,allow",
+    [
+        ("GET", "/api/tasks", "POST"),
+        ("PUT", "/api/tasks/t1-0123456789abcdef", "DELETE, GET"),
+        ("POST", "/api/queues", "GET"),
+        ("DELETE", "/api/queues/t1", "GET"),
+        ("GET", "/api/queues/t1/pause", "POST"),
+        ("GET", "/api/create", "POST"),
+        ("PATCH", "/api/query", "POST"),
+        ("GET", "/api/delete", "POST"),
+        ("POST", "/api/openapi.json", "GET"),
+    ],
+)
 def test_other_methods_are_405_with_allow(api, method, path, allow):
     """Methods a route does not take are 405 with an Allow header."""
     r = api.call(method, path)
@@ -428,16 +457,12 @@ def test_other_methods_are_405_with_allow(api, method, path, allow):
 
 
 def test_unknown_routes_are_json_404(api):
-
-
     """Unknown API routes answer a JSON 404, with or without a token."""
     error(api.get("/api/nope"), 404)
     error(Api().get("/api/tasks/a/b"), 404)
 
 
 def test_redis_outage_is_503_not_500(api, redis_server):
-
-
     """With Redis down, reads and writes answer 503 and write no audit row."""
     redis_server.stop()
     try:

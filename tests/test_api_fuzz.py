@@ -14,34 +14,73 @@ from tests.test_api import Api, make_token
 pytestmark = pytest.mark.django_db
 
 scalars = st.one_of(
-    st.none(), st.booleans(), st.integers(), st.integers(min_value=-(10**40), max_value=10**40),
-    st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=20),
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.integers(min_value=-(10**40), max_value=10**40),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=20),
 )
-json_values = st.recursive(scalars, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(
-    st.text(max_size=5), inner, max_size=3), max_leaves=6)
-numbers = st.one_of(st.integers(min_value=-5, max_value=100), st.floats(min_value=-1, max_value=1e13),
-                    st.sampled_from([0, 0.0, 1e-300, 10**30, 315360000, 315360001]), json_values)
-queues = st.one_of(st.sampled_from(["t1", "orders", "a.b-c@d+e", "x" * 200, "x" * 201, "bad:q", "{q}", " q"]),
-                   st.from_regex(r"[A-Za-z0-9][A-Za-z0-9._@+-]{0,20}", fullmatch=True), st.text(max_size=25),
-                   json_values)
-callbacks = st.one_of(st.sampled_from([
-    "http://127.0.0.1:8080/hook", "https://localhost/x?y=1", "http://10.0.0.1/", "ftp://127.0.0.1/",
-    "http://127.0.0.1:0/", "http://[::1/", "http://u:p@127.0.0.1/", "http://127.0.0.1/\n", "javascript:alert(1)",
-]), st.text(max_size=40), json_values)
+json_values = st.recursive(
+    scalars,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
+    max_leaves=6,
+)
+numbers = st.one_of(
+    st.integers(min_value=-5, max_value=100),
+    st.floats(min_value=-1, max_value=1e13),
+    st.sampled_from([0, 0.0, 1e-300, 10**30, 315360000, 315360001]),
+    json_values,
+)
+queues = st.one_of(
+    st.sampled_from(["t1", "orders", "a.b-c@d+e", "x" * 200, "x" * 201, "bad:q", "{q}", " q"]),
+    st.from_regex(r"[A-Za-z0-9][A-Za-z0-9._@+-]{0,20}", fullmatch=True),
+    st.text(max_size=25),
+    json_values,
+)
+callbacks = st.one_of(
+    st.sampled_from(
+        [
+            "http://127.0.0.1:8080/hook",
+            "https://localhost/x?y=1",
+            "http://10.0.0.1/",
+            "ftp://127.0.0.1/",
+            "http://127.0.0.1:0/",
+            "http://[::1/",
+            "http://u:p@127.0.0.1/",
+            "http://127.0.0.1/\n",
+            "javascript:alert(1)",
+        ]
+    ),
+    st.text(max_size=40),
+    json_values,
+)
 payloads = st.one_of(st.text(max_size=200), st.sampled_from(["", "x" * 1000, "é" * 501]), json_values)
 FIELDS = {
-    "queue": queues, "topic": queues, "payload": payloads, "content": payloads, "delay": numbers,
-    "retries": numbers, "retry": numbers, "timeout": numbers, "backoff": numbers, "callback": callbacks,
+    "queue": queues,
+    "topic": queues,
+    "payload": payloads,
+    "content": payloads,
+    "delay": numbers,
+    "retries": numbers,
+    "retry": numbers,
+    "timeout": numbers,
+    "backoff": numbers,
+    "callback": callbacks,
 }
 VALID = {
-    "delay": st.one_of(st.integers(0, 1000), st.floats(0, 1e6)), "retries": st.integers(0, 10),
-    "timeout": st.floats(0.001, 100), "backoff": st.floats(0, 10),
+    "delay": st.one_of(st.integers(0, 1000), st.floats(0, 1e6)),
+    "retries": st.integers(0, 10),
+    "timeout": st.floats(0.001, 100),
+    "backoff": st.floats(0, 10),
     "callback": st.sampled_from(["http://127.0.0.1:8080/hook", "https://localhost/x?y=1"]),
 }
 good_queues = st.from_regex(r"[A-Za-z0-9][A-Za-z0-9._@+-]{0,20}", fullmatch=True)
 valid_bodies = st.tuples(
-    st.just(("queue", "payload")), good_queues,
-    st.text(max_size=200), st.fixed_dictionaries({}, optional=VALID),
+    st.just(("queue", "payload")),
+    good_queues,
+    st.text(max_size=200),
+    st.fixed_dictionaries({}, optional=VALID),
 ).map(lambda t: {t[0][0]: t[1], t[0][1]: t[2], **t[3]})
 wild_bodies = st.fixed_dictionaries({}, optional=FIELDS).flatmap(
     lambda known: st.dictionaries(st.text(max_size=8), json_values, max_size=2).map(lambda extra: {**extra, **known})
@@ -84,8 +123,9 @@ def check_redis(client, response, sent):
         assert h[b"s"] == b"delayed" and client.zscore(keys.queue_key(queue, "delayed"), tid) is not None
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
-                                                                   HealthCheck.too_slow])
+@settings(
+    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
 @given(body=bodies)
 def test_create_body_fuzz(setup, client, body):
     """Generated create bodies are either accepted (exactly one task written, audited) or refused cleanly (nothing
@@ -101,13 +141,16 @@ def test_create_body_fuzz(setup, client, body):
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(raw=st.one_of(
-    st.binary(max_size=200),
-    st.text(max_size=200).map(str.encode),
-    st.tuples(st.sampled_from(['{"queue": "t1", "payload": ', '{"topic": "t1", "content": ', "[", '{"queue": ']),
-              st.sampled_from(['"\\ud800"}', '"\\udc80"}', '"ok"}', '"x"', "1e999}", "-0}", '"\\u0000"}', "{}"]))
-    .map(lambda parts: "".join(parts).encode()),
-))
+@given(
+    raw=st.one_of(
+        st.binary(max_size=200),
+        st.text(max_size=200).map(str.encode),
+        st.tuples(
+            st.sampled_from(['{"queue": "t1", "payload": ', '{"topic": "t1", "content": ', "[", '{"queue": ']),
+            st.sampled_from(['"\\ud800"}', '"\\udc80"}', '"ok"}', '"x"', "1e999}", "-0}", '"\\u0000"}', "{}"]),
+        ).map(lambda parts: "".join(parts).encode()),
+    )
+)
 def test_raw_body_fuzz(setup, client, raw):
     """Arbitrary raw bodies never cause a 500 and write nothing unless accepted."""
     client.flushall()

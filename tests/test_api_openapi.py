@@ -21,8 +21,6 @@ GOOD = {"queue": "t1", "payload": "x"}
 
 
 def test_served_without_a_token_and_equal_to_the_description():
-
-
     """The OpenAPI description is served without a token and equals the one the code builds."""
     r = Api().get("/api/openapi.json")
     assert r.status_code == 200 and r.json() == openapi.describe()
@@ -34,8 +32,6 @@ def _template(route):
 
 
 def test_every_route_and_method_is_described():
-
-
     """Every API route and method is in the description, and nothing else is."""
     routes = {}
     for p in urls.urlpatterns:
@@ -97,10 +93,13 @@ def specific(c):
         ("/api/schedules/{name}", "get", 200): lambda: a.get("/api/schedules/sch"),
         ("/api/schedules/{name}", "get", 400): lambda: a.get("/api/schedules/bad{s"),
         ("/api/schedules/{name}", "get", 404): lambda: a.get("/api/schedules/nosuch"),
-        **{(f"/api/schedules/{{name}}/{action}", "post", status): (
-            lambda action=action, name=name: a.post(f"/api/schedules/{name}/{action}"))
-           for action, ok in (("pause", 200), ("resume", 200), ("trigger", 201))
-           for status, name in ((ok, "sch"), (400, "bad{s"), (404, "nosuch"))},
+        **{
+            (f"/api/schedules/{{name}}/{action}", "post", status): (
+                lambda action=action, name=name: a.post(f"/api/schedules/{name}/{action}")
+            )
+            for action, ok in (("pause", 200), ("resume", 200), ("trigger", 201))
+            for status, name in ((ok, "sch"), (400, "bad{s"), (404, "nosuch"))
+        },
         ("/api/create", "post", 200): lambda: a.post("/api/create", {"topic": "t1", "content": "x"}),
         ("/api/create", "post", 400): lambda: a.post("/api/create", {"topic": "t1", "content": 5}),
         ("/api/create", "post", 413): lambda: a.post("/api/create", c.big()),
@@ -124,21 +123,24 @@ def generic(api, path, method, c):
     """The operation called by ``api`` with a plausible body."""
     url = path.replace("{id}", c.tid).replace("{name}", "t1")
     body = {"/api/tasks": GOOD, "/api/create": {"topic": "t1", "content": "x"}}.get(
-        path, {"id": c.tid} if path in ("/api/query", "/api/delete") else None)
+        path, {"id": c.tid} if path in ("/api/query", "/api/delete") else None
+    )
     return api.call(method.upper(), url, body)
 
 
 def test_every_documented_status_is_produced_and_nothing_else(conn, monkeypatch, redis_server):
-
-
     """Every status documented for an operation is produced by a real request, and requests produce only
 
 
     documented ones."""
     connection.configure(conn.config.with_(max_payload_bytes=1000), conn.url)  # 413 at ~70 KB
     c = Ctx(monkeypatch)
-    documented = {(path, method, int(code)) for path, ops in openapi.describe()["paths"].items()
-                  for method, op in ops.items() for code in op["responses"]}
+    documented = {
+        (path, method, int(code))
+        for path, ops in openapi.describe()["paths"].items()
+        for method, op in ops.items()
+        for code in op["responses"]
+    }
     cases = specific(c)
     for path, method, code in sorted(documented):
         if code in (401, 403, 503):
@@ -164,8 +166,6 @@ def test_every_documented_status_is_produced_and_nothing_else(conn, monkeypatch,
 
 
 def test_operations_without_a_documented_auth_status_are_only_the_public_description():
-
-
     """Every operation but the public description documents 401."""
     for path, ops in openapi.describe()["paths"].items():
         for method, op in ops.items():

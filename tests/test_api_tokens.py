@@ -21,8 +21,6 @@ def run(*args):
 
 
 def test_create_prints_the_token_once_and_stores_only_its_hash():
-
-
     """api_token create prints the key once and stores only its hash, with the permissions given."""
     out, _ = run("create", "ci", "--perm", "enqueue_task", "--perm", "view_dashboard")
     raw = out.strip()
@@ -38,8 +36,6 @@ def test_create_prints_the_token_once_and_stores_only_its_hash():
 
 
 def test_revoke_stops_the_token_at_once():
-
-
     """A revoked token is refused on its next request."""
     raw = run("create", "gone", "--perm", "all")[0].strip()
     assert Api(raw).get("/api/queues").status_code == 200
@@ -49,8 +45,6 @@ def test_revoke_stops_the_token_at_once():
 
 
 def test_bad_command_input_is_a_command_error():
-
-
     """Unknown permissions, duplicate names and unknown tokens are CommandErrors."""
     with pytest.raises(CommandError, match="unknown permission"):
         run("create", "x", "--perm", "superpowers")
@@ -63,8 +57,6 @@ def test_bad_command_input_is_a_command_error():
 
 
 def test_admin_creates_a_token_and_shows_it_once(admin_client):
-
-
     """A token created in the admin works and its key is shown once, on the page, never in a cookie."""
     from django.contrib.auth.models import Permission
 
@@ -129,8 +121,9 @@ def test_admin_grants_only_the_permissions_the_user_holds(django_user_model):
         return Permission.objects.get(content_type__app_label="queues", codename=codename)
 
     user = django_user_model.objects.create_user("tokens", password="pw", is_staff=True)
-    user.user_permissions.set([perm("add_apitoken"), perm("change_apitoken"), perm("view_apitoken"),
-                               perm("view_dashboard")])
+    user.user_permissions.set(
+        [perm("add_apitoken"), perm("change_apitoken"), perm("view_apitoken"), perm("view_dashboard")]
+    )
     web = Client()
     web.force_login(user)
     form = web.get("/admin/queues/apitoken/add/").content.decode()
@@ -142,8 +135,10 @@ def test_admin_grants_only_the_permissions_the_user_holds(django_user_model):
     r = web.post("/admin/queues/apitoken/add/", {"name": "reader", "permissions": [perm("view_dashboard").pk]})
     raw = re.search(r"wq_[A-Za-z0-9_-]{40,}", r.content.decode()).group()
     token = ApiToken.objects.get(name="reader")
-    r = web.post(f"/admin/queues/apitoken/{token.pk}/change/",
-                 {"name": "reader", "permissions": [perm("view_dashboard").pk, perm("pause_queue").pk]})
+    r = web.post(
+        f"/admin/queues/apitoken/{token.pk}/change/",
+        {"name": "reader", "permissions": [perm("view_dashboard").pk, perm("pause_queue").pk]},
+    )
     assert r.status_code == 200 and "queues.pause_queue" in r.content.decode()
     assert [p.codename for p in token.permissions.all()] == ["view_dashboard"]
     Queue("t1").enqueue("x")

@@ -51,8 +51,14 @@ def page(server):
         context.set_default_timeout(WAIT)
         violations = []
         context.add_init_script(REPORT_CSP)
-        context.on("console", lambda msg: msg.type == "error" and (
-            "CSP violation" in msg.text or "Content Security Policy" in msg.text) and violations.append(msg.text))
+        context.on(
+            "console",
+            lambda msg: (
+                msg.type == "error"
+                and ("CSP violation" in msg.text or "Content Security Policy" in msg.text)
+                and violations.append(msg.text)
+            ),
+        )
         try:
             page = context.new_page()
             page.csp_violations = violations
@@ -79,7 +85,7 @@ def test_live_queue_page_cancel_and_failure_history(operator, server, page, work
     shot(page, "1-overview-empty")
 
     # A queue appears on the overview when another process enqueues on it.
-    first, = enqueue_elsewhere("t1", "hello from another process")
+    (first,) = enqueue_elsewhere("t1", "hello from another process")
     expect(page.locator("tr[data-queue=t1]")).to_be_visible()
     page.click("tr[data-queue=t1] a")
     expect(page.locator("#wq-status")).to_have_text("live")
@@ -87,7 +93,7 @@ def test_live_queue_page_cancel_and_failure_history(operator, server, page, work
     page.evaluate("window.__noReload = true")
 
     # Enqueued elsewhere: it shows up in the pending list without a reload.
-    second, = enqueue_elsewhere("t1", "second one")
+    (second,) = enqueue_elsewhere("t1", "second one")
     expect(page.locator(f"#wq-pending tr[data-id='{second}']")).to_be_visible()
     expect(page.locator("[data-count=pending]")).to_have_text("2")
     shot(page, "2-queue-pending")
@@ -96,7 +102,7 @@ def test_live_queue_page_cancel_and_failure_history(operator, server, page, work
     worker = workers(["t1"], concurrency=2, name="e2e-worker")
     wait_registered(client, "e2e-worker")
     expect(page.locator("[data-count=pending]")).to_have_text("0")
-    slow, = enqueue_elsewhere("t1", '{"sleep": 30}')
+    (slow,) = enqueue_elsewhere("t1", '{"sleep": 30}')
     row = page.locator(f"#wq-active tr[data-id='{slow}']")
     expect(row).to_be_visible()
     expect(row.locator(".wq-worker")).to_have_text("e2e-worker")
@@ -109,12 +115,15 @@ def test_live_queue_page_cancel_and_failure_history(operator, server, page, work
     expect(row).to_have_count(0)
     wait_for(lambda: Queue("t1").get(slow) is None, timeout=20, message="the cancelled task to be gone")
     assert client.zscore("worqr:{t1}:active", slow) is None
-    wait_for(lambda: any(r["id"] == slow and r["outcome"] == "cancelled" for r in records(client, "t1")),
-             timeout=20, message="the worker to stop the task")
+    wait_for(
+        lambda: any(r["id"] == slow and r["outcome"] == "cancelled" for r in records(client, "t1")),
+        timeout=20,
+        message="the worker to stop the task",
+    )
     shot(page, "4-cancelled")
 
     # A failing task shows up in the failure history, grouped by its error.
-    failing, = enqueue_elsewhere("t1", '{"fail": "always"}', retries=0)
+    (failing,) = enqueue_elsewhere("t1", '{"fail": "always"}', retries=0)
     group = page.locator("#wq-history details.wq-group").filter(has_text="ValueError")
     expect(group).to_be_visible()
     expect(group.locator(".wq-count")).to_have_text("1×")
@@ -140,7 +149,7 @@ def test_live_queue_page_cancel_and_failure_history(operator, server, page, work
     expect(page.locator("#wq-banner")).to_be_visible()
     expect(page.locator("#wq-status")).to_have_text("disconnected")
     shot(page, "8-disconnected")
-    later, = enqueue_elsewhere("t1", "while the dashboard was down")
+    (later,) = enqueue_elsewhere("t1", "while the dashboard was down")
     restarted = DaphneServer(port=server.port).wait_ready()
     try:
         expect(page.locator("#wq-status")).to_have_text("live", timeout=40_000)

@@ -40,13 +40,18 @@ def web(client):
 
 
 def pages(task_id):
-    return [reverse("queues:overview"), reverse("queues:workers"), reverse("queues:queue", args=["t1"]),
-            reverse("queues:task", args=[task_id])]
+    return [
+        reverse("queues:overview"),
+        reverse("queues:workers"),
+        reverse("queues:queue", args=["t1"]),
+        reverse("queues:task", args=[task_id]),
+    ]
 
 
 def actions(task_id):
     return [reverse(f"queues:task-{a}", args=[task_id]) for a in ("cancel", "retry", "delete")] + [
-        reverse(f"queues:queue-{a}", args=["t1"]) for a in ("pause", "resume", "purge", "retry-all")]
+        reverse(f"queues:queue-{a}", args=["t1"]) for a in ("pause", "resume", "purge", "retry-all")
+    ]
 
 
 def test_anonymous_is_sent_to_the_admin_login(db, web):
@@ -160,13 +165,20 @@ def test_bad_input_answers_400_or_404_never_500(operator, web):
     Queue("t1").enqueue("x")
     web.force_login(operator)
     cases = [
-        ("get", "/queues/q/-bad/", 400), ("get", "/queues/q/nosuchqueue/", 404),
-        ("get", "/queues/q/t1/?page=abc", 400), ("get", "/queues/q/t1/?page=0", 400),
-        ("get", "/queues/task/nonsense/", 400), ("get", "/queues/task/t1-0123456789abcdef/", 404),
-        ("get", "/queues/task/?id=", 400), ("get", "/queues/task/?id=%7Bbad%7D", 400),
-        ("post", "/queues/task/nonsense/cancel/", 400), ("post", "/queues/task/t1-0123456789abcdef/cancel/", 404),
-        ("post", "/queues/task/t1-0123456789ABCDEF/delete/", 400), ("post", "/queues/q/a%20b/pause/", 400),
-        ("post", "/queues/q/nosuchqueue/purge/", 404), ("get", "/queues/q/t1/pause/", 405),
+        ("get", "/queues/q/-bad/", 400),
+        ("get", "/queues/q/nosuchqueue/", 404),
+        ("get", "/queues/q/t1/?page=abc", 400),
+        ("get", "/queues/q/t1/?page=0", 400),
+        ("get", "/queues/task/nonsense/", 400),
+        ("get", "/queues/task/t1-0123456789abcdef/", 404),
+        ("get", "/queues/task/?id=", 400),
+        ("get", "/queues/task/?id=%7Bbad%7D", 400),
+        ("post", "/queues/task/nonsense/cancel/", 400),
+        ("post", "/queues/task/t1-0123456789abcdef/cancel/", 404),
+        ("post", "/queues/task/t1-0123456789ABCDEF/delete/", 400),
+        ("post", "/queues/q/a%20b/pause/", 400),
+        ("post", "/queues/q/nosuchqueue/purge/", 404),
+        ("get", "/queues/q/t1/pause/", 405),
     ]
     for method, url, status in cases:
         resp = getattr(web, method)(url)
@@ -198,16 +210,22 @@ def test_failure_grouping_normalises_numbers_hex_and_quoted_strings():
     its count and first and last seen."""
     assert split_error("ValueError: bad 3") == ("ValueError", "bad 3")
     assert split_error("TimeoutError") == ("TimeoutError", "")
-    assert message_shape("no user 'bob' at 0xdeadbeef after 3.5 s (id 9f86d081884c7d65)") == \
-        "no user '…' at <hex> after <n> s (id <hex>)"
+    assert (
+        message_shape("no user 'bob' at 0xdeadbeef after 3.5 s (id 9f86d081884c7d65)")
+        == "no user '…' at <hex> after <n> s (id <hex>)"
+    )
     entries = [
-        {"error": "KeyError: 'a1'", "failed_at": 5}, {"error": "ValueError: attempt 3", "failed_at": 4},
-        {"error": 'KeyError: "zz"', "failed_at": 3}, {"error": "ValueError: attempt 12", "failed_at": 2},
+        {"error": "KeyError: 'a1'", "failed_at": 5},
+        {"error": "ValueError: attempt 3", "failed_at": 4},
+        {"error": 'KeyError: "zz"', "failed_at": 3},
+        {"error": "ValueError: attempt 12", "failed_at": 2},
         {"error": "KeyError: 'b'", "failed_at": 1},
     ]
     groups = group_failures(entries)
     assert [(g["key"], g["count"], g["first_seen"], g["last_seen"]) for g in groups] == [
-        ("KeyError: '…'", 3, 1, 5), ("ValueError: attempt <n>", 2, 2, 4)]
+        ("KeyError: '…'", 3, 1, 5),
+        ("ValueError: attempt <n>", 2, 2, 4),
+    ]
 
 
 def test_cancelling_a_running_task_is_audited_as_stopping(operator, web, workers, client):
@@ -216,14 +234,18 @@ def test_cancelling_a_running_task_is_audited_as_stopping(operator, web, workers
     q = Queue("a1")
     running = q.enqueue('{"sleep": 30}')
     workers(["a1"], name="cancel-worker")
-    wait_for(lambda: (t := q.get(running)) is not None and t.state == "active", timeout=30,
-             message="the task to be running")
+    wait_for(
+        lambda: (t := q.get(running)) is not None and t.state == "active", timeout=30, message="the task to be running"
+    )
     waiting = Queue("t1").enqueue("never runs")
     web.force_login(operator)
     resp = web.post(reverse("queues:task-cancel", args=[running]), HTTP_ACCEPT="application/json")
     assert resp.json() == {"ok": True, "message": f"Task {running} cancelled: stopping it (it was running)."}
-    wait_for(lambda: any(r["id"] == running and r["outcome"] == "cancelled" for r in records(client, "a1")),
-             timeout=20, message="the worker to stop the task")
+    wait_for(
+        lambda: any(r["id"] == running and r["outcome"] == "cancelled" for r in records(client, "a1")),
+        timeout=20,
+        message="the worker to stop the task",
+    )
     assert web.post(reverse("queues:task-cancel", args=[waiting])).status_code == 302
     rows = {a.task_id: a.detail for a in AuditLog.objects.filter(action="cancel")}
     assert rows == {running: "stopping (it was running)", waiting: ""}

@@ -54,8 +54,6 @@ def test_bad_queue_names_are_refused(client, name):
 
 
 def test_queue_name_of_200_characters_is_fine(client):
-
-
     """A queue name of the maximum length works end to end."""
     q = Queue("x" * 200)
     assert q.get(q.enqueue("p")).payload == "p"
@@ -114,4 +112,6 @@ def test_engine_imports_without_django():
         "import sys; import queues.engine, queues.engine.worker, queues.engine.readmodel; "
         "assert not any(m == 'django' or m.startswith('django.') for m in sys.modules), 'django imported'"
     )
-    subprocess.run([sys.executable, "-c", code], check=True, cwd=str(__import__("pathlib").Path(__file__).parent.parent))
+    subprocess.run(
+        [sys.executable, "-c", code], check=True, cwd=str(__import__("pathlib").Path(__file__).parent.parent)
+    )

@@ -94,8 +94,9 @@ def test_timeouts_stop_the_handler_and_count_as_failed_attempts(client, workers,
     workers([queue], concurrency=1)
     wait_for(lambda: q.counts()["failed"] == 1, timeout=15, message="two timed-out attempts")
     # the failure is reported at the timeout; the handler notices its cancel a moment later
-    runs = wait_for(lambda: len(records(client, queue)) == 2 and records(client, queue), timeout=5,
-                    message="both runs to stop")
+    runs = wait_for(
+        lambda: len(records(client, queue)) == 2 and records(client, queue), timeout=5, message="both runs to stop"
+    )
     assert [r["outcome"] for r in runs] == ["cancelled", "cancelled"]
     assert all(0.9 <= r["end"] - r["start"] < 2.0 for r in runs)
     assert q.get(tid).attempt == 2 and "TaskTimeout" in q.get(tid).error
@@ -120,8 +121,11 @@ def test_frozen_worker_loses_its_task_and_its_late_finish_is_refused(client, wor
     wait_for(lambda: q.counts()["completed"] == 1, timeout=10, message="the rescued run to complete")
     # Thawed, the frozen worker's report is refused (or, if it had not started the task before it
     # froze, it sees the task was taken back and never runs it).
-    wait_for(lambda: "refused" in a.output() or "not running it" in a.output(), timeout=10,
-             message="the frozen worker's report to be refused")
+    wait_for(
+        lambda: "refused" in a.output() or "not running it" in a.output(),
+        timeout=10,
+        message="the frozen worker's report to be refused",
+    )
     assert q.counts()["completed"] == 1
     # The frozen handler may well run to its end once thawed (at-least-once), but Redis counted
     # exactly one completion: the rescuer's, on attempt 2.
@@ -229,9 +233,19 @@ def test_drop_stops_running_tasks(client, workers):
 def test_bad_lifecycle_input_is_refused_and_writes_nothing(client):
     """Bad enqueue options and actions on tasks in the wrong state raise, and write nothing."""
     q = Queue("t1")
-    for kwargs in ({"delay": -1}, {"retries": 1.5}, {"retries": "3"}, {"retries": -1}, {"timeout": 0},
-                   {"timeout": -5}, {"backoff": -1}, {"delay": float("nan")}, {"delay": 1, "eta": datetime.now()},
-                   {"eta": "tomorrow"}, {"delay": True}):
+    for kwargs in (
+        {"delay": -1},
+        {"retries": 1.5},
+        {"retries": "3"},
+        {"retries": -1},
+        {"timeout": 0},
+        {"timeout": -5},
+        {"backoff": -1},
+        {"delay": float("nan")},
+        {"delay": 1, "eta": datetime.now()},
+        {"eta": "tomorrow"},
+        {"delay": True},
+    ):
         with pytest.raises(InvalidTask):
             q.enqueue("p", **kwargs)
     assert client.dbsize() == 0

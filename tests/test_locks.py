@@ -43,15 +43,16 @@ def test_lock_of_a_killed_holder_frees_and_waiters_run(client, workers):
     wait_for(lambda: q.counts()["active"] == 1, message="the holder to start")
     siblings = q.enqueue_many(["s1", "s2", "s3"], lock="acct:1")
     wait_for(lambda: q.counts()["waiting"] == 3, message="siblings set aside")
-    assert readmodel.locks(client, "locks") == [
-        {"lock": "acct:1", "holder": first, "worker": "holder", "waiting": 3}
-    ]
+    assert readmodel.locks(client, "locks") == [{"lock": "acct:1", "holder": first, "worker": "holder", "waiting": 3}]
     workers(["locks"], concurrency=2, name="survivor")
     wait_registered(client, "survivor")
     a.kill()
     killed = time.monotonic()
-    wait_for(lambda: client.get(keys.lock_key("locks", "acct:1")) is None
-             or q.get(first).worker == "survivor", timeout=35 + 2, message="the lock to be freed")
+    wait_for(
+        lambda: client.get(keys.lock_key("locks", "acct:1")) is None or q.get(first).worker == "survivor",
+        timeout=35 + 2,
+        message="the lock to be freed",
+    )
     assert time.monotonic() - killed < 35 + 2
     wait_for(lambda: q.counts()["completed"] == 4, timeout=20, message="recovered task and siblings")
     order = [r["id"] for r in records(client, "locks") if r["outcome"] == "ok"]
@@ -75,8 +76,9 @@ def test_locked_tasks_do_not_starve_a_lower_queue(client, workers):
     assert high.get(blocker).state == "active"
     high_more = high.enqueue_many(["free"] * 3)  # unlocked high work preempts...
     low.enqueue_many(["late"] * 3)
-    wait_for(lambda: high.counts()["completed"] == 14 and low.counts()["completed"] == 13, timeout=20,
-             message="everything")
+    wait_for(
+        lambda: high.counts()["completed"] == 14 and low.counts()["completed"] == 13, timeout=20, message="everything"
+    )
     highs = {r["id"]: r for r in records(client, "high")}
     assert all(highs[i]["start"] > low_last for i in high_more)
 

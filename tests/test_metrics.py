@@ -79,8 +79,11 @@ def test_metrics_after_a_known_run(web, workers):
     assert samples[("worqr_task_duration_seconds_count", q("dt-default"))] == 4
     assert samples[("worqr_task_duration_seconds_bucket", q("dt-default") | {("le", "+Inf")})] == 4
     assert 0 < samples[("worqr_task_duration_seconds_sum", q("dt-default"))] < 5
-    buckets = [s.value for s in families["worqr_task_duration_seconds"].samples
-               if s.name.endswith("_bucket") and s.labels["queue"] == "dt-default"]
+    buckets = [
+        s.value
+        for s in families["worqr_task_duration_seconds"].samples
+        if s.name.endswith("_bucket") and s.labels["queue"] == "dt-default"
+    ]
     assert buckets == sorted(buckets)  # cumulative
     assert ("worqr_task_duration_seconds_count", q("mx-pending")) not in samples  # nothing ran
 

@@ -32,8 +32,10 @@ LOCKS = ("A", "B", "C")
 LONG = 3600.0  # s: no lock, heartbeat or delay expires during a run
 SOAK = os.environ.get("WORQR_SOAK") == "1"
 STEPS = 4000 if SOAK else 900
-SEEDS = [int(os.environ["WORQR_MODEL_SEED"])] if os.environ.get("WORQR_MODEL_SEED") else (
-    list(range(1, 13)) if SOAK else [1, 2, 3, 4]
+SEEDS = (
+    [int(os.environ["WORQR_MODEL_SEED"])]
+    if os.environ.get("WORQR_MODEL_SEED")
+    else (list(range(1, 13)) if SOAK else [1, 2, 3, 4])
 )
 
 
@@ -90,8 +92,9 @@ class Driver:
         ids = [f"{Q}-{rng.getrandbits(64):016x}" for _ in range(n)]
         items = [(i, b"p", unique or "", "") for i in ids]
         reply, expected = self.run(
-            lambda: commands.enqueue(Q, items, when="+3600000" if delayed else "", retries=str(retries),
-                                     backoff=str(LONG), lock=lock or "").run(self.client),
+            lambda: commands.enqueue(
+                Q, items, when="+3600000" if delayed else "", retries=str(retries), backoff=str(LONG), lock=lock or ""
+            ).run(self.client),
             lambda handed: m.enqueue(ids, lock, unique, delayed, retries, handed),
         )
         assert reply.ids == expected
@@ -108,8 +111,16 @@ class Driver:
         acks = self._acks(w) if self.rng.random() < 0.5 else []
         count = self.rng.choice((0, 1, 1, 2, 3))
         reply, expected = self.run(
-            lambda: commands.start(Q, w, count, lock_ttl=LONG, grace=1, default_timeout=0, result_ttl=60,
-                                   acks=[(i, lease, "", keep) for i, lease, keep in acks]).run(self.client),
+            lambda: commands.start(
+                Q,
+                w,
+                count,
+                lock_ttl=LONG,
+                grace=1,
+                default_timeout=0,
+                result_ttl=60,
+                acks=[(i, lease, "", keep) for i, lease, keep in acks],
+            ).run(self.client),
             lambda _: self.m.start(w, count, acks),
         )
         assert (reply.status, [(t.id, t.lease) for t in reply.tasks], reply.codes) == expected
@@ -124,8 +135,9 @@ class Driver:
         if not acks:
             return
         codes, expected = self.run(
-            lambda: commands.finish(Q, w, [(i, lease, "", keep) for i, lease, keep in acks],
-                                    result_ttl=60).run(self.client),
+            lambda: commands.finish(Q, w, [(i, lease, "", keep) for i, lease, keep in acks], result_ttl=60).run(
+                self.client
+            ),
             lambda _: self.m.finish(w, acks),
         )
         assert codes == expected
@@ -140,8 +152,20 @@ class Driver:
         keep = self.rng.random() < 0.3
         lease = t.lease if self.rng.random() < 0.9 else t.lease - 1
         code, expected = self.run(
-            lambda: commands.fail(Q, w, t.id, lease, "E: x", "", retries=0, backoff=LONG, backoff_max=LONG,
-                                  jitter=0, history=10, keep=keep).run(self.client),
+            lambda: commands.fail(
+                Q,
+                w,
+                t.id,
+                lease,
+                "E: x",
+                "",
+                retries=0,
+                backoff=LONG,
+                backoff_max=LONG,
+                jitter=0,
+                history=10,
+                keep=keep,
+            ).run(self.client),
             lambda _: self.m.fail(w, t.id, lease, keep),
         )
         assert code == expected
@@ -153,8 +177,7 @@ class Driver:
         items = [(t.id, t.lease, self.rng.random() < 0.2) for t in mine if self.rng.random() < 0.7]
         if not items:
             return
-        codes, expected = self.run(lambda: commands.stop(Q, w, items).run(self.client),
-                                   lambda _: self.m.stop(w, items))
+        codes, expected = self.run(lambda: commands.stop(Q, w, items).run(self.client), lambda _: self.m.stop(w, items))
         assert codes == expected
         self.log.append(("stop", w, items))
 
@@ -183,8 +206,7 @@ class Driver:
 
     def op_delete(self):
         tid = self._some_id()
-        code, expected = self.run(lambda: commands.delete(Q, [tid]).run(self.client)[0],
-                                  lambda _: self.m.delete(tid))
+        code, expected = self.run(lambda: commands.delete(Q, [tid]).run(self.client)[0], lambda _: self.m.delete(tid))
         assert code == expected
         self.log.append(("delete", tid))
 
@@ -196,8 +218,9 @@ class Driver:
         self.log.append(("retry", tid))
 
     def op_purge(self):
-        reply, expected = self.run(lambda: commands.purge(Q, 100000).run(self.client),
-                                   lambda _: (self.m.purge_all(), False))
+        reply, expected = self.run(
+            lambda: commands.purge(Q, 100000).run(self.client), lambda _: (self.m.purge_all(), False)
+        )
         assert reply == expected
         self.log.append(("purge",))
 
@@ -209,15 +232,20 @@ class Driver:
         ids = [i.decode() for i in self.client.smembers(keys.worker_tasks_key(Q, w))]
         score = {i: self.client.zscore(keys.queue_key(Q, "active"), i) or 0 for i in ids}
         order = sorted(ids, key=lambda i: (score[i], i), reverse=True)
-        n, expected = self.run(lambda: commands.unregister(Q, w, "worker_failed").run(self.client),
-                               lambda _: self.m.fail_worker(w, order))
+        n, expected = self.run(
+            lambda: commands.unregister(Q, w, "worker_failed").run(self.client), lambda _: self.m.fail_worker(w, order)
+        )
         assert n == expected
         self.log.append(("die", w))
 
     def op_register(self):
         w = self.rng.choice(WORKERS)
-        self.run(lambda: commands.register(Q, w, ttl=LONG, lock_ttl=LONG, grace=1, default_timeout=0,
-                                           fresh=False).run(self.client), lambda _: self._registered(w))
+        self.run(
+            lambda: commands.register(Q, w, ttl=LONG, lock_ttl=LONG, grace=1, default_timeout=0, fresh=False).run(
+                self.client
+            ),
+            lambda _: self._registered(w),
+        )
         self.log.append(("register", w))
 
     def _registered(self, w):
@@ -227,8 +255,9 @@ class Driver:
     def op_heartbeat(self):
         w = self.rng.choice(WORKERS)
         reply, _ = self.run(
-            lambda: commands.heartbeat(Q, w, ttl=LONG, lock_ttl=LONG, retries=0, backoff=LONG, backoff_max=LONG,
-                                       jitter=0, history=10).run(self.client),
+            lambda: commands.heartbeat(
+                Q, w, ttl=LONG, lock_ttl=LONG, retries=0, backoff=LONG, backoff_max=LONG, jitter=0, history=10
+            ).run(self.client),
             lambda _: None,  # nothing is due and nothing is stranded: the safety net finds nothing to do
         )
         assert reply == ((Code.OK if w in self.m.workers else Code.NOT_REGISTERED), 0, 0)
@@ -239,22 +268,41 @@ class Driver:
         if not self.delivered:
             return
         m = self.m
-        live = [d for d in self.delivered if d[1] in m.tasks and m.tasks[d[1]].state == "active"
-                and m.tasks[d[1]].lease != d[2]]  # the task runs again, under a newer lease
+        live = [
+            d
+            for d in self.delivered
+            if d[1] in m.tasks and m.tasks[d[1]].state == "active" and m.tasks[d[1]].lease != d[2]
+        ]  # the task runs again, under a newer lease
         w, tid, lease = self.rng.choice(live if live and self.rng.random() < 0.6 else self.delivered)
         kind, keep = self.rng.choice(("finish", "fail", "stop")), self.rng.random() < 0.3
         if kind == "finish":
             code, expected = self.run(
                 lambda: commands.finish(Q, w, [(tid, lease, "", keep)], result_ttl=60).run(self.client)[0],
-                lambda _: self.m.finish(w, [(tid, lease, keep)])[0])
+                lambda _: self.m.finish(w, [(tid, lease, keep)])[0],
+            )
         elif kind == "fail":
             code, expected = self.run(
-                lambda: commands.fail(Q, w, tid, lease, "E: x", "", retries=0, backoff=LONG, backoff_max=LONG,
-                                      jitter=0, history=10, keep=keep).run(self.client),
-                lambda _: self.m.fail(w, tid, lease, keep))
+                lambda: commands.fail(
+                    Q,
+                    w,
+                    tid,
+                    lease,
+                    "E: x",
+                    "",
+                    retries=0,
+                    backoff=LONG,
+                    backoff_max=LONG,
+                    jitter=0,
+                    history=10,
+                    keep=keep,
+                ).run(self.client),
+                lambda _: self.m.fail(w, tid, lease, keep),
+            )
         else:
-            code, expected = self.run(lambda: commands.stop(Q, w, [(tid, lease, keep)]).run(self.client)[0],
-                                      lambda _: self.m.stop(w, [(tid, lease, keep)])[0])
+            code, expected = self.run(
+                lambda: commands.stop(Q, w, [(tid, lease, keep)]).run(self.client)[0],
+                lambda _: self.m.stop(w, [(tid, lease, keep)])[0],
+            )
         assert code == expected
         self.log.append(("stale", kind, w, tid, lease, keep))
 
@@ -263,9 +311,23 @@ class Driver:
         self.run(lambda: commands.pause(Q, paused).run(self.client), lambda _: self.m.pause(paused))
         self.log.append(("pause", paused))
 
-    OPS = (("enqueue", 26), ("start", 25), ("finish", 8), ("fail", 6), ("stop", 6), ("release", 5),
-           ("cancel", 9), ("delete", 4), ("retry", 3), ("purge", 1), ("die", 3), ("register", 4),
-           ("heartbeat", 2), ("pause", 2), ("stale", 5))
+    OPS = (
+        ("enqueue", 26),
+        ("start", 25),
+        ("finish", 8),
+        ("fail", 6),
+        ("stop", 6),
+        ("release", 5),
+        ("cancel", 9),
+        ("delete", 4),
+        ("retry", 3),
+        ("purge", 1),
+        ("die", 3),
+        ("register", 4),
+        ("heartbeat", 2),
+        ("pause", 2),
+        ("stale", 5),
+    )
 
     def step(self):
         names, weights = zip(*self.OPS, strict=True)
@@ -314,14 +376,23 @@ def check(client, m):
     c = readmodel.queue_counts(client, Q)
     waiting = sum(len(q) for q in m.waits.values())
     expected = dict(
-        pending=len(m.front) + len(m.pending) + waiting, waiting=waiting, runnable=len(m.front) + len(m.pending),
-        delayed=len(m.in_state("delayed")), active=len(m.in_state("active")), failed=len(m.in_state("failed")),
-        completed=m.stats["completed"], cancelled=m.stats["cancelled"], deleted=m.stats["deleted"],
-        enqueued=m.stats["enqueued"], total_failed=m.stats["failed"], paused=m.paused,
+        pending=len(m.front) + len(m.pending) + waiting,
+        waiting=waiting,
+        runnable=len(m.front) + len(m.pending),
+        delayed=len(m.in_state("delayed")),
+        active=len(m.in_state("active")),
+        failed=len(m.in_state("failed")),
+        completed=m.stats["completed"],
+        cancelled=m.stats["cancelled"],
+        deleted=m.stats["deleted"],
+        enqueued=m.stats["enqueued"],
+        total_failed=m.stats["failed"],
+        paused=m.paused,
     )
     assert {k: c[k] for k in expected} == expected
-    assert (c["completed"] + c["failed"] + c["cancelled"] + c["deleted"] + c["pending"] + c["delayed"]
-            + c["active"]) == c["enqueued"]
+    assert (
+        c["completed"] + c["failed"] + c["cancelled"] + c["deleted"] + c["pending"] + c["delayed"] + c["active"]
+    ) == c["enqueued"]
 
     active = [t for t in m.in_state("active")]
     locks = [t.lock for t in active if t.lock is not None]
@@ -346,5 +417,7 @@ def test_scripts_agree_with_the_model_after_every_step(client, seed):
             check(client, d.m)
         except AssertionError as exc:
             recent = "\n".join(repr(op) for op in d.log[-8:])
-            raise AssertionError(f"seed {seed}, step {i}: {exc}\nlast operations (the failing one not listed):\n{recent}") from exc
+            raise AssertionError(
+                f"seed {seed}, step {i}: {exc}\nlast operations (the failing one not listed):\n{recent}"
+            ) from exc
     d.pubsub.close()

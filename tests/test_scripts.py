@@ -20,8 +20,25 @@ def _lua_dir(tmp_path, files):
 def test_every_script_loads_and_compiles_on_redis(client):
     """Every script file passes the loader's checks and Redis compiles it."""
     loaded = scripts.load_all()
-    assert {"enqueue", "start", "finish", "fail", "stop", "release", "cancel", "delete", "retry", "register",
-            "heartbeat", "unregister", "pause", "purge", "drop", "wake", "counts"} <= set(loaded)
+    assert {
+        "enqueue",
+        "start",
+        "finish",
+        "fail",
+        "stop",
+        "release",
+        "cancel",
+        "delete",
+        "retry",
+        "register",
+        "heartbeat",
+        "unregister",
+        "pause",
+        "purge",
+        "drop",
+        "wake",
+        "counts",
+    } <= set(loaded)
     for script in loaded.values():
         assert client.script_load(script.source) == script.sha
         assert "@@" not in script.source, f"{script}: a placeholder was left unfilled"
@@ -49,13 +66,16 @@ def test_a_key_used_but_not_declared_is_refused(tmp_path):
         scripts.build(d / "x-1.lua", d)
 
 
-@pytest.mark.parametrize("text,message", [
-    ("-- Keys: pending bogus\nreturn 1\n", "unknown or repeated key kinds"),
-    ("-- Keys: pending pending\nreturn 1\n", "unknown or repeated key kinds"),
-    ("return 1\n", "must declare its keys once"),
-    ("-- Keys: pending\nreturn @@nosuch@@\n", "unknown placeholder @@nosuch@@"),
-    ("-- Keys: pending\nreturn K['pending']\n", "never K"),
-])
+@pytest.mark.parametrize(
+    "text,message",
+    [
+        ("-- Keys: pending bogus\nreturn 1\n", "unknown or repeated key kinds"),
+        ("-- Keys: pending pending\nreturn 1\n", "unknown or repeated key kinds"),
+        ("return 1\n", "must declare its keys once"),
+        ("-- Keys: pending\nreturn @@nosuch@@\n", "unknown placeholder @@nosuch@@"),
+        ("-- Keys: pending\nreturn K['pending']\n", "never K"),
+    ],
+)
 def test_malformed_scripts_are_refused(tmp_path, text, message):
     """Unknown or repeated key kinds, a missing key list, an unknown placeholder and dynamic key
     indexing each stop the loader with a message saying so."""
@@ -82,12 +102,27 @@ def test_the_keys_lua_builds_are_the_keys_keys_py_builds(client):
     holder, waiter = q.enqueue_many(["a", "b"], lock="L")
     (task,) = take(client, "names", "w-1")
     assert task.id == holder
-    code = commands.fail("names", "w-1", task.id, task.lease, "E: x", "", retries=0, backoff=1, backoff_max=1,
-                         jitter=0, history=5, keep=True).run(client)
+    code = commands.fail(
+        "names",
+        "w-1",
+        task.id,
+        task.lease,
+        "E: x",
+        "",
+        retries=0,
+        backoff=1,
+        backoff_max=1,
+        jitter=0,
+        history=5,
+        keep=True,
+    ).run(client)
     assert code == Code.FAILED
     expected = {
-        keys.task_key("names", holder), keys.task_key("names", waiter), keys.lock_key("names", "L"),
-        keys.lock_wait_key("names", "L"), keys.held_locks_key("names", "w-1"),
+        keys.task_key("names", holder),
+        keys.task_key("names", waiter),
+        keys.lock_key("names", "L"),
+        keys.lock_wait_key("names", "L"),
+        keys.held_locks_key("names", "w-1"),
     }
     present = {k.decode() for k in client.scan_iter(match="worqr:{names}:*")}
     assert expected <= present

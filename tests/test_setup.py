@@ -25,17 +25,20 @@ def test_embedded_redis_starts_keeps_data_in_var_and_stops(tmp_path):
     assert embedded.stop(var) is False
 
 
-@pytest.mark.parametrize("bad, message", [
-    ({"LOCK_TTL": 2}, "LOCK_TTL must be longer than HEARTBEAT_TTL"),
-    ({"HEARTBEAT_INTERVAL": 2}, "at least twice"),
-    ({"RETRIES": -1}, ">= 0"),
-    ({"NO_SUCH": 1}, "unknown WORQR setting"),
-    ({"BACKOFF": "10"}, "must be a number"),
-    ({"CALLBACK_ALLOWED_HOSTS": "example.com"}, "must be a list of host names"),
-    ({"CALLBACK_ALLOWED_HOSTS": 5}, "must be a list of host names"),
-    ({"CALLBACK_TIMEOUT": 0}, "CALLBACK_TIMEOUT"),
-    ({"TASKS_ON_COMMIT": "yes"}, "TASKS_ON_COMMIT"),
-])
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        ({"LOCK_TTL": 2}, "LOCK_TTL must be longer than HEARTBEAT_TTL"),
+        ({"HEARTBEAT_INTERVAL": 2}, "at least twice"),
+        ({"RETRIES": -1}, ">= 0"),
+        ({"NO_SUCH": 1}, "unknown WORQR setting"),
+        ({"BACKOFF": "10"}, "must be a number"),
+        ({"CALLBACK_ALLOWED_HOSTS": "example.com"}, "must be a list of host names"),
+        ({"CALLBACK_ALLOWED_HOSTS": 5}, "must be a list of host names"),
+        ({"CALLBACK_TIMEOUT": 0}, "CALLBACK_TIMEOUT"),
+        ({"TASKS_ON_COMMIT": "yes"}, "TASKS_ON_COMMIT"),
+    ],
+)
 def test_bad_settings_are_a_system_check_error(bad, message):
     """Each bad WORQR setting is reported by the system check queues.E001 with a message naming it."""
     with override_settings(WORQR=bad):

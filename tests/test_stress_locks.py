@@ -58,8 +58,10 @@ def test_a_lock_stays_held_until_a_stuck_holder_really_stops(client, workers, qu
     spans = [(s, e, names[tid]) for s, e, tid in _spans(client, queue, set(names))]
     bad = overlapping(spans)
     assert not bad, "; ".join(bad)
-    wait_for(lambda: (lambda c: (c["pending"], c["active"], c["completed"]) == (0, 0, 1))(q.counts()),
-             message="the second task acknowledged, nothing left")
+    wait_for(
+        lambda: (lambda c: (c["pending"], c["active"], c["completed"]) == (0, 0, 1))(q.counts()),
+        message="the second task acknowledged, nothing left",
+    )
 
 
 def test_purge_leaves_no_lock_waiter_pending(client, workers):

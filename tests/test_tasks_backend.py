@@ -208,7 +208,7 @@ def test_exception_class_paths_from_worqr_errors():
     chained = (
         "Traceback (most recent call last):\n  File \"a.py\", line 1\nKeyError: 'k'\n\n"
         "During handling of the above exception, another exception occurred:\n\n"
-        "Traceback (most recent call last):\n  File \"b.py\", line 2\n    x()\n"
+        'Traceback (most recent call last):\n  File "b.py", line 2\n    x()\n'
         "myapp.errors.Oops: bad\n"
     )
     assert exception_path("Oops: bad", chained) == "myapp.errors.Oops"

@@ -32,8 +32,9 @@ class Receiver:
                 with receiver.lock:
                     plan = receiver.plans.get(self.path, [(200, "", {}, 0)])
                     status, reply, headers, sleep = plan.pop(0) if len(plan) > 1 else plan[0]
-                    receiver.received.append({"path": self.path, "at": time.time(), "headers": dict(self.headers),
-                                              "body": json.loads(body)})
+                    receiver.received.append(
+                        {"path": self.path, "at": time.time(), "headers": dict(self.headers), "body": json.loads(body)}
+                    )
                 time.sleep(sleep)
                 try:
                     self.send_response(status)
@@ -57,7 +58,7 @@ class Receiver:
         return f"http://127.0.0.1:{self.server.server_address[1]}{path}"
 
     def plan(self, path, *steps):
-        self.plans[path] = [(s + ({}, 0)[len(s) - 2:]) if len(s) < 4 else s for s in steps]
+        self.plans[path] = [(s + ({}, 0)[len(s) - 2 :]) if len(s) < 4 else s for s in steps]
         return self.url(path)
 
     def on(self, path):
@@ -85,8 +86,10 @@ def api():
 
 
 def create(api, queue, callback, **fields):
-    r = api.post("/api/tasks", {"queue": queue, "payload": fields.pop("payload", "hi"), "callback": callback,
-                                "backoff": 0.1, **fields})
+    r = api.post(
+        "/api/tasks",
+        {"queue": queue, "payload": fields.pop("payload", "hi"), "callback": callback, "backoff": 0.1, **fields},
+    )
     assert r.status_code == 201, r.content
     return r.json()["id"]
 
@@ -100,11 +103,20 @@ def test_delivery_posts_the_task_with_id_and_attempt_headers(api, receiver, work
     tid = create(api, "hooks", receiver.plan("/ok", (204, "")), payload='{"order": 7}')
     workers(["hooks"], env=WEBHOOK_ENV)
     got = receiver.wait("/ok", 1)[0]
-    assert got["body"] == {"id": tid, "queue": "hooks", "payload": '{"order": 7}', "topic": "hooks",
-                           "content": '{"order": 7}'}
+    assert got["body"] == {
+        "id": tid,
+        "queue": "hooks",
+        "payload": '{"order": 7}',
+        "topic": "hooks",
+        "content": '{"order": 7}',
+    }
     h = got["headers"]
     assert (h["X-Worqr-Task"], h["X-Worqr-Queue"], h["X-Worqr-Attempt"], h["Idempotency-Key"]) == (
-        tid, "hooks", "1", tid)
+        tid,
+        "hooks",
+        "1",
+        tid,
+    )
     assert h["Content-Type"] == "application/json"
     wait_for(lambda: Queue("hooks").counts()["completed"] == 1, message="completion")
     error(api.get(f"/api/tasks/{tid}"), 404)
@@ -193,10 +205,17 @@ def test_the_seed_create_query_delete_flow_in_its_own_field_names(receiver, work
     assert q.status_code == 200
     task = q.json()
     assert {k: task[k] for k in ("id", "topic", "content", "callback", "max_retry", "has_retry")} == {
-        "id": tid, "topic": "order", "content": "hello", "callback": target, "max_retry": 3, "has_retry": 0}
+        "id": tid,
+        "topic": "order",
+        "content": "hello",
+        "callback": target,
+        "max_retry": 3,
+        "has_retry": 0,
+    }
     assert 0 <= task["execute_time"] - task["creat_time"] <= 2
-    gone = seed.post("/api/create", {"topic": "order", "delay": 30, "retry": 1, "callback": target,
-                                     "content": "never"}).json()["id"]
+    gone = seed.post(
+        "/api/create", {"topic": "order", "delay": 30, "retry": 1, "callback": target, "content": "never"}
+    ).json()["id"]
     assert seed.post("/api/delete", {"id": gone}).json()["result"] == "cancelled"
     error(seed.post("/api/query", {"id": gone}), 404)
     workers(["order"], env=WEBHOOK_ENV)
@@ -267,7 +286,7 @@ def allow(settings, *entries):
 
 
 def test_an_allow_list_entry_with_a_port_allows_only_that_port(api, settings):
-    """"127.0.0.1:<port>" lets callbacks reach that port and no other: another port of the same
+    """ "127.0.0.1:<port>" lets callbacks reach that port and no other: another port of the same
     host is refused at creation, and at delivery without any connection being made."""
     from queues.webhooks import DeliveryFailed, deliver
 
@@ -276,8 +295,9 @@ def test_an_allow_list_entry_with_a_port_allows_only_that_port(api, settings):
         port = open_port.server.server_address[1]
         allow(settings, f"127.0.0.1:{port}")
         create(api, "hooks", open_port.plan("/in", (200, "")))
-        message = error(api.post("/api/tasks", {"queue": "hooks", "payload": "x", "callback": other.url("/x")}),
-                        400, "callback")
+        message = error(
+            api.post("/api/tasks", {"queue": "hooks", "payload": "x", "callback": other.url("/x")}), 400, "callback"
+        )
         assert "not in WORQR['CALLBACK_ALLOWED_HOSTS']" in message
         deliver(_task(open_port.url("/in")))
         with pytest.raises(DeliveryFailed, match="not in WORQR"):

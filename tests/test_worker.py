@@ -51,8 +51,14 @@ def test_async_handler_and_raw_bytes_payload(client, workers):
 
 
 def _manage(*args):
-    return subprocess.run([sys.executable, str(ROOT / "manage.py"), *args], cwd=ROOT, capture_output=True,
-                          text=True, timeout=60, env=dict(__import__("os").environ, DJANGO_SETTINGS_MODULE="tests.settings"))
+    return subprocess.run(
+        [sys.executable, str(ROOT / "manage.py"), *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=dict(__import__("os").environ, DJANGO_SETTINGS_MODULE="tests.settings"),
+    )
 
 
 def test_worker_refuses_a_queue_without_handler(client):
@@ -64,8 +70,6 @@ def test_worker_refuses_a_queue_without_handler(client):
 
 
 def test_worker_refuses_a_bad_queue_name(client):
-
-
     """manage.py worker with a malformed queue name exits with an error and writes nothing."""
     result = _manage("worker", "bad:name")
     assert result.returncode != 0 and "queue name" in result.stderr
@@ -74,18 +78,30 @@ def test_worker_refuses_a_bad_queue_name(client):
 
 def test_enqueue_and_queues_commands(client):
     """`enqueue` prints one id per line (stdin with '-'); `queues --json` shows the counts."""
-    out = subprocess.run([sys.executable, str(ROOT / "manage.py"), "enqueue", "t3", "one", "-"], cwd=ROOT,
-                         input="two\nthree\n", capture_output=True, text=True, timeout=60,
-                         env=dict(__import__("os").environ, DJANGO_SETTINGS_MODULE="tests.settings"))
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "manage.py"), "enqueue", "t3", "one", "-"],
+        cwd=ROOT,
+        input="two\nthree\n",
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=dict(__import__("os").environ, DJANGO_SETTINGS_MODULE="tests.settings"),
+    )
     assert out.returncode == 0, out.stderr
     ids = out.stdout.split()
     assert len(ids) == 3 and all(i.startswith("t3-") for i in ids)
     assert [Queue("t3").get(i).payload for i in ids] == ["one", "two", "three"]
     data = json.loads(_manage("queues", "--json").stdout)
     assert {q["name"]: q["pending"] for q in data["queues"]} == {"t3": 3}
-    bad = subprocess.run([sys.executable, str(ROOT / "manage.py"), "enqueue", "t3", "-"], cwd=ROOT,
-                         input="x" * (1024 * 1024 + 1) + "\n", capture_output=True, text=True, timeout=60,
-                         env=dict(__import__("os").environ, DJANGO_SETTINGS_MODULE="tests.settings"))
+    bad = subprocess.run(
+        [sys.executable, str(ROOT / "manage.py"), "enqueue", "t3", "-"],
+        cwd=ROOT,
+        input="x" * (1024 * 1024 + 1) + "\n",
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=dict(__import__("os").environ, DJANGO_SETTINGS_MODULE="tests.settings"),
+    )
     assert bad.returncode != 0 and "over the limit" in bad.stderr
     assert Queue("t3").counts()["pending"] == 3
 

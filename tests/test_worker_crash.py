@@ -132,8 +132,11 @@ def test_a_hand_over_lost_with_the_control_connection_is_recovered(client, worke
     assert [t.id for t in take(client, "t6", "deaf", register_first=False)] == [tid]
     assert q.get(tid).state == "active" and records(client, "t6") == []
     client.client_kill_filter(_type="pubsub")
-    wait_for(lambda: any(r["id"] == tid for r in records(client, "t6")), timeout=10,
-             message="the stranded task to run after the resubscribe")
+    wait_for(
+        lambda: any(r["id"] == tid for r in records(client, "t6")),
+        timeout=10,
+        message="the stranded task to run after the resubscribe",
+    )
     wait_for(lambda: q.get(tid) is None, message="the task to be completed")
 
 
@@ -150,5 +153,8 @@ def test_a_worker_restarted_under_its_name_after_kill_9_takes_over_at_once(clien
     new = workers(["t1"], concurrency=1, name="phoenix", env=slow_ttl)
     wait_for(lambda: "serving t1" in new.output(), timeout=20, message="the new worker to claim its name")
     assert "already running" not in new.output()
-    wait_for(lambda: (t := q.get(tid)) is not None and t.state == "active" and t.attempt == 2, timeout=10,
-             message="the predecessor's task to run again on the new worker")
+    wait_for(
+        lambda: (t := q.get(tid)) is not None and t.state == "active" and t.attempt == 2,
+        timeout=10,
+        message="the predecessor's task to run again on the new worker",
+    )

@@ -170,7 +170,6 @@ _NULLABLE_STR = {"type": ["string", "null"]}
 _TIME = {"type": ["string", "null"], "format": "date-time"}
 
 
-
 _RESPONSES = {
     "Error": _object({"error": _STR, "field": _STR}, required=["error"]),
     "Created": _object({"id": _STR}),

@@ -57,11 +57,20 @@ FORMAT = 1
 
 def encode(task, args, kwargs, backend):
     """The payload for a call of ``task`` (args already normalised by TaskResult)."""
-    return json.dumps({
-        "worqr_task": FORMAT, "path": task.module_path, "args": args, "kwargs": kwargs,
-        "context": task.takes_context, "priority": task.priority, "queue": task.queue_name,
-        "backend": backend, "run_after": task.run_after.isoformat() if task.run_after else None,
-    }, separators=(",", ":"))
+    return json.dumps(
+        {
+            "worqr_task": FORMAT,
+            "path": task.module_path,
+            "args": args,
+            "kwargs": kwargs,
+            "context": task.takes_context,
+            "priority": task.priority,
+            "queue": task.queue_name,
+            "backend": backend,
+            "run_after": task.run_after.isoformat() if task.run_after else None,
+        },
+        separators=(",", ":"),
+    )
 
 
 def decode(payload):
@@ -83,8 +92,9 @@ def load_task(data):
     if not isinstance(found, Task):
         raise TypeError(f"{data['path']} is not a Tasks framework task")
     run_after = datetime.fromisoformat(data["run_after"]) if data.get("run_after") else None
-    return replace(found, queue_name=data["queue"], priority=data["priority"], backend=data["backend"],
-                   run_after=run_after)
+    return replace(
+        found, queue_name=data["queue"], priority=data["priority"], backend=data["backend"], run_after=run_after
+    )
 
 
 def exception_path(error, trace):
@@ -97,7 +107,7 @@ def exception_path(error, trace):
     lines = (trace or "").splitlines()
     for i in range(len(lines) - 1, -1, -1):
         if lines[i].startswith("Traceback (most recent call last):"):
-            name = next((ln for ln in lines[i + 1:] if ln and not ln[0].isspace()), "")
+            name = next((ln for ln in lines[i + 1 :] if ln and not ln[0].isspace()), "")
             break
     name = (name or error or "").split(":", 1)[0].strip()
     if not name.replace(".", "").replace("_", "").isalnum():
@@ -155,10 +165,17 @@ def run(wtask):
     worker = (stored.worker or "") if stored else ""
     now = (stored.started_at if stored else None) or _redis_now(client)
     result = TaskResult(
-        task=fw_task, id=wtask.id, status=TaskResultStatus.RUNNING,
+        task=fw_task,
+        id=wtask.id,
+        status=TaskResultStatus.RUNNING,
         enqueued_at=stored.created_at if stored else None,
-        started_at=now, last_attempted_at=now, finished_at=None, args=data["args"],
-        kwargs=data["kwargs"], backend=data["backend"], errors=[],
+        started_at=now,
+        last_attempted_at=now,
+        finished_at=None,
+        args=data["args"],
+        kwargs=data["kwargs"],
+        backend=data["backend"],
+        errors=[],
         worker_ids=[""] * (wtask.attempt - 1) + [worker],
     )
     task_started.send(type(fw_task.get_backend()), task_result=result)

@@ -20,7 +20,17 @@ except ImportError:  # Django 5.2 with the django-tasks backport
     from django_tasks.utils import normalize_json
 
 __all__ = [
-    "BaseTaskBackend", "InvalidTaskError", "Task", "TaskContext", "TaskError", "TaskResult",
-    "TaskResultDoesNotExist", "TaskResultStatus", "normalize_json", "task_backends",
-    "task_enqueued", "task_finished", "task_started",
+    "BaseTaskBackend",
+    "InvalidTaskError",
+    "Task",
+    "TaskContext",
+    "TaskError",
+    "TaskResult",
+    "TaskResultDoesNotExist",
+    "TaskResultStatus",
+    "normalize_json",
+    "task_backends",
+    "task_enqueued",
+    "task_finished",
+    "task_started",
 ]

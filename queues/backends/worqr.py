@@ -52,9 +52,12 @@ from .framework import (
 )
 
 _STATUS = {
-    "pending": TaskResultStatus.READY, "delayed": TaskResultStatus.READY,
-    "waiting": TaskResultStatus.READY, "active": TaskResultStatus.RUNNING,
-    "completed": TaskResultStatus.SUCCESSFUL, "failed": TaskResultStatus.FAILED,
+    "pending": TaskResultStatus.READY,
+    "delayed": TaskResultStatus.READY,
+    "waiting": TaskResultStatus.READY,
+    "active": TaskResultStatus.RUNNING,
+    "completed": TaskResultStatus.SUCCESSFUL,
+    "failed": TaskResultStatus.FAILED,
 }
 
 
@@ -76,8 +79,13 @@ class WorqrBackend(BaseTaskBackend):
         self.using = options.get("DATABASE")
         try:
             for queue in sorted(self.queues):
-                handler(queue, retries=options.get("RETRIES"), timeout=options.get("TIMEOUT"),
-                        backoff=options.get("BACKOFF"), keep_result=True)(dispatch.run)
+                handler(
+                    queue,
+                    retries=options.get("RETRIES"),
+                    timeout=options.get("TIMEOUT"),
+                    backoff=options.get("BACKOFF"),
+                    keep_result=True,
+                )(dispatch.run)
         except (ConfigurationError, InvalidQueueName) as exc:
             raise ImproperlyConfigured(f"TASKS[{alias!r}]: {exc}") from exc
 
@@ -87,9 +95,18 @@ class WorqrBackend(BaseTaskBackend):
         self.validate_task(task)
         task_id = new_task_id(task.queue_name)
         result = TaskResult(  # normalises args and kwargs: raises TypeError if not JSON
-            task=task, id=task_id, status=TaskResultStatus.READY, enqueued_at=None,
-            started_at=None, last_attempted_at=None, finished_at=None, args=args, kwargs=kwargs,
-            backend=self.alias, errors=[], worker_ids=[],
+            task=task,
+            id=task_id,
+            status=TaskResultStatus.READY,
+            enqueued_at=None,
+            started_at=None,
+            last_attempted_at=None,
+            finished_at=None,
+            args=args,
+            kwargs=kwargs,
+            backend=self.alias,
+            errors=[],
+            worker_ids=[],
         )
         payload = dispatch.encode(task, result.args, result.kwargs, self.alias)
         queue = Queue(task.queue_name)
@@ -134,13 +151,20 @@ class WorqrBackend(BaseTaskBackend):
         kept = json.loads(wtask.result) if status == TaskResultStatus.SUCCESSFUL and wtask.result else None
         if wtask.worker or kept:
             workers.append(wtask.worker or kept.get("worker", ""))
-        workers = ([""] * wtask.attempt + workers)[-wtask.attempt:] if wtask.attempt else []
+        workers = ([""] * wtask.attempt + workers)[-wtask.attempt :] if wtask.attempt else []
         attempted = wtask.started_at or wtask.failed_at
         result = TaskResult(
-            task=task, id=wtask.id, status=status, enqueued_at=wtask.created_at,
-            started_at=attempted, last_attempted_at=attempted,
+            task=task,
+            id=wtask.id,
+            status=status,
+            enqueued_at=wtask.created_at,
+            started_at=attempted,
+            last_attempted_at=attempted,
             finished_at=(wtask.finished_at or wtask.failed_at) if status in _DONE else None,
-            args=data["args"], kwargs=data["kwargs"], backend=self.alias, errors=errors,
+            args=data["args"],
+            kwargs=data["kwargs"],
+            backend=self.alias,
+            errors=errors,
             worker_ids=workers,
         )
         if kept is not None:
@@ -151,8 +175,11 @@ class WorqrBackend(BaseTaskBackend):
         """(errors, worker names) of the task's failed attempts, oldest first, from the queue's
         failure history (the last FAILURE_HISTORY failures); at least the task's last error."""
         conn = get_connection()
-        entries = [e for e in readmodel.failures(conn.client, wtask.queue, conn.config.failure_history)
-                   if e.get("id") == wtask.id][::-1]
+        entries = [
+            e
+            for e in readmodel.failures(conn.client, wtask.queue, conn.config.failure_history)
+            if e.get("id") == wtask.id
+        ][::-1]
         if not entries or entries[-1].get("error") != wtask.error:
             entries.append({"error": wtask.error, "traceback": wtask.traceback, "worker": ""})
         errors = [dispatch.task_error(e.get("error"), e.get("traceback")) for e in entries]

@@ -53,8 +53,10 @@ def main(argv):
     django.setup()
     n = int(argv[1]) if len(argv) > 1 else 1_000_000
     r = measure(n)
-    print(f"dashboard queue page, {r['n']:,} pending: server time (median) first page {r['first']:.1f} ms, "
-          f"middle {r['middle']:.1f} ms, last {r['last']:.1f} ms (fill {r['fill_s']:.0f} s)")
+    print(
+        f"dashboard queue page, {r['n']:,} pending: server time (median) first page {r['first']:.1f} ms, "
+        f"middle {r['middle']:.1f} ms, last {r['last']:.1f} ms (fill {r['fill_s']:.0f} s)"
+    )
 
 
 if __name__ == "__main__":

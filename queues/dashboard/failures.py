@@ -26,8 +26,8 @@ def split_error(error):
     error = (error or "").strip()
     first_line = error.splitlines()[0] if error else ""
     m = _TYPE.match(first_line)
-    if m and (m.end() == len(first_line) or first_line[m.end() - 1:m.end()] in (":", " ")):
-        return m.group(1), error[m.end():].strip()
+    if m and (m.end() == len(first_line) or first_line[m.end() - 1 : m.end()] in (":", " ")):
+        return m.group(1), error[m.end() :].strip()
     return "", error
 
 
@@ -55,9 +55,14 @@ def group_failures(entries):
         group = groups.get(key)
         if group is None:
             group = groups[key] = {
-                "key": key, "type": etype or "(no type)", "shape": shape, "count": 0,
-                "first_seen": entry.get("failed_at"), "last_seen": entry.get("failed_at"),
-                "example": entry.get("error") or "", "failures": [],
+                "key": key,
+                "type": etype or "(no type)",
+                "shape": shape,
+                "count": 0,
+                "first_seen": entry.get("failed_at"),
+                "last_seen": entry.get("failed_at"),
+                "example": entry.get("error") or "",
+                "failures": [],
             }
         group["count"] += 1
         seen = entry.get("failed_at")

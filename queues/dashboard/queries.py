@@ -43,10 +43,19 @@ def server_ms(client):
 def task_row(task):
     """One task as a table row."""
     return {
-        "id": task.id, "state": task.state, "payload": preview(task.payload), "attempt": task.attempt,
-        "worker": task.worker or "", "lock": task.lock or "", "error": preview(task.error, 200),
-        "created": fmt(task.created_at), "started": fmt(task.started_at), "started_ms": epoch_ms(task.started_at),
-        "due": fmt(task.due_at), "due_ms": epoch_ms(task.due_at), "failed": fmt(task.failed_at),
+        "id": task.id,
+        "state": task.state,
+        "payload": preview(task.payload),
+        "attempt": task.attempt,
+        "worker": task.worker or "",
+        "lock": task.lock or "",
+        "error": preview(task.error, 200),
+        "created": fmt(task.created_at),
+        "started": fmt(task.started_at),
+        "started_ms": epoch_ms(task.started_at),
+        "due": fmt(task.due_at),
+        "due_ms": epoch_ms(task.due_at),
+        "failed": fmt(task.failed_at),
         "cancelling": task.cancel_requested,
     }
 
@@ -58,10 +67,15 @@ def throughput(client, queues, minutes=THROUGHPUT_MINUTES, now_ms=None):
 
 def _worker_row(info):
     return {
-        "name": info["name"], "host": info.get("host", ""), "pid": info.get("pid", ""),
-        "queues": list(info.get("queues") or []), "concurrency": info.get("concurrency", ""),
-        "heartbeat_age": round(float(info.get("heartbeat_age", 0)), 1), "active": 0,
-        "processed": info.get("processed", 0), "failed": info.get("failed", 0),
+        "name": info["name"],
+        "host": info.get("host", ""),
+        "pid": info.get("pid", ""),
+        "queues": list(info.get("queues") or []),
+        "concurrency": info.get("concurrency", ""),
+        "heartbeat_age": round(float(info.get("heartbeat_age", 0)), 1),
+        "active": 0,
+        "processed": info.get("processed", 0),
+        "failed": info.get("failed", 0),
         "started": (info.get("started_at") or "")[:19].replace("T", " "),
     }
 
@@ -98,10 +112,16 @@ def overview(client):
     totals["paused"] = sum(q["paused"] for q in queues)
     ws = workers(client)
     return {
-        "view": "overview", "now_ms": now, "queues": queues, "totals": totals,
+        "view": "overview",
+        "now_ms": now,
+        "queues": queues,
+        "totals": totals,
         "throughput": throughput(client, names, now_ms=now),
-        "workers": {"online": len(ws), "busy": sum(w["active"] for w in ws),
-                    "slots": sum(int(w["concurrency"] or 0) for w in ws)},
+        "workers": {
+            "online": len(ws),
+            "busy": sum(w["active"] for w in ws),
+            "slots": sum(int(w["concurrency"] or 0) for w in ws),
+        },
     }
 
 
@@ -133,8 +153,11 @@ class FailureCache:
 
 def _failure_json(entry):
     return {
-        "id": entry.get("id", ""), "error": entry.get("error") or "", "attempts": entry.get("attempts"),
-        "worker": entry.get("worker") or "", "failed": fmt(entry.get("failed_at")),
+        "id": entry.get("id", ""),
+        "error": entry.get("error") or "",
+        "attempts": entry.get("attempts"),
+        "worker": entry.get("worker") or "",
+        "failed": fmt(entry.get("failed_at")),
         "payload": preview(entry.get("payload")),
         "traceback": (entry.get("traceback") or "")[-TRACEBACK_MAX:],
     }
@@ -142,9 +165,14 @@ def _failure_json(entry):
 
 def _group_json(group):
     return {
-        "key": group["key"], "type": group["type"], "shape": group["shape"], "count": group["count"],
-        "first_seen": fmt(group["first_seen"]), "last_seen": fmt(group["last_seen"]),
-        "example": preview(group["example"], 300), "failures": [_failure_json(e) for e in group["failures"]],
+        "key": group["key"],
+        "type": group["type"],
+        "shape": group["shape"],
+        "count": group["count"],
+        "first_seen": fmt(group["first_seen"]),
+        "last_seen": fmt(group["last_seen"]),
+        "example": preview(group["example"], 300),
+        "failures": [_failure_json(e) for e in group["failures"]],
     }
 
 
@@ -159,15 +187,26 @@ def queue(client, name, page=1, cache=None):
     offset = (page - 1) * PER_PAGE
     active = readmodel.active(client, name, limit=ACTIVE_MAX)
     return {
-        "view": "queue", "queue": name, "now_ms": now,
+        "view": "queue",
+        "queue": name,
+        "now_ms": now,
         "counts": {"paused": counts["paused"], **{k: counts[k] for k in _COUNT_NAMES}},
-        "pending": {"page": page, "pages": pages, "offset": offset, "total": listed,
-                    "tasks": [task_row(t) for t in readmodel.pending(client, name, offset, PER_PAGE)]},
-        "delayed": {"total": counts["delayed"],
-                    "tasks": [task_row(t) for t in readmodel.delayed(client, name, 0, PER_PAGE)]},
+        "pending": {
+            "page": page,
+            "pages": pages,
+            "offset": offset,
+            "total": listed,
+            "tasks": [task_row(t) for t in readmodel.pending(client, name, offset, PER_PAGE)],
+        },
+        "delayed": {
+            "total": counts["delayed"],
+            "tasks": [task_row(t) for t in readmodel.delayed(client, name, 0, PER_PAGE)],
+        },
         "active": {"total": counts["active"], "tasks": [task_row(t) for t in active]},
-        "failed": {"total": counts["failed"],
-                   "tasks": [task_row(t) for t in readmodel.failed(client, name, 0, PER_PAGE)]},
+        "failed": {
+            "total": counts["failed"],
+            "tasks": [task_row(t) for t in readmodel.failed(client, name, 0, PER_PAGE)],
+        },
         "locks": readmodel.locks(client, name),
         "failure_groups": (cache or FailureCache()).groups_for(client, name),
         "throughput": throughput(client, [name], now_ms=now),
@@ -179,17 +218,29 @@ def task(client, task_id, full=False, payload_limit=4000):
     found = readmodel.task(client, task_id)
     queue_name = keys.queue_from_task_id(task_id)
     history = [_failure_json(e) for e in readmodel.failures(client, queue_name) if e.get("id") == task_id]
-    out = {"view": "task", "id": task_id, "queue": queue_name, "now_ms": server_ms(client),
-           "task": None, "failures": history}
+    out = {
+        "view": "task",
+        "id": task_id,
+        "queue": queue_name,
+        "now_ms": server_ms(client),
+        "task": None,
+        "failures": history,
+    }
     if found is not None:
         d = found.as_dict()
         payload = d["payload"] or ""
         row = task_row(found)
         row.update(
-            payload=payload if full else payload[:payload_limit], payload_size=len(payload),
-            truncated=not full and len(payload) > payload_limit, retries=d["retries"],
-            timeout=d["timeout"], error=d["error"] or "", traceback=found.traceback or "",
-            unique_key=found.unique_key or "", callback=found.callback or "", finished=fmt(found.finished_at),
+            payload=payload if full else payload[:payload_limit],
+            payload_size=len(payload),
+            truncated=not full and len(payload) > payload_limit,
+            retries=d["retries"],
+            timeout=d["timeout"],
+            error=d["error"] or "",
+            traceback=found.traceback or "",
+            unique_key=found.unique_key or "",
+            callback=found.callback or "",
+            finished=fmt(found.finished_at),
             is_bytes=isinstance(found.payload, bytes),
         )
         out["task"] = row

@@ -22,8 +22,24 @@ from .registry import handler
 from .task import Task
 
 __all__ = [
-    "Config", "Connection", "configure", "get_default", "Queue", "Task", "handler",
-    "WorqrError", "ConfigurationError", "InvalidInput", "InvalidQueueName", "InvalidTask",
-    "PayloadTooLarge", "TaskNotFound", "InvalidState", "StaleLease", "WorkerLost", "NoHandler",
-    "RetryLater", "WorkerCrashed",
+    "Config",
+    "Connection",
+    "configure",
+    "get_default",
+    "Queue",
+    "Task",
+    "handler",
+    "WorqrError",
+    "ConfigurationError",
+    "InvalidInput",
+    "InvalidQueueName",
+    "InvalidTask",
+    "PayloadTooLarge",
+    "TaskNotFound",
+    "InvalidState",
+    "StaleLease",
+    "WorkerLost",
+    "NoHandler",
+    "RetryLater",
+    "WorkerCrashed",
 ]

@@ -118,10 +118,17 @@ def task_from_fields(queue, fields):
     trace = fields[9] if len(fields) > 9 else b""
     timeout = float(timeout or 0)
     return Task(
-        id=task_id.decode(), queue=queue, payload=decode_payload(payload, kind), state="active",
-        attempt=int(attempt), lease=int(lease), timeout=timeout if timeout > 0 else None,
-        callback=callback.decode() or None, meta=meta.decode() or None,
-        retries=int(retries) if retries else None, trace_context=trace.decode() or None,
+        id=task_id.decode(),
+        queue=queue,
+        payload=decode_payload(payload, kind),
+        state="active",
+        attempt=int(attempt),
+        lease=int(lease),
+        timeout=timeout if timeout > 0 else None,
+        callback=callback.decode() or None,
+        meta=meta.decode() or None,
+        retries=int(retries) if retries else None,
+        trace_context=trace.decode() or None,
     )
 
 
@@ -133,7 +140,7 @@ def task_from_handover(data):
     while i < len(body):
         colon = body.index(b":", i)
         size = int(body[i:colon])
-        fields.append(body[colon + 1:colon + 1 + size])
+        fields.append(body[colon + 1 : colon + 1 + size])
         i = colon + 1 + size
     return task_from_fields(header[2:].decode(), fields)
 
@@ -153,10 +160,19 @@ def start(queue, worker, count, *, lock_ttl, grace, default_timeout, result_ttl,
         head, codes = (reply[:-n], reply[-n:]) if n else (reply, [])
         fields = head[2:]
         size = DELIVERY_FIELDS
-        tasks = [task_from_fields(queue, fields[i:i + size]) for i in range(0, len(fields), size)]
+        tasks = [task_from_fields(queue, fields[i : i + size]) for i in range(0, len(fields), size)]
         return Started(Code(head[0]), int(head[1]), tasks, _codes(codes))
 
-    args = (worker, count, _ms(lock_ttl), _ms(grace), default_timeout or 0, _ms(result_ttl), len(acks), *_ack_args(acks))
+    args = (
+        worker,
+        count,
+        _ms(lock_ttl),
+        _ms(grace),
+        default_timeout or 0,
+        _ms(result_ttl),
+        len(acks),
+        *_ack_args(acks),
+    )
     return Call("start", queue, args, parse)
 
 
@@ -166,12 +182,38 @@ def finish(queue, worker, acks, *, result_ttl):
     return Call("finish", queue, (worker, len(acks), _ms(result_ttl), *_ack_args(acks)), _codes)
 
 
-def fail(queue, worker, task_id, lease, error, traceback, *, retries, backoff, backoff_max, jitter, history,
-         retry_after=None, keep=False):
+def fail(
+    queue,
+    worker,
+    task_id,
+    lease,
+    error,
+    traceback,
+    *,
+    retries,
+    backoff,
+    backoff_max,
+    jitter,
+    history,
+    retry_after=None,
+    keep=False,
+):
     """Report a failed attempt (or, with ``retry_after`` seconds, a deferral that uses no
     attempt). ``keep``: the handler still runs; its lock stays held until ``release``."""
-    args = (worker, task_id, lease, error, traceback, retries, backoff, backoff_max, jitter, history,
-            "" if retry_after is None else max(0.0, retry_after), "k" if keep else "")
+    args = (
+        worker,
+        task_id,
+        lease,
+        error,
+        traceback,
+        retries,
+        backoff,
+        backoff_max,
+        jitter,
+        history,
+        "" if retry_after is None else max(0.0, retry_after),
+        "k" if keep else "",
+    )
     return Call("fail", queue, args, _code)
 
 
@@ -262,8 +304,15 @@ class Fired:
 
 def _fired(reply):
     code, next_ms, task_id, late, new, now, version = reply
-    return Fired(Code(code), int(next_ms), task_id.decode() or None if isinstance(task_id, bytes) else None,
-                 int(late), bool(new), int(now), version.decode() or None if isinstance(version, bytes) else None)
+    return Fired(
+        Code(code),
+        int(next_ms),
+        task_id.decode() or None if isinstance(task_id, bytes) else None,
+        int(late),
+        bool(new),
+        int(now),
+        version.decode() or None if isinstance(version, bytes) else None,
+    )
 
 
 def fire(queue, name, version, due_ms, next_ms, *, mode, grace_ms, task_id, meta):
@@ -281,8 +330,14 @@ def trigger(queue, name, task_id, meta, trace=""):
 
 def schedule_sync(queue, name, document, version, next_ms, *, enabled, paused_since=None):
     """Write a schedule's synced settings: 0 unchanged, 1 created, 2 changed."""
-    args = (name, document, version, int(next_ms), "1" if enabled else "0",
-            "" if paused_since is None else int(paused_since))
+    args = (
+        name,
+        document,
+        version,
+        int(next_ms),
+        "1" if enabled else "0",
+        "" if paused_since is None else int(paused_since),
+    )
     return Call("schedule_sync", queue, args, int)
 
 

@@ -49,8 +49,7 @@ class Config:
             raise ConfigurationError("HEARTBEAT_INTERVAL and HEARTBEAT_TTL must be positive")
         if self.heartbeat_interval * 2 > self.heartbeat_ttl:
             raise ConfigurationError(
-                "HEARTBEAT_TTL must be at least twice HEARTBEAT_INTERVAL, or one late beat "
-                "gets a live worker reaped"
+                "HEARTBEAT_TTL must be at least twice HEARTBEAT_INTERVAL, or one late beat gets a live worker reaped"
             )
         if self.lock_ttl <= self.heartbeat_ttl:
             raise ConfigurationError("LOCK_TTL must be longer than HEARTBEAT_TTL")

@@ -18,7 +18,10 @@ _lock = threading.Lock()
 
 #: What a lost, refused or timed-out Redis link raises: callers retry with backoff on these.
 NETWORK_ERRORS = (
-    redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, ConnectionError, OSError,
+    redis.exceptions.ConnectionError,
+    redis.exceptions.TimeoutError,
+    ConnectionError,
+    OSError,
     asyncio.TimeoutError,
 )
 

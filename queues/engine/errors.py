@@ -1,22 +1,22 @@
 """worqr's exceptions. Every error the engine raises derives from WorqrError::
 
-    WorqrError
-    ├── ConfigurationError        a bad setting
-    │   └── InvalidSchedule       a bad entry of SCHEDULES (names the schedule and the field)
-    ├── InvalidInput (ValueError) bad input from a caller; nothing was written
-    │   ├── InvalidQueueName
-    │   ├── InvalidWorkerName
-    │   ├── InvalidTask           bad payload or option (size, delay, retries, timeout, lock...)
-    │   └── PayloadTooLarge
-    ├── TaskNotFound (LookupError)
-    ├── ScheduleNotFound (LookupError)
-    ├── InvalidState              the task exists but is not in a state that allows the action
-    ├── StaleLease                a finish/stop/fail with a lease that is no longer the task's
-    ├── WorkerLost                the worker's registration is gone (it was presumed dead)
-    ├── WorkerNameTaken           a live worker already runs under that name
-    ├── NoHandler                 a worker was asked to serve a queue with no handler
-    ├── WorkerCrashed             an isolated handler's process died by itself (a failed attempt)
-    └── RetryLater                raised by a handler: run again later, no attempt used
+WorqrError
+├── ConfigurationError        a bad setting
+│   └── InvalidSchedule       a bad entry of SCHEDULES (names the schedule and the field)
+├── InvalidInput (ValueError) bad input from a caller; nothing was written
+│   ├── InvalidQueueName
+│   ├── InvalidWorkerName
+│   ├── InvalidTask           bad payload or option (size, delay, retries, timeout, lock...)
+│   └── PayloadTooLarge
+├── TaskNotFound (LookupError)
+├── ScheduleNotFound (LookupError)
+├── InvalidState              the task exists but is not in a state that allows the action
+├── StaleLease                a finish/stop/fail with a lease that is no longer the task's
+├── WorkerLost                the worker's registration is gone (it was presumed dead)
+├── WorkerNameTaken           a live worker already runs under that name
+├── NoHandler                 a worker was asked to serve a queue with no handler
+├── WorkerCrashed             an isolated handler's process died by itself (a failed attempt)
+└── RetryLater                raised by a handler: run again later, no attempt used
 """
 
 

@@ -70,14 +70,36 @@ _QUEUE_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@+-]*")
 _WORKER_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@+:-]*")
 
 QUEUE_KINDS = (
-    "pending", "front", "delayed", "active", "deadlines", "failed", "failures", "stats", "throughput",
-    "meta", "workers", "idle", "unique", "lockwaits", "lockheads", "results", "durations", "leases",
+    "pending",
+    "front",
+    "delayed",
+    "active",
+    "deadlines",
+    "failed",
+    "failures",
+    "stats",
+    "throughput",
+    "meta",
+    "workers",
+    "idle",
+    "unique",
+    "lockwaits",
+    "lockheads",
+    "results",
+    "durations",
+    "leases",
     "schedules",
 )
 
 #: Kinds of the keys a script builds from the queue's prefix: ``<prefix><kind>:<suffix>``.
-SUBKEY_KINDS = {"task": "task", "worker": "worker", "held": "held", "lock": "lock", "lockwait": "lockwait",
-                "schedule": "schedule"}
+SUBKEY_KINDS = {
+    "task": "task",
+    "worker": "worker",
+    "held": "held",
+    "lock": "lock",
+    "lockwait": "lockwait",
+    "schedule": "schedule",
+}
 #: The suffix of a queue's event channel.
 EVENTS = "events"
 
@@ -120,9 +142,7 @@ def check_worker_name(name):
     if not isinstance(name, str) or not name or len(name) > WORKER_NAME_MAX:
         raise InvalidWorkerName(f"worker name must be 1 to {WORKER_NAME_MAX} characters")
     if not _WORKER_RE.fullmatch(name):
-        raise InvalidWorkerName(
-            f"worker name {name!r} may only hold letters, digits and . _ - @ + :"
-        )
+        raise InvalidWorkerName(f"worker name {name!r} may only hold letters, digits and . _ - @ + :")
     return name
 
 

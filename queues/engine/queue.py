@@ -74,8 +74,7 @@ class Queue:
         batches = self._prepare(payloads, **options)
         if batches is None:  # a handler's lock function gave different locks: one call per lock
             ids = ids or [None] * len(payloads)
-            return [self.enqueue_many([p], ids=None if i is None else [i], **options)[0]
-                    for p, i in zip(payloads, ids)]
+            return [self.enqueue_many([p], ids=None if i is None else [i], **options)[0] for p, i in zip(payloads, ids)]
         return self._enqueue(batches, ids).ids
 
     def _enqueue(self, batches, ids=None):
@@ -94,7 +93,7 @@ class Queue:
     def _send(self, when, options, items, trace=""):
         out, now, new = [], 0, False
         for start in range(0, len(items), _BATCH):
-            batch = items[start:start + _BATCH]
+            batch = items[start : start + _BATCH]
             reply = commands.enqueue(self.name, batch, when=when, trace=trace, **options).run(self.client)
             new = new or reply.is_new_queue
             out += reply.ids
@@ -107,8 +106,20 @@ class Queue:
         """Raise what ``enqueue_many`` would raise for these payloads and options; adds nothing."""
         self._prepare(list(payloads), **options)
 
-    def _prepare(self, payloads, *, delay=None, eta=None, retries=None, timeout=None, backoff=None,
-                 lock=None, unique=False, callback=None, meta=None):
+    def _prepare(
+        self,
+        payloads,
+        *,
+        delay=None,
+        eta=None,
+        retries=None,
+        timeout=None,
+        backoff=None,
+        lock=None,
+        unique=False,
+        callback=None,
+        meta=None,
+    ):
         """Check everything; returns (when, options, [(payload, unique key, kind)]), or None when
         a handler's lock function puts the payloads under different locks."""
         config = self.connection.config

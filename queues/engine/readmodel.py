@@ -29,8 +29,9 @@ def _counts(reply):
     gone = counts.pop("gone")
     counts["total_failed"] = counts.pop("failed")
     runnable = front + listed - gone  # entries of removed tasks are skipped when reached
-    counts.update(pending=runnable + counts["waiting"], runnable=runnable, delayed=delayed, active=active,
-                  failed=failed)
+    counts.update(
+        pending=runnable + counts["waiting"], runnable=runnable, delayed=delayed, active=active, failed=failed
+    )
     counts["paused"] = bool(paused)
     return counts
 
@@ -248,7 +249,9 @@ def _schedules(client, pairs):
         p.hgetall(keys.schedule_key(queue, name))
         p.zscore(keys.queue_key(queue, "schedules"), name)
     replies = p.execute()
-    found = (Schedule.from_hash(name, queue, replies[2 * i], replies[2 * i + 1]) for i, (name, queue) in enumerate(pairs))
+    found = (
+        Schedule.from_hash(name, queue, replies[2 * i], replies[2 * i + 1]) for i, (name, queue) in enumerate(pairs)
+    )
     return [s for s in found if s is not None]
 
 

@@ -51,11 +51,17 @@ def handler(queue, *, retries=None, timeout=None, backoff=None, lock=None, keep_
             _check_module_level(queue, func)
         existing = _handlers.get(queue)
         if existing is not None and _qualname(existing.func) != _qualname(func):
-            raise ConfigurationError(
-                f"queue {queue!r} already has a handler ({_qualname(existing.func)})"
-            )
+            raise ConfigurationError(f"queue {queue!r} already has a handler ({_qualname(existing.func)})")
         _handlers[queue] = HandlerSpec(
-            queue, func, is_async, retries, timeout, backoff, lock, keep_result, isolation,
+            queue,
+            func,
+            is_async,
+            retries,
+            timeout,
+            backoff,
+            lock,
+            keep_result,
+            isolation,
         )
         return func
 

@@ -6,47 +6,68 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
-        ('auth', '0012_alter_user_first_name_max_length'),
+        ("auth", "0012_alter_user_first_name_max_length"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='ApiToken',
+            name="ApiToken",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(max_length=100, unique=True)),
-                ('key_hash', models.CharField(editable=False, max_length=64, unique=True)),
-                ('prefix', models.CharField(editable=False, help_text='First characters, to tell tokens apart', max_length=8)),
-                ('created', models.DateTimeField(auto_now_add=True)),
-                ('last_used', models.DateTimeField(blank=True, editable=False, null=True)),
-                ('revoked', models.BooleanField(default=False)),
-                ('permissions', models.ManyToManyField(blank=True, to='auth.permission')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("name", models.CharField(max_length=100, unique=True)),
+                ("key_hash", models.CharField(editable=False, max_length=64, unique=True)),
+                (
+                    "prefix",
+                    models.CharField(editable=False, help_text="First characters, to tell tokens apart", max_length=8),
+                ),
+                ("created", models.DateTimeField(auto_now_add=True)),
+                ("last_used", models.DateTimeField(blank=True, editable=False, null=True)),
+                ("revoked", models.BooleanField(default=False)),
+                ("permissions", models.ManyToManyField(blank=True, to="auth.permission")),
             ],
             options={
-                'ordering': ['name'],
+                "ordering": ["name"],
             },
         ),
         migrations.CreateModel(
-            name='AuditLog',
+            name="AuditLog",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('at', models.DateTimeField(auto_now_add=True, db_index=True)),
-                ('action', models.CharField(max_length=40)),
-                ('queue', models.CharField(blank=True, max_length=200)),
-                ('task_id', models.CharField(blank=True, max_length=220)),
-                ('detail', models.TextField(blank=True)),
-                ('token', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, to='queues.apitoken')),
-                ('user', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, to=settings.AUTH_USER_MODEL)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("at", models.DateTimeField(auto_now_add=True, db_index=True)),
+                ("action", models.CharField(max_length=40)),
+                ("queue", models.CharField(blank=True, max_length=200)),
+                ("task_id", models.CharField(blank=True, max_length=220)),
+                ("detail", models.TextField(blank=True)),
+                (
+                    "token",
+                    models.ForeignKey(
+                        blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, to="queues.apitoken"
+                    ),
+                ),
+                (
+                    "user",
+                    models.ForeignKey(
+                        blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, to=settings.AUTH_USER_MODEL
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-at'],
-                'permissions': [('view_dashboard', 'Can view the queues dashboard'), ('enqueue_task', 'Can enqueue tasks'), ('cancel_task', 'Can cancel tasks'), ('retry_task', 'Can retry failed tasks'), ('delete_task', 'Can delete tasks'), ('retry_all_failed', 'Can retry all failed tasks of a queue'), ('pause_queue', 'Can pause and resume queues'), ('purge_queue', "Can purge a queue's pending tasks")],
-                'default_permissions': ('view',),
+                "ordering": ["-at"],
+                "permissions": [
+                    ("view_dashboard", "Can view the queues dashboard"),
+                    ("enqueue_task", "Can enqueue tasks"),
+                    ("cancel_task", "Can cancel tasks"),
+                    ("retry_task", "Can retry failed tasks"),
+                    ("delete_task", "Can delete tasks"),
+                    ("retry_all_failed", "Can retry all failed tasks of a queue"),
+                    ("pause_queue", "Can pause and resume queues"),
+                    ("purge_queue", "Can purge a queue's pending tasks"),
+                ],
+                "default_permissions": ("view",),
             },
         ),
     ]

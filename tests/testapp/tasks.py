@@ -32,10 +32,16 @@ def _directives(payload):
 
 def _record(task, start, outcome):
     rec = {
-        "id": task.id, "queue": task.queue, "attempt": task.attempt, "pid": os.getpid(),
-        "start": start, "end": time.time(), "outcome": outcome,
+        "id": task.id,
+        "queue": task.queue,
+        "attempt": task.attempt,
+        "pid": os.getpid(),
+        "start": start,
+        "end": time.time(),
+        "outcome": outcome,
         "payload": task.payload.hex() if isinstance(task.payload, bytes) else task.payload,
-        "bytes": isinstance(task.payload, bytes), "meta": task.meta,
+        "bytes": isinstance(task.payload, bytes),
+        "meta": task.meta,
     }
     client = get_default().client
     client.rpush(f"test:log:{task.queue}", json.dumps(rec))
@@ -48,7 +54,11 @@ def _fail_if_asked(task, d):
     fail = d.get("fail")
     if fail == "always" or (isinstance(fail, int) and task.attempt <= fail):
         raise ValueError(f"asked to fail on attempt {task.attempt}")
-    if d.get("defer") and task.attempt == 1 and get_default().client.set(f"test:deferred:{task.id}", 1, nx=True) is not None:
+    if (
+        d.get("defer")
+        and task.attempt == 1
+        and get_default().client.set(f"test:deferred:{task.id}", 1, nx=True) is not None
+    ):
         raise RetryLater(d["defer"])
 
 

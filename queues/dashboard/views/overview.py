@@ -8,6 +8,12 @@ from .common import client, live_path, render_page
 @staff_required
 def overview(request):
     snapshot = queries.overview(client())
-    return render_page(request, "queues/overview.html", {
-        "title": "Queues", "snap": snapshot, "live": live_path("overview"),
-    })
+    return render_page(
+        request,
+        "queues/overview.html",
+        {
+            "title": "Queues",
+            "snap": snapshot,
+            "live": live_path("overview"),
+        },
+    )

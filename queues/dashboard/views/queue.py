@@ -17,7 +17,13 @@ def queue(request, name):
         raise BadInput(str(exc)) from None
     snapshot = queries.queue(client(), name, page)
     page = snapshot["pending"]["page"]
-    return render_page(request, "queues/queue.html", {
-        "title": f"Queue {name}", "queue": name, "snap": snapshot,
-        "live": live_path("queue", name, page=page if page > 1 else None),
-    })
+    return render_page(
+        request,
+        "queues/queue.html",
+        {
+            "title": f"Queue {name}",
+            "queue": name,
+            "snap": snapshot,
+            "live": live_path("queue", name, page=page if page > 1 else None),
+        },
+    )

@@ -26,9 +26,18 @@ def task(request, task_id):
     full = request.GET.get("full") == "1"
     snapshot = queries.task(client(), task_id, full=full)
     if snapshot["task"] is None and not snapshot["failures"]:
-        raise BadInput(f"There is no task {task_id} (finished tasks are deleted, unless their result is kept).",
-                       status=404)
-    return render_page(request, "queues/task.html", {
-        "title": f"Task {task_id}", "task_id": task_id, "queue": snapshot["queue"], "snap": snapshot,
-        "live": live_path("task", task_id, full="1" if full else None), "full": full,
-    })
+        raise BadInput(
+            f"There is no task {task_id} (finished tasks are deleted, unless their result is kept).", status=404
+        )
+    return render_page(
+        request,
+        "queues/task.html",
+        {
+            "title": f"Task {task_id}",
+            "task_id": task_id,
+            "queue": snapshot["queue"],
+            "snap": snapshot,
+            "live": live_path("task", task_id, full="1" if full else None),
+            "full": full,
+        },
+    )

@@ -9,6 +9,12 @@ from .common import client, live_path, render_page
 def workers(request):
     c = client()
     snapshot = {"view": "workers", "now_ms": queries.server_ms(c), "workers": queries.workers(c)}
-    return render_page(request, "queues/workers.html", {
-        "title": "Workers", "snap": snapshot, "live": live_path("workers"),
-    })
+    return render_page(
+        request,
+        "queues/workers.html",
+        {
+            "title": "Workers",
+            "snap": snapshot,
+            "live": live_path("workers"),
+        },
+    )

@@ -36,8 +36,9 @@ class Fetcher:
 
     async def run(self):
         w = self.w
-        await asyncio.wait([asyncio.ensure_future(e.wait()) for e in (w.subscribed, w.stop_event)],
-                           return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.wait(
+            [asyncio.ensure_future(e.wait()) for e in (w.subscribed, w.stop_event)], return_when=asyncio.FIRST_COMPLETED
+        )
         backoff = Backoff()
         while not w.stopping:
             if w.deliveries:
@@ -84,8 +85,16 @@ class Fetcher:
             if want <= 0 and not batch:
                 continue
             spec = w.specs[q]
-            call = commands.start(q, w.name, max(want, 0), lock_ttl=c.lock_ttl, grace=c.timeout_grace,
-                                  default_timeout=spec.timeout, result_ttl=c.result_ttl, acks=batch)
+            call = commands.start(
+                q,
+                w.name,
+                max(want, 0),
+                lock_ttl=c.lock_ttl,
+                grace=c.timeout_grace,
+                default_timeout=spec.timeout,
+                result_ttl=c.result_ttl,
+                acks=batch,
+            )
             reply = await call.arun(w.redis)
             if batch:
                 w.reporter.check_codes([d for d, _ in behind.pop(q)], reply.codes)

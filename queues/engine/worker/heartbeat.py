@@ -45,12 +45,21 @@ class Heart:
 
     def _info(self):
         w = self.w
-        return json.dumps({
-            "host": socket.gethostname(), "pid": os.getpid(), "pidns": _PID_NAMESPACE, "queues": w.queues,
-            "concurrency": w.concurrency, "started_at": w.started_at, "instance": self.instance,
-            "processed": w.reporter.processed, "failed": w.reporter.failed, "active": len(w.deliveries),
-            "ttl_ms": int(self.ttl * 1000),
-        })
+        return json.dumps(
+            {
+                "host": socket.gethostname(),
+                "pid": os.getpid(),
+                "pidns": _PID_NAMESPACE,
+                "queues": w.queues,
+                "concurrency": w.concurrency,
+                "started_at": w.started_at,
+                "instance": self.instance,
+                "processed": w.reporter.processed,
+                "failed": w.reporter.failed,
+                "active": len(w.deliveries),
+                "ttl_ms": int(self.ttl * 1000),
+            }
+        )
 
     # -- registration ----------------------------------------------------------------------
 
@@ -107,8 +116,13 @@ class Heart:
         await w.redis.sadd(keys.WORKER_REGISTRY, w.name)
         for q in w.queues:
             back = await commands.register(
-                q, w.name, ttl=c.heartbeat_ttl, lock_ttl=c.lock_ttl, grace=c.timeout_grace,
-                default_timeout=w.specs[q].timeout, fresh=not self.registered_once,
+                q,
+                w.name,
+                ttl=c.heartbeat_ttl,
+                lock_ttl=c.lock_ttl,
+                grace=c.timeout_grace,
+                default_timeout=w.specs[q].timeout,
+                fresh=not self.registered_once,
             ).arun(w.redis)
             if back:
                 log.warning("worqr: %d task(s) of an earlier worker named %s went back to %s", back, w.name, q)
@@ -127,14 +141,21 @@ class Heart:
                 await self._reregister()
                 continue
             try:
-                key_alive = await w.redis.set(keys.heartbeat_key(w.name), self._info(), px=int(self.ttl * 1000), xx=True)
+                key_alive = await w.redis.set(
+                    keys.heartbeat_key(w.name), self._info(), px=int(self.ttl * 1000), xx=True
+                )
                 reaped = []
                 for q in w.queues:
                     spec = w.specs[q]
                     status, _, _ = await commands.heartbeat(
-                        q, w.name, ttl=c.heartbeat_ttl, lock_ttl=c.lock_ttl,
-                        retries=default(spec.retries, c.retries), backoff=default(spec.backoff, c.backoff),
-                        backoff_max=c.backoff_max, jitter=random.random() * c.backoff_jitter,
+                        q,
+                        w.name,
+                        ttl=c.heartbeat_ttl,
+                        lock_ttl=c.lock_ttl,
+                        retries=default(spec.retries, c.retries),
+                        backoff=default(spec.backoff, c.backoff),
+                        backoff_max=c.backoff_max,
+                        jitter=random.random() * c.backoff_jitter,
                         history=c.failure_history,
                     ).arun(w.redis)
                     if status == Code.NOT_REGISTERED:

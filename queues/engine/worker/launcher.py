@@ -53,8 +53,21 @@ def default_name():
 
 
 class Worker:
-    def __init__(self, queues, connection, *, concurrency=1, name=None, grace=30.0, callback_handler=None,
-                 schedules=None, isolation="thread", max_tasks_per_child=None, max_memory=None, child_init=None):
+    def __init__(
+        self,
+        queues,
+        connection,
+        *,
+        concurrency=1,
+        name=None,
+        grace=30.0,
+        callback_handler=None,
+        schedules=None,
+        isolation="thread",
+        max_tasks_per_child=None,
+        max_memory=None,
+        child_init=None,
+    ):
         """``callback_handler`` (a HandlerSpec) runs tasks that carry a callback URL; with it, a
         queue without a handler of its own may be served (for such tasks only). ``schedules``
         ([ScheduleSpec]): the settings' schedules, synced to Redis at start (None: left as they are).
@@ -79,8 +92,15 @@ class Worker:
         self.name = keys.check_worker_name(name or default_name())
         self.grace = grace
         self.schedules = schedules
-        self.procs = procpool.for_worker(self.specs, concurrency, self.config, max_tasks=max_tasks_per_child,
-                                         max_memory=max_memory, child_init=child_init, on_broken=self.fatal)
+        self.procs = procpool.for_worker(
+            self.specs,
+            concurrency,
+            self.config,
+            max_tasks=max_tasks_per_child,
+            max_memory=max_memory,
+            child_init=child_init,
+            on_broken=self.fatal,
+        )
         self.deliveries = {}  # (id, lease) -> processor.Delivery
         #: (queue, id) -> when: cancels that arrived before the delivery they are for (its start
         #: reply still on its way): applied if it arrives within EARLY_CANCEL_S

@@ -17,9 +17,7 @@ class ThreadPool:
         self._jobs = queue.SimpleQueue()
         self._done = collections.deque()
         self._drain_scheduled = False
-        self._threads = [
-            threading.Thread(target=self._loop, name=f"{name}-{i}", daemon=True) for i in range(size)
-        ]
+        self._threads = [threading.Thread(target=self._loop, name=f"{name}-{i}", daemon=True) for i in range(size)]
         for thread in self._threads:
             thread.start()
 

@@ -33,8 +33,19 @@ log = logging.getLogger("worqr.worker")
 class Delivery:
     """A task handed to this worker (one lease of it): the task, its handler and its run state."""
 
-    __slots__ = ("task", "spec", "started", "handle", "reported", "runner", "keep_lock", "stale", "ended",
-                 "released", "span")
+    __slots__ = (
+        "task",
+        "spec",
+        "started",
+        "handle",
+        "reported",
+        "runner",
+        "keep_lock",
+        "stale",
+        "ended",
+        "released",
+        "span",
+    )
 
     def __init__(self, task, spec):
         self.task, self.spec = task, spec

@@ -44,8 +44,14 @@ class Reporter:
             tracing.end_run(span, outcome, error, exc)
         if log.isEnabledFor(logging.INFO):
             task, ms = d.task, (time.monotonic() - d.started) * 1000
-            extra = {"worker": self.w.name, "queue": task.queue, "task_id": task.id, "attempt": task.attempt,
-                     "outcome": outcome, "duration_ms": round(ms, 1)}
+            extra = {
+                "worker": self.w.name,
+                "queue": task.queue,
+                "task_id": task.id,
+                "attempt": task.attempt,
+                "outcome": outcome,
+                "duration_ms": round(ms, 1),
+            }
             if error:
                 extra["error"] = error
             if span is not None and (ids := tracing.ids(span)):
@@ -112,10 +118,19 @@ class Reporter:
         self.log_outcome(d, "deferred" if retry_after is not None else "failed", error, exc)
         d.keep_lock = d.still_running()
         call = commands.fail(
-            d.task.queue, self.w.name, d.task.id, d.task.lease, error, trace,
-            retries=default(spec.retries, c.retries), backoff=default(spec.backoff, c.backoff),
-            backoff_max=c.backoff_max, jitter=random.random() * c.backoff_jitter, history=c.failure_history,
-            retry_after=retry_after, keep=d.keep_lock,
+            d.task.queue,
+            self.w.name,
+            d.task.id,
+            d.task.lease,
+            error,
+            trace,
+            retries=default(spec.retries, c.retries),
+            backoff=default(spec.backoff, c.backoff),
+            backoff_max=c.backoff_max,
+            jitter=random.random() * c.backoff_jitter,
+            history=c.failure_history,
+            retry_after=retry_after,
+            keep=d.keep_lock,
         )
         code = await self.call(call)
         if code == Code.STALE:

@@ -11,8 +11,13 @@ class Command(BaseCommand):
         sub = parser.add_subparsers(dest="action", required=True)
         create = sub.add_parser("create", help="create a token and print it")
         create.add_argument("name")
-        create.add_argument("--perm", action="append", default=[], metavar="CODENAME",
-                            help=f"a permission to give (repeat); one of {', '.join(ACTION_PERMISSIONS)}, or 'all'")
+        create.add_argument(
+            "--perm",
+            action="append",
+            default=[],
+            metavar="CODENAME",
+            help=f"a permission to give (repeat); one of {', '.join(ACTION_PERMISSIONS)}, or 'all'",
+        )
         sub.add_parser("revoke", help="revoke a token").add_argument("name")
         sub.add_parser("list", help="list tokens (never their keys)")
 
@@ -43,4 +48,6 @@ class Command(BaseCommand):
         for t in ApiToken.objects.prefetch_related("permissions"):
             perms = ",".join(sorted(p.codename for p in t.permissions.all())) or "-"
             used = f"{t.last_used:%Y-%m-%d %H:%M}" if t.last_used else "never"
-            self.stdout.write(f"{t.name}\t{t.prefix}…\t{'revoked' if t.revoked else 'active'}\tlast used {used}\t{perms}")
+            self.stdout.write(
+                f"{t.name}\t{t.prefix}…\t{'revoked' if t.revoked else 'active'}\tlast used {used}\t{perms}"
+            )

@@ -28,8 +28,14 @@ class Command(BaseCommand):
                 payloads.append(p)
         try:
             q = Queue(o["queue"], get_connection())
-            ids = q.enqueue_many(payloads, delay=o["delay"], retries=o["retries"], timeout=o["timeout"],
-                                 lock=o["lock"], unique=o["unique"])
+            ids = q.enqueue_many(
+                payloads,
+                delay=o["delay"],
+                retries=o["retries"],
+                timeout=o["timeout"],
+                lock=o["lock"],
+                unique=o["unique"],
+            )
         except WorqrError as exc:
             raise CommandError(str(exc)) from exc
         for task_id in ids:

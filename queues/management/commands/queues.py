@@ -25,8 +25,12 @@ class Command(BaseCommand):
         cols = ("pending", "delayed", "active", "failed", "completed")
         self.stdout.write(f"{'queue':<30}" + "".join(f"{c:>11}" for c in cols) + "  paused")
         for q in queues:
-            self.stdout.write(f"{q['name']:<30}" + "".join(f"{q[c]:>11}" for c in cols) + f"  {'yes' if q['paused'] else ''}")
+            self.stdout.write(
+                f"{q['name']:<30}" + "".join(f"{q[c]:>11}" for c in cols) + f"  {'yes' if q['paused'] else ''}"
+            )
         self.stdout.write(f"\n{len(workers)} worker(s)")
         for w in workers:
-            self.stdout.write(f"  {w['name']}  queues={','.join(w['queues'])}  concurrency={w['concurrency']}"
-                              f"  active={w['active']}  processed={w['processed']}  heartbeat={w['heartbeat_age']:.1f}s ago")
+            self.stdout.write(
+                f"  {w['name']}  queues={','.join(w['queues'])}  concurrency={w['concurrency']}"
+                f"  active={w['active']}  processed={w['processed']}  heartbeat={w['heartbeat_age']:.1f}s ago"
+            )
