@@ -6,7 +6,7 @@ from django.core.checks import Warning as CheckWarning
 from .engine.errors import ConfigurationError
 
 
-@register()
+@register("worqr")
 def check_worqr_settings(app_configs, **kwargs):
     from .conf import build_config
 
@@ -64,7 +64,7 @@ SCHEDULE_ERROR_IDS = {
 UNKNOWN_KEY_ID = "queues.E026"
 
 
-@register()
+@register("worqr")
 def check_schedules(app_configs, **kwargs):
     """Each bad entry of WORQR["SCHEDULES"]: one error naming the schedule and the key."""
     from django.core.exceptions import ImproperlyConfigured
