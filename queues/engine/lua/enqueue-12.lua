@@ -92,8 +92,8 @@ if #added > 0 then
   if #runnable > 0 then
     push_all(K.pending, runnable)
     -- Idle workers get a task each in the wake-up itself; the rest of them are just woken.
-    local pushed = push_to_idle(#runnable, now)
-    wake(#runnable - pushed)
+    local pushed, none_idle = push_to_idle(#runnable, now)
+    if not none_idle then wake(#runnable - pushed) end
   end
 end
 return out
