@@ -39,7 +39,7 @@ local function take_tasks(worker, count, out, now, opts)
     if not id then break end
     looked = looked + 1
     local tk = task_key(id)
-    local f = rcall('HMGET', tk, 'p', 'lk', 't', 'cb', 'm', 'r', 'y', 's', 'tc')
+    local f = rcall('HMGET', tk, 'p', 'lk', 't', 'cb', 'm', 'r', 'y', 's', 'tc', 'a')
     if f[8] ~= 'pending' then
       rcall('HINCRBY', K.stats, 'gone', -1)  -- removed (or run) since it was listed
     else
@@ -49,10 +49,9 @@ local function take_tasks(worker, count, out, now, opts)
         wait_for_lock(id, tk, lk, true, now)  -- never expected: a runnable head's lock is free
       else
         local lease = new_lease()
-        rcall('HSET', tk, 'l', lease)
-        local attempt = rcall('HINCRBY', tk, 'a', 1)
+        local attempt = (tonumber(f[10]) or 0) + 1
         if lk then rcall('SET', lock_key(lk), id .. ':' .. lease, 'PX', opts.lock_ttl) end
-        rcall('HSET', tk, 's', 'active', 'w', worker, 'st', now)
+        rcall('HSET', tk, 'l', lease, 'a', attempt, 's', 'active', 'w', worker, 'st', now)
         -- the fraction keeps the start order of one batch (a requeue restores it)
         rcall('ZADD', K.active, now + math.min(#taken, 999) / 1000, id)
         rcall('SADD', wk, id)
