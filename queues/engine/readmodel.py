@@ -10,7 +10,18 @@ from . import durations as _durations
 from . import keys, scripts
 from .task import Task, ms_to_datetime
 
-_STAT_NAMES = ("enqueued", "completed", "failed", "failures", "retried", "cancelled", "deleted", "waiting", "gone", "plisted")
+_STAT_NAMES = (
+    "enqueued",
+    "completed",
+    "failed",
+    "failures",
+    "retried",
+    "cancelled",
+    "deleted",
+    "waiting",
+    "gone",
+    "plisted",
+)
 
 
 def _decode(b):
