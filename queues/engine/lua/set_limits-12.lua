@@ -20,5 +20,5 @@ settle_limits()
 rcall('HDEL', K.limits, 'ro')
 LIMITS = nil
 publish({e = 'limits'})
-wake(math.min(rcall('SCARD', K.idle), listed_runnable(), queue_room(now_ms())))
+wake(math.min(rcall('SCARD', K.idle), listed_runnable(), (queue_room(now_ms()))))
 return 1

@@ -4,7 +4,7 @@
 -- @include limits
 -- Input: ARGV[3] n
 -- Output: number of workers woken
-local n = math.min(tonumber(ARGV[3]), listed_runnable(), queue_room(now_ms()))
+local n = math.min(tonumber(ARGV[3]), listed_runnable(), (queue_room(now_ms())))
 local before = rcall('SCARD', K.idle)
 wake(n)
 return before - rcall('SCARD', K.idle)
