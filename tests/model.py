@@ -328,7 +328,7 @@ class QueueModel:
                 if self.take(worker, 1) != [(tid, lease)]:
                     raise ModelError(f"hand-over of {tid}:{lease} to {worker} is not the task first in line")
                 pushed += 1
-            if pushed < runnable and self.idle - self.to_wake - {w for w, _, _ in handed}:
+            if pushed < runnable and self.idle:
                 # the script tried one more idle worker and found nothing to take for it (the
                 # limits held the rest back); that attempt still parked the partitions it met
                 if self.take(None, 1):

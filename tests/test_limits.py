@@ -231,3 +231,19 @@ def test_bad_set_limits_input_changes_nothing(client):
         with pytest.raises(InvalidInput, match="lim-badset"):
             q.set_limits(**kwargs)
     assert client.dbsize() == 0
+
+
+def test_the_system_check_reports_bad_handler_options():
+    """A bad @handler option met at start-up is a system check error (queues.E030) naming queue and option."""
+    from queues import checks
+
+    try:
+        handler("lim-check", concurrency=0)(_noop)
+    except ConfigurationError as exc:
+        checks.HANDLER_ERRORS.append(exc)
+    try:
+        errors = checks.check_handlers(None)
+    finally:
+        checks.HANDLER_ERRORS.clear()
+    assert [e.id for e in errors] == ["queues.E030"]
+    assert "'lim-check'" in errors[0].msg and "concurrency" in errors[0].msg
