@@ -5,7 +5,6 @@ from django.core.checks import Warning as CheckWarning
 
 from .engine.errors import ConfigurationError
 
-
 #: Errors raised by ``@handler`` while the apps' ``tasks`` modules were imported at start-up (a
 #: bad option: concurrency, rate, partition...), reported as queues.E030 by the check below.
 HANDLER_ERRORS = []
