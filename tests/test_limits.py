@@ -64,10 +64,11 @@ def test_concurrency_caps_starts_and_a_freed_slot_wakes_an_idle_worker(client):
     assert client.llen(keys.queue_key("lim-c", "pending")) == 3  # held-back tasks stay listed
     p = client.pubsub()
     p.subscribe(keys.worker_channel("w2"))
-    p.get_message(timeout=1)
+    assert p.get_message(timeout=5)["type"] == "subscribe"
     finish(client, got.tasks[0])
-    msg = p.get_message(timeout=2)
+    msg = p.get_message(timeout=5)
     assert msg and msg["data"] == b"w lim-c"
+    p.close()
     assert len(start(client, "lim-c", 5, worker="w2").tasks) == 1
     limits = q.limits()
     assert limits["concurrency"] == 2 and limits["active"] == 2 and limits["held_back"] == 2
@@ -144,6 +145,9 @@ def test_set_limits_overrides_durably_and_reset_goes_back(client):
     assert len(start(client, "lim-set", 6).tasks) == 3
     back = q.set_limits(reset=True)
     assert back["concurrency"] == 1 and back["rate"] is None and back["overrides"] == {}
+    both = q.set_limits(rate=(5, 1))
+    both = q.set_limits(reset=True, concurrency=2)  # reset first, then set
+    assert both["concurrency"] == 2 and both["rate"] is None and both["overrides"] == {"concurrency": 2}
     # a worker registering again keeps an override in force
     q.set_limits(concurrency=5)
     register(client, "lim-set", concurrency=1)
@@ -227,7 +231,7 @@ def test_a_bad_partition_key_refuses_the_enqueue_and_writes_nothing(client):
 def test_bad_set_limits_input_changes_nothing(client):
     """set_limits refuses bad values, naming the queue and option, and writes nothing."""
     q = Queue("lim-badset")
-    for kwargs in ({"concurrency": 0}, {"rate": "fast"}, {"reset": True, "concurrency": 2}, {}, {"reset": "yes"}):
+    for kwargs in ({"concurrency": 0}, {"rate": "fast"}, {"reset": True, "concurrency": 2.5}, {}, {"reset": "yes"}):
         with pytest.raises(InvalidInput, match="lim-badset"):
             q.set_limits(**kwargs)
     assert client.dbsize() == 0

@@ -296,10 +296,8 @@ def pause(queue, paused):
 
 def set_limits(queue, overrides=None, *, reset=False):
     """Override the queue's limits (``overrides``: six values as ``Limits.script_args`` gives them,
-    each a number, '-' for none or '' to leave as is), or drop every override (``reset``)."""
-    if reset:
-        return Call("set_limits", queue, ("reset",), int)
-    return Call("set_limits", queue, ("set", *overrides), int)
+    each a number, '-' for none or '' to leave as is), after dropping every override if ``reset``."""
+    return Call("set_limits", queue, ("reset" if reset else "set", *(overrides or ("",) * 6)), int)
 
 
 def purge(queue, limit):

@@ -286,8 +286,9 @@ class Queue:
     ):
         """Override the handler's limits, durably and for every worker at once (their next start
         obeys): each option given is a value, or None for "no limit"; those not given keep their
-        override if any. ``reset=True`` drops every override (back to the handler's values).
-        A bad value raises InvalidInput naming the queue and option, and changes nothing."""
+        override if any. ``reset=True`` drops every override first (back to the handler's values),
+        then sets those given. Returns ``limits()``. A bad value raises InvalidInput naming the
+        queue and option, and changes nothing."""
         given = {
             "concurrency": concurrency,
             "rate": rate,
@@ -297,13 +298,7 @@ class Queue:
         given = {k: v for k, v in given.items() if v is not _UNSET}
         if reset is not True and reset is not False:
             raise InvalidInput(f"queue {self.name!r}: reset must be True or False, not {reset!r}")
-        if reset:
-            if given:
-                raise InvalidInput(f"queue {self.name!r}: give reset=True alone, not with {', '.join(given)}")
-            commands.set_limits(self.name, reset=True).run(self.client)
-            self.client.sadd(keys.KNOWN_QUEUES, self.name)
-            return self.limits()
-        if not given:
+        if not given and not reset:
             raise InvalidInput(f"queue {self.name!r}: set_limits needs a limit to set, or reset=True")
         args = [""] * 6
         try:
@@ -323,7 +318,7 @@ class Queue:
                         args[at], args[at + 1] = str(r.starts), str(r.window_ms)
         except ConfigurationError as exc:
             raise InvalidInput(str(exc).replace("handler ", "queue ", 1)) from None
-        commands.set_limits(self.name, args).run(self.client)
+        commands.set_limits(self.name, args, reset=reset).run(self.client)
         self.client.sadd(keys.KNOWN_QUEUES, self.name)
         return self.limits()
 
