@@ -54,3 +54,23 @@ def test_the_form_needs_manage_limits_and_a_csrf_token(db):
     strict.force_login(make_user("op", perms=["view_dashboard", "manage_limits"]))
     assert strict.post(url, {"concurrency": "2"}).status_code == 403
     assert Queue("t1").limits()["overrides"] == {} and not AuditLog.objects.exists()
+
+
+def test_metrics_show_limits_use_and_held_back(db, client):
+    """/metrics has each limit in force, its use and the tasks held back, for limited queues only."""
+    from queues.metrics import render
+    from tests.test_limits import register, start
+
+    q = Queue("lim-met")
+    register(client, "lim-met", concurrency=1, rate=(10, 60))
+    q.enqueue_many(["a", "b", "c"])
+    start(client, "lim-met", 3)
+    Queue("t1").enqueue("x")
+    text = render(client).decode()
+    assert 'worqr_queue_limit{limit="concurrency",queue="lim-met"} 1.0' in text
+    assert 'worqr_queue_limit{limit="rate",queue="lim-met"} 10.0' in text
+    assert 'worqr_queue_limit_window_seconds{limit="rate",queue="lim-met"} 60.0' in text
+    assert 'worqr_queue_limit_use{limit="concurrency",queue="lim-met"} 1.0' in text
+    assert 'worqr_queue_limit_use{limit="rate",queue="lim-met"} 1.0' in text
+    assert 'worqr_queue_held_back{queue="lim-met"} 2.0' in text
+    assert 'queue="t1"' not in "".join(line for line in text.splitlines() if "limit" in line or "held_back" in line)

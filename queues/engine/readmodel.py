@@ -311,6 +311,14 @@ def _limit_values(h, prefix):
     return out
 
 
+def limited_queues(client, names):
+    """Those of ``names`` that have limits in force (or overrides), in one round trip."""
+    p = client.pipeline(transaction=False)
+    for name in names:
+        p.exists(keys.queue_key(name, "limits"))
+    return [name for name, found in zip(names, p.execute()) if found]
+
+
 def limits(client, queue, busiest=10):
     """The queue's limits and their use: the limits in force (``concurrency``, ``rate`` as
     [starts, seconds], ``partition_concurrency``, ``partition_rate``; None: no limit), where they
@@ -336,7 +344,7 @@ def limits(client, queue, busiest=10):
     p.hlen(keys.queue_key(queue, "partitions"))
     p.llen(keys.queue_key(queue, "ring"))
     p.zcard(keys.queue_key(queue, "pwait"))
-    p.zrevrange(keys.queue_key(queue, "pactive"), 0, busiest - 1, withscores=True)
+    p.zrevrange(keys.queue_key(queue, "pactive"), 0, max(busiest, 1) - 1, withscores=True)
     active, starts, listed, ring, rate_waiting, top = p.execute()
     counts = queue_counts(client, queue)
     room = None
@@ -358,6 +366,6 @@ def limits(client, queue, busiest=10):
             "in_ring": ring,
             "held_back": max(0, listed - ring),
             "rate_waiting": rate_waiting,
-            "busiest": [{"key": _decode(k), "active": int(n)} for k, n in top],
+            "busiest": [{"key": _decode(k), "active": int(n)} for k, n in top][:busiest],
         },
     )
