@@ -132,6 +132,9 @@ class QueueModel:
     def set_limits(self, values):
         """``values``: the limits in force after the call (overrides and handler's settled)."""
         self.limits = dict(values)
+        for part in sorted(p for p, s in self.pstate.items() if s == "w"):
+            self.pstate[part] = "r"
+            self.ring.append(part)
         self.wake(min(len(self.idle), self.listed_runnable(), self.room()))
 
     def new_lease(self):

@@ -130,6 +130,8 @@ def test_partition_rate_parks_the_partition_until_its_window_opens(client):
     again = start(client, "lim-pr", 10)
     assert again.tasks == [] and 59_000 < again.due_in_ms <= 60_000
     assert client.zscore(keys.queue_key("lim-pr", "pwait"), "A") is not None
+    Queue("lim-pr").set_limits(partition_rate=None)  # lifted: A is looked at again at once
+    assert [t.payload for t in start(client, "lim-pr", 10).tasks] == ["A:3"]
 
 
 def test_set_limits_overrides_durably_and_reset_goes_back(client):

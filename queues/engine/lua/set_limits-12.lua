@@ -1,6 +1,8 @@
 -- Override the queue's limits at run time (durable; every worker's next start sees them), or
 -- go back to the handler's values. Idle workers are woken as far as the new limits let tasks
--- start, and sleepers forget a rate window that may no longer hold anything back.
+-- start, and sleepers forget a rate window that may no longer hold anything back; partitions
+-- parked by their rate go back to the ring to be looked at under the new limits (up to 1,000,
+-- in name order; any others when their window opens).
 -- Keys: pending front delayed active stats idle limits starts partitions ring pactive pwait
 -- @include limits
 -- Input: ARGV[3] 'reset' (drop every override first) or 'set', then the overrides of
@@ -18,6 +20,15 @@ end
 settle_limits()
 rcall('HDEL', K.limits, 'ro')
 LIMITS = nil
+local parked = rcall('ZRANGE', K.pwait, 0, 999)
+table.sort(parked)
+for _, pk in ipairs(parked) do
+  rcall('ZREM', K.pwait, pk)
+  if rcall('HGET', K.partitions, pk) == 'w' then
+    rcall('HSET', K.partitions, pk, 'r')
+    rcall('RPUSH', K.ring, pk)
+  end
+end
 publish({e = 'limits'})
 wake(math.min(rcall('SCARD', K.idle), listed_runnable(), (queue_room(now_ms()))))
 return 1
