@@ -253,3 +253,26 @@ def test_the_system_check_reports_bad_handler_options():
         checks.HANDLER_ERRORS.clear()
     assert [e.id for e in errors] == ["queues.E030"]
     assert "'lim-check'" in errors[0].msg and "concurrency" in errors[0].msg
+
+
+def test_limits_combine_with_delays_retries_pause_and_locks(client):
+    """Delayed and retried tasks of a partition wait for its slot; pause stops all; a lock still holds."""
+    from tests.engine_calls import fail
+
+    q = Queue("lim-pc")
+    register(client, "lim-pc", partition=_customer, partition_concurrency=1)
+    first = q.enqueue("A:1")
+    q.enqueue("A:2", delay=0.05)
+    q.enqueue("B:1", lock="L")
+    q.enqueue("C:1", lock="L")
+    time.sleep(0.1)  # A:2 is due
+    got = start(client, "lim-pc", 10).tasks
+    assert sorted(t.payload for t in got) == ["A:1", "B:1"]  # A:2 held by A's slot, C:1 by the lock
+    a1 = next(t for t in got if t.id == first)
+    assert fail(client, a1, retries=1) == Code.RETRYING  # A:1 retries after its backoff (1 s)
+    assert [t.payload for t in start(client, "lim-pc", 10).tasks] == ["A:2"]
+    q.pause()
+    assert start(client, "lim-pc", 10).status == Code.PAUSED
+    q.resume()
+    finish(client, next(t for t in got if t.payload == "B:1"))
+    assert [t.payload for t in start(client, "lim-pc", 10).tasks] == ["C:1"]  # the lock's turn came
