@@ -96,7 +96,11 @@ class Node:
         return self.proc is not None and self.proc.poll() is None
 
 
-_DATA = ["--save", "", "--appendonly", "no"]
+_DATA = ["--save", "", "--appendonly", "no", "--repl-diskless-sync-delay", "0"]
+
+
+def _replica_online(node):
+    return node.client().info("replication").get("slave0", {}).get("state") == "online"
 
 
 class RedisCluster:
@@ -137,7 +141,7 @@ class RedisCluster:
             masters = self.masters()
             want = self.replicas if all(n.alive for n in self.nodes) else 0
             return len(masters) == len(self.nodes) // (1 + self.replicas) and all(
-                len(m.client().info("replication").get("slave0", "")) > 0 or want == 0 for m in masters
+                want == 0 or _replica_online(m) for m in masters
             )
 
         _wait(ok, timeout, "the cluster to be ok")
@@ -209,7 +213,7 @@ class Sentinels:
             return (
                 master.alive
                 and info["role"] == "master"
-                and info.get("connected_slaves", 0) >= 1
+                and _replica_online(master)
                 and int(state.get("num-other-sentinels", 0)) >= len(self.sentinels) - 1
                 and int(state.get("num-slaves", 0)) >= 1
             )

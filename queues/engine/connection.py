@@ -5,11 +5,13 @@ explicit ``Connection`` use that default. Responses are never decoded: payloads 
 """
 
 import asyncio
+import random
 import threading
 from dataclasses import dataclass, field
 
 import redis
 import redis.asyncio
+import redis.asyncio.client
 import redis.asyncio.cluster
 import redis.asyncio.sentinel
 import redis.cluster
@@ -127,6 +129,33 @@ def _safe(url):
 def is_cluster(client):
     """Whether ``client`` (sync or asyncio) talks to a Redis Cluster."""
     return isinstance(client, (redis.RedisCluster, redis.asyncio.RedisCluster))
+
+
+class _NodePubSub(redis.asyncio.client.PubSub):
+    """A subscription on one node of a cluster, on a pool of its own that closes with it."""
+
+    async def aclose(self):
+        try:
+            await super().aclose()
+        finally:
+            await self.connection_pool.disconnect()
+
+
+async def apubsub(client):
+    """A new PubSub of an asyncio client. On a Redis Cluster, worqr uses plain (not sharded)
+    pub/sub, which every node relays to every other: the subscription goes to one node, picked
+    at random among those the cluster lists now (after a failover or a node change the caller's
+    retry lands on a live one), on a plain connection, so that ``subscribe`` and ``psubscribe``
+    of any channel or pattern work as on one Redis."""
+    if not is_cluster(client):
+        return client.pubsub()
+    await client.nodes_manager.initialize()
+    node = random.choice(client.get_nodes())
+    kwargs = {k: v for k, v in node.connection_kwargs.items() if k not in ("host", "port")}
+    pool = redis.asyncio.ConnectionPool(
+        connection_class=node.connection_class, host=node.host, port=node.port, **kwargs
+    )
+    return _NodePubSub(connection_pool=pool)
 
 
 class Connection:

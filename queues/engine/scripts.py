@@ -277,7 +277,14 @@ async def _arefresh(client):
 
 def run_pipelined(client, calls):
     """Run several scripts in one round trip: ``calls`` is [(name, queue, args)]; returns the
-    replies in order (scripts missing from the server's cache are loaded, then all re-run)."""
+    replies in order (scripts missing from the server's cache are loaded, then all re-run). On a
+    Redis Cluster, one pipeline per master, each holding the calls of the queues it serves."""
+    if is_cluster(client):
+        return _run_pipelined_cluster(client, calls)
+    return _pipelined(client, calls)
+
+
+def _pipelined(client, calls):
     for attempt in (1, 2):
         p = client.pipeline(transaction=False)
         for name, queue, args in calls:
@@ -292,3 +299,27 @@ def run_pipelined(client, calls):
             return replies
         for name in missing:
             client.script_load(load_all()[name].source)
+
+
+def _run_pipelined_cluster(client, calls):
+    """The cluster client refuses scripts in its pipelines: group the calls by the master of
+    their queue's slot and pipeline each group on that node's own client. A group whose slots
+    moved meanwhile (MOVED: a failover) is run call by call through the cluster client, which
+    follows redirections."""
+    by_node = {}
+    for i, (name, queue, _) in enumerate(calls):
+        node = client.get_node_from_key(_keys_and_head(name, queue)[0])
+        by_node.setdefault(node.name, (node, []))[1].append(i)
+    replies = [None] * len(calls)
+    for node, indexes in by_node.values():
+        group = [calls[i] for i in indexes]
+        try:
+            got = _pipelined(client.get_redis_connection(node), group)
+        except ResponseError as exc:
+            if not _is_moved(exc):
+                raise
+            _refresh(client)
+            got = [run(client, name, queue, *args) for name, queue, args in group]
+        for i, reply in zip(indexes, got):
+            replies[i] = reply
+    return replies
