@@ -99,8 +99,10 @@ class Node:
 _DATA = ["--save", "", "--appendonly", "no", "--repl-diskless-sync-delay", "0"]
 
 
-def _replica_online(node):
-    return node.client().info("replication").get("slave0", {}).get("state") == "online"
+def _replica_online(node, count=1):
+    """Whether ``node`` has ``count`` replicas in sync."""
+    info = node.client().info("replication")
+    return sum(1 for i in range(count) if info.get(f"slave{i}", {}).get("state") == "online") >= count
 
 
 class RedisCluster:
@@ -161,14 +163,14 @@ class RedisCluster:
 
 
 class Sentinels:
-    """A master and a replica, watched by 3 Sentinels (quorum 2) as service ``mymaster``."""
+    """A master and a replica (or more), watched by 3 Sentinels (quorum 2) as ``mymaster``."""
 
     SERVICE = "mymaster"
 
-    def __init__(self, sentinels=3):
+    def __init__(self, sentinels=3, replicas=1):
         self.root = tempfile.mkdtemp(prefix="worqr-test-sentinel-")
         self.master = Node(self.root, _DATA)
-        self.replica = Node(self.root, _DATA)
+        self.replicas = [Node(self.root, _DATA) for _ in range(replicas)]
         conf = (
             f"sentinel monitor {self.SERVICE} 127.0.0.1 {self.master.port} 2\n"
             f"sentinel down-after-milliseconds {self.SERVICE} {NODE_TIMEOUT_MS}\n"
@@ -179,7 +181,7 @@ class Sentinels:
 
     @property
     def data_nodes(self):
-        return [self.master, self.replica]
+        return [self.master, *self.replicas]
 
     @property
     def url(self):
@@ -187,13 +189,18 @@ class Sentinels:
 
     def start(self):
         self.master.start()
-        self.replica.args = [*_DATA, "--replicaof", "127.0.0.1", str(self.master.port)]
-        self.replica.start()
-        _wait(lambda: self.replica.client().info("replication")["master_link_status"] == "up", 20, "the replica")
+        for replica in self.replicas:
+            replica.args = [*_DATA, "--replicaof", "127.0.0.1", str(self.master.port)]
+            replica.start()
+        _wait(lambda: _replica_online(self.master, len(self.replicas)), 20, "the replicas")
         for s in self.sentinels:
             s.start()
         self.wait_ready()
         return self
+
+    @property
+    def wanted_replicas(self):
+        return sum(1 for n in self.data_nodes if n.alive) - 1
 
     def current_master(self):
         host, port = self.sentinels[0].client().sentinel_get_master_addr_by_name(self.SERVICE)
@@ -213,9 +220,9 @@ class Sentinels:
             return (
                 master.alive
                 and info["role"] == "master"
-                and _replica_online(master)
+                and _replica_online(master, self.wanted_replicas)
                 and int(state.get("num-other-sentinels", 0)) >= len(self.sentinels) - 1
-                and int(state.get("num-slaves", 0)) >= 1
+                and int(state.get("num-slaves", 0)) >= len(self.replicas)
             )
 
         _wait(ready, timeout, "the Sentinels to agree on a master with a replica")
@@ -230,6 +237,6 @@ class Sentinels:
         node.start()
 
     def stop(self):
-        for n in [*self.sentinels, self.master, self.replica]:
+        for n in [*self.sentinels, *self.data_nodes]:
             n.stop()
         shutil.rmtree(self.root, ignore_errors=True)

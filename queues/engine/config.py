@@ -48,7 +48,7 @@ class Config:
     min_replicas_ack: int = 0
     #: How long such a WAIT may take, in seconds; a write not replicated in time raises
     #: NotReplicated to a producer (the worker logs it and goes on).
-    replicas_ack_timeout: float = 2.0
+    replicas_ack_timeout: float = 1.0
 
     def __post_init__(self):
         if self.heartbeat_interval <= 0 or self.heartbeat_ttl <= 0:
