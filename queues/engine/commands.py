@@ -86,13 +86,16 @@ def _enqueued(reply):
     return Enqueued(bool(reply[0]), int(reply[1]), [i.decode() for i in reply[2:]])
 
 
-def enqueue(queue, items, *, when="", retries="", timeout="", backoff="", lock="", callback="", meta="", trace=""):
+def enqueue(
+    queue, items, *, when="", retries="", timeout="", backoff="", lock="", callback="", meta="", trace="", tags=()
+):
     """Add tasks. ``items``: (id, payload bytes, unique key or '', 'b' if bytes else '').
     ``when``: '' now, '+<ms>' a delay, '@<ms>' a due time (Unix ms). Options are text, '' when
-    not given; ``trace`` is the trace context delivered with the tasks (``tracing``). Returns
-    ``Enqueued``; an id whose task exists already is left as it is."""
+    not given; ``trace`` is the trace context delivered with the tasks (``tracing``); ``tags``
+    (checked by ``keys.check_tags``) go into the queue's tag index. Returns ``Enqueued``; an id
+    whose task exists already is left as it is."""
     flat = [x for item in items for x in item]
-    args = (len(items), when, retries, timeout, backoff, lock, callback, meta, trace, *flat)
+    args = (len(items), when, retries, timeout, backoff, lock, callback, meta, trace, "\n".join(tags), *flat)
     return Call("enqueue", queue, args, _enqueued)
 
 
@@ -251,6 +254,16 @@ def unregister(queue, worker, reason="worker_left"):
 def wake(queue, n):
     """Pass a wake-up on to up to ``n`` idle workers."""
     return Call("wake", queue, (n,), int)
+
+
+def progress(queue, reports):
+    """Record handlers' reports: ``reports`` are (id, lease, fraction or None, message, lines)
+    each. One code per report: OK, or STALE (the task is no longer active under that lease)."""
+    reports, args = list(reports), []
+    for task_id, lease, fraction, message, lines in reports:
+        lines = list(lines)
+        args += [task_id, lease, "" if fraction is None else repr(float(fraction)), message or "", len(lines), *lines]
+    return Call("progress", queue, (len(reports), *args), _codes)
 
 
 # -- managing --------------------------------------------------------------------------------

@@ -81,7 +81,7 @@ class Queue:
         """Run the checked enqueue; returns ``commands.Enqueued`` (ids, and Redis time)."""
         when, opts, items = batches
         items = [((ids[i] if ids is not None else new_task_id(self.name)), *rest) for i, rest in enumerate(items)]
-        names = ("retries", "timeout", "backoff", "lock", "callback", "meta")
+        names = ("retries", "timeout", "backoff", "lock", "callback", "meta", "tags")
         options = dict(zip(names, opts, strict=True))
         if not tracing.enabled(self.connection.config):
             return self._send(when, options, items)
@@ -119,12 +119,14 @@ class Queue:
         unique=False,
         callback=None,
         meta=None,
+        tags=None,
     ):
         """Check everything; returns (when, options, [(payload, unique key, kind)]), or None when
         a handler's lock function puts the payloads under different locks."""
         config = self.connection.config
         when = self._when(delay, eta)
         opts = self._options(retries, timeout, backoff, lock, callback, meta)
+        opts.append(keys.check_tags(tags) if tags is not None else [])
         if unique is not True and unique is not False and not isinstance(unique, str):
             raise InvalidTask(f"unique must be True, False or a key string, not {unique!r}")
         if isinstance(unique, str):
