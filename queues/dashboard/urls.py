@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from .views import actions, overview, queue, schedule_actions, schedules, task, workers
+from .views import actions, overview, queue, schedule_actions, schedules, search, task, workers
 
 app_name = "queues"
 
@@ -18,6 +18,9 @@ urlpatterns = [
     path("q/<str:name>/resume/", actions.queue_resume, name="queue-resume"),
     path("q/<str:name>/purge/", actions.queue_purge, name="queue-purge"),
     path("q/<str:name>/retry-all/", actions.queue_retry_all, name="queue-retry-all"),
+    path("search/", search.search, name="search"),
+    path("search/bulk/", search.bulk_start, name="bulk-start"),
+    path("search/bulk/<str:job>/", search.bulk_status, name="bulk"),
     path("task/", task.lookup, name="lookup"),
     path("task/<str:task_id>/", task.task, name="task"),
     path("task/<str:task_id>/cancel/", actions.task_cancel, name="task-cancel"),

@@ -130,6 +130,8 @@ SCHEDULE_QUEUES = f"{PREFIX}:schedule-queues"
 #: The last GONE_WORKERS_MAX workers gone (a list of JSON objects, newest first; only ever read
 #: and written from Python): ``{"name", "how": "stopped" | "reaped", "at": ms, ...}``.
 GONE_WORKERS = f"{PREFIX}:workers:gone"
+#: A bulk action's progress (a hash; ``bulk_job_key``), kept a day after it ends.
+BULK_PREFIX = f"{PREFIX}:bulk:"
 #: Channel telling workers' schedulers that schedules changed (synced, paused, resumed).
 SCHEDULE_CHANGES = f"{PREFIX}:schedule-changes"
 #: Pattern matching every queue's event channel.
@@ -209,6 +211,11 @@ def tag_key(queue, tag):
 def task_log_key(queue, task_id):
     """``worqr:{<queue>}:log:<id>``: the task's log lines."""
     return subkey(queue, "log", task_id)
+
+
+def bulk_job_key(job_id):
+    """``worqr:bulk:<id>``: a bulk action's progress (written and read from Python only)."""
+    return f"{BULK_PREFIX}{job_id}"
 
 
 def check_tags(tags):

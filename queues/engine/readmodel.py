@@ -511,7 +511,7 @@ def search_total(client, s, queues):
     """How many tasks match ``s`` when counts alone tell (one tag and nothing else but queues,
     or queues and states alone), else None."""
     p = client.pipeline(transaction=False)
-    if len(s.tags) == 1 and not (s.states or s.errors or s.workers or s.words) and s.before_ms is s.after_ms is None:
+    if _tag_only(s):
         for q in queues:
             p.zcard(keys.tag_key(q, s.tags[0]))
         return sum(p.execute())
@@ -535,12 +535,18 @@ def search_total(client, s, queues):
     return total
 
 
-def search(client, text_or_search, cursor=None, scan_limit=10000, page_size=50):
+def _tag_only(s):
+    return len(s.tags) == 1 and not (s.states or s.errors or s.workers or s.words) and s.before_ms is s.after_ms is None
+
+
+def search(client, text_or_search, cursor=None, scan_limit=10000, page_size=50, ids_only=False):
     """Run a search (a text for ``parse_search``, or a ``Search``) for one request: look at
     at most ``scan_limit`` entries (tasks read in pipelines of at most 500), from ``cursor`` (a
     previous page's), and stop early once ``page_size`` tasks matched. Returns a ``SearchPage``
-    whose ``cursor`` goes on where this one stopped ("search further")."""
+    whose ``cursor`` goes on where this one stopped ("search further"). ``ids_only``: its
+    ``tasks`` are ids, and a search by queue and state (or one tag) alone reads no task."""
     s = parse_search(text_or_search) if isinstance(text_or_search, str) else text_or_search
+    blind = ids_only and (s.only_sets or _tag_only(s)) and "waiting" not in s.states
     queues = list(dict.fromkeys(s.queues)) if s.queues else known_queues(client)
     sources = _sources(s, queues)
     index, offset = _parse_cursor(cursor, len(sources))
@@ -548,13 +554,23 @@ def search(client, text_or_search, cursor=None, scan_limit=10000, page_size=50):
     while index < len(sources) and scanned < scan_limit and len(found) < page_size:
         queue, kind, key = sources[index]
         ids, looked, done = _read_source(client, queue, kind, key, offset, min(500, scan_limit - scanned))
+        if blind and kind != "lockwaits":  # every entry matches: no task to read
+            ids = [_decode(i) for i in ids[: page_size - len(found)]]
+            found += ids
+            if len(ids) < looked:
+                looked, done = len(ids), False
+            scanned += looked
+            offset += looked
+            if done:
+                index, offset = index + 1, 0
+            continue
         p = client.pipeline(transaction=False)
         for tid in ids:
             p.hgetall(keys.task_key(queue, _decode(tid)))
         for i, (tid, h) in enumerate(zip(ids, p.execute())):
             t = Task.from_hash(_decode(tid), queue, h)
             if t is not None and _matches(s, t, set(t.tags or ())):
-                found.append(t)
+                found.append(t.id if ids_only else t)
                 if len(found) >= page_size and kind != "lockwaits" and i + 1 < len(ids):
                     looked, done = i + 1, False  # stop right after it: the cursor goes on from there
                     break
