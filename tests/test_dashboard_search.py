@@ -118,3 +118,30 @@ def test_bulk_on_100000_matching_tasks_runs_in_the_background(client, web, opera
     assert slowest < 2.0, f"a page took {slowest:.2f} s during the bulk action"
     (row,) = AuditLog.objects.filter(action="bulk_delete")
     assert f"{n} of {n} deleted" in row.detail
+
+
+def test_worker_page_shows_its_tasks_progress_and_the_gone(client, web, operator, workers):
+    """A worker's page lists its task in process with progress; the workers page lists the gone."""
+    import json
+
+    from queues.engine import keys
+
+    w = workers(["prog"], name="w-page")
+    tid = Queue("prog").enqueue(json.dumps({"steps": 2, "gate": True}))
+    wait_for(lambda: (t := readmodel.task(client, tid)) and t.state == "active", 30, message="the task to start")
+    client.rpush(f"test:gate:{tid}", 1)
+    wait_for(lambda: readmodel.task(client, tid).progress_value == 0.5, 15, message="progress")
+    web.force_login(operator)
+    page = web.get(reverse("queues:worker", args=["w-page"])).content.decode()
+    assert tid in page and 'value="50.0"' in page and "did 1 of 2" in page and " MB" in page
+    task_page = web.get(reverse("queues:task", args=[tid])).content.decode()
+    assert "step 1 of 2" in task_page and 'id="wq-task-progress"' in task_page
+    client.rpush(f"test:gate:{tid}", 1)
+    w.kill()
+    readmodel.remember_gone(client, {"name": "w-old", "how": "stopped", "host": "h", "queues": ["prog"]})
+    listing = web.get(reverse("queues:workers")).content.decode()
+    assert 'data-gone="w-old"' in listing
+    assert "stopped" in web.get(reverse("queues:worker", args=["w-old"])).content.decode()
+    assert web.get(reverse("queues:worker", args=["nobody"])).status_code == 404
+    assert web.get(reverse("queues:worker", args=["bad name"])).status_code == 400
+    assert keys.GONE_WORKERS_MAX == 100

@@ -18,7 +18,11 @@ Queue keys (``QUEUE_KINDS``; the type is in brackets):
 - ``stats``      [hash]  counters: enqueued, completed, failed, failures, retried, cancelled,
                          deleted; ``waiting`` (tasks on lock wait lists) and ``gone`` (entries of
                          ``front``/``pending`` whose task was removed: skipped when reached)
-- ``throughput`` [hash]  per-minute counters ``c<minute>`` / ``f<minute>`` for the last 24 h
+- ``throughput`` [hash]  per-minute counters ``c<minute>`` / ``f<minute>`` for the last 24 h, and
+                         per-hour ones ``C<hour>`` / ``F<hour>`` for the last 7 days
+- ``depth``      [hash]  the queue's depth (tasks waiting to run) sampled once a minute by a
+                         worker's heartbeat: ``m<minute>`` for 24 h, ``h<hour>`` for 7 days
+                         (written from Python only, by ``readmodel.sample_depth``)
 - ``meta``       [hash]  queue settings (``paused``, ``created``, workers' timings)
 - ``workers``    [zset]  workers serving the queue (score: heartbeat deadline, ms)
 - ``idle``       [set]   workers waiting for work on the queue (woken on new work)
@@ -101,6 +105,7 @@ QUEUE_KINDS = (
     "lockheads",
     "results",
     "durations",
+    "depth",
     "leases",
     "schedules",
 )

@@ -284,4 +284,5 @@ class Queue:
         """Delete the queue: every task and key, counters included; running tasks are stopped."""
         while commands.drop(self.name, _BATCH).run(self.client):
             pass
+        self.client.delete(keys.queue_key(self.name, "depth"))  # samples taken from Python
         self.client.srem(keys.KNOWN_QUEUES, self.name)

@@ -593,3 +593,124 @@ def _parse_cursor(cursor, n):
     if not (0 <= index <= n and offset >= 0):
         raise SearchError(f"{cursor!r} is not a search cursor")
     return index, offset
+
+
+# -- history -----------------------------------------------------------------------------------
+
+#: The spans a history shows: (bucket minutes, buckets).
+HISTORY_SPANS = {"1h": (1, 60), "24h": (15, 96), "7d": (60, 168)}
+DEPTH_MINUTES, DEPTH_HOURS = 1440, 168
+
+
+def depth_sample(counts, now_ms):
+    """The fields a depth sample writes (``sample_depth``): its minute and hour, and the depth
+    (tasks waiting to run: pending, waiting for a lock, and delayed)."""
+    return now_ms // 60000, now_ms // 3600000, counts["pending"] + counts["delayed"]
+
+
+def depth_writes(pipe, queue, minute, hour, depth):
+    """Queue on ``pipe`` (sync or asyncio) the commands that record one sample: the first
+    sample of a minute (and of an hour) wins; the samples 24 h (7 days) old go."""
+    key = keys.queue_key(queue, "depth")
+    pipe.hsetnx(key, f"m{minute}", depth)
+    pipe.hsetnx(key, f"h{hour}", depth)
+    pipe.hdel(key, f"m{minute - DEPTH_MINUTES}", f"h{hour - DEPTH_HOURS}")
+    pipe.hlen(key)
+
+
+def sweep_depth(client, queue, minute, hour):
+    """Drop samples left past their age by a gap (no worker for a while): bounded by the cap."""
+    key = keys.queue_key(queue, "depth")
+    old = []
+    for f in client.hkeys(key):
+        f = _decode(f)
+        kind, at = f[:1], int(f[1:]) if f[1:].isdigit() else 0
+        if (
+            (kind == "m" and at <= minute - DEPTH_MINUTES)
+            or (kind == "h" and at <= hour - DEPTH_HOURS)
+            or kind not in "mh"
+        ):
+            old.append(f)
+    if old:
+        client.hdel(key, *old)
+
+
+def sample_depth(client, queue):
+    """Record the depth of ``queue`` now (once a minute at most; a worker's heartbeat calls the
+    asyncio twin of this)."""
+    minute, hour, depth = depth_sample(queue_counts(client, queue), server_ms(client))
+    p = client.pipeline(transaction=False)
+    depth_writes(p, queue, minute, hour, depth)
+    if p.execute()[-1] > DEPTH_MINUTES + DEPTH_HOURS + 8:
+        sweep_depth(client, queue, minute, hour)
+
+
+def history(client, queue, span="1h", now_ms=None):
+    """Throughput, failures and depth of ``queue`` over ``span`` ("1h", "24h" or "7d"), oldest
+    first: {span, bucket_minutes, start_ms, completed: [...], failed: [...], depth: [... or None]}.
+    1 h and 24 h read the per-minute counters (24 h summed by quarter hours), 7 d the hourly
+    ones; depth is the sample at each bucket's start (None where none was taken)."""
+    if span not in HISTORY_SPANS:
+        raise ValueError(f"span must be one of {', '.join(HISTORY_SPANS)}, not {span!r}")
+    width, n = HISTORY_SPANS[span]
+    now_ms = server_ms(client) if now_ms is None else now_ms
+    tkey, dkey = keys.queue_key(queue, "throughput"), keys.queue_key(queue, "depth")
+    if span == "7d":
+        h_now = now_ms // 3600000
+        hours = list(range(h_now - n + 1, h_now + 1))
+        p = client.pipeline(transaction=False)
+        p.hmget(tkey, [f"{k}{h}" for h in hours for k in ("C", "F")])
+        p.hmget(dkey, [f"h{h}" for h in hours])
+        counters, depth = p.execute()
+        completed = [int(counters[2 * i] or 0) for i in range(n)]
+        failed = [int(counters[2 * i + 1] or 0) for i in range(n)]
+        start_ms = hours[0] * 3600000
+    else:
+        m_now = now_ms // 60000
+        first = (m_now // width) * width - (n - 1) * width
+        minutes = list(range(first, first + n * width))
+        p = client.pipeline(transaction=False)
+        p.hmget(tkey, [f"{k}{m}" for m in minutes for k in ("c", "f")])
+        p.hmget(dkey, [f"m{m}" for m in minutes[::width]])
+        counters, depth = p.execute()
+        completed = [sum(int(counters[2 * j] or 0) for j in range(i * width, (i + 1) * width)) for i in range(n)]
+        failed = [sum(int(counters[2 * j + 1] or 0) for j in range(i * width, (i + 1) * width)) for i in range(n)]
+        start_ms = first * 60000
+    return {
+        "span": span,
+        "bucket_minutes": width,
+        "start_ms": start_ms,
+        "completed": completed,
+        "failed": failed,
+        "depth": [None if d is None else int(d) for d in depth],
+    }
+
+
+def duration_percentiles(client, queue, quantiles=(0.5, 0.9, 0.99)):
+    """Run-duration percentiles of ``queue`` (seconds), estimated from the histogram the scripts
+    keep (linear within a bucket; the open last bucket gives its lower bound): {count, mean,
+    p50, p90, p99}, or None before the first run."""
+    found = durations(client, [queue]).get(queue)
+    if not found:
+        return None
+    buckets, total_s = found
+    count = buckets[-1][1]
+    if not count:
+        return None
+    out = {"count": count, "mean": total_s / count}
+    bounds = [0.0, *(_durations.BUCKETS)]
+    for q in quantiles:
+        rank, previous = q * count, 0
+        for i, (_, cumulative) in enumerate(buckets):
+            if cumulative >= rank:
+                low = bounds[i] if i < len(bounds) else bounds[-1]
+                if i >= len(_durations.BUCKETS):  # past the last bound: its lower bound
+                    value = low
+                else:
+                    high = _durations.BUCKETS[i]
+                    inside = cumulative - previous
+                    value = low + (high - low) * ((rank - previous) / inside if inside else 1)
+                out[f"p{round(q * 100):g}"] = value
+                break
+            previous = cumulative
+    return out

@@ -18,7 +18,7 @@ import time
 
 import redis
 
-from .. import commands, keys
+from .. import commands, keys, readmodel, scripts
 from ..backoff import Backoff
 from ..codes import Code
 from ..connection import NETWORK_ERRORS, raise_if_cancelling
@@ -26,6 +26,9 @@ from ..errors import WorkerNameTaken
 from .reporter import default
 
 log = logging.getLogger("worqr.worker")
+
+#: Seconds between two depth samples of a worker (twice a minute: one per minute is kept).
+DEPTH_EVERY = 30.0
 
 
 class Heart:
@@ -35,6 +38,7 @@ class Heart:
         self.last_beat = time.monotonic()
         self.registered_once = False
         self._cpu_mark = (time.monotonic(), _cpu_seconds())
+        self.sampled_at = 0.0  # when the queues' depth was last sampled (monotonic)
 
     @property
     def ttl(self):
@@ -188,6 +192,9 @@ class Heart:
                     reaped_others = reaped_others or dead > 0
                 if reaped_others:
                     await self.note_reaped()
+                if time.monotonic() - self.sampled_at >= DEPTH_EVERY:
+                    self.sampled_at = time.monotonic()
+                    await self.sample_depth()
                 if not reaped:
                     self.last_beat = time.monotonic()
             except NETWORK_ERRORS as exc:
@@ -210,6 +217,21 @@ class Heart:
             p.lpush(keys.GONE_WORKERS, json.dumps(entry))
             p.ltrim(keys.GONE_WORKERS, 0, keys.GONE_WORKERS_MAX - 1)
             await p.execute()
+
+    async def sample_depth(self):
+        """Record each served queue's depth for the dashboard's history (the first sample of a
+        minute wins, whichever worker takes it; ``readmodel.depth_writes``)."""
+        r = self.w.redis
+        seconds, micros = await r.time()
+        now_ms = int(seconds) * 1000 + int(micros) // 1000
+        for q in self.w.queues:
+            counts = readmodel._counts(await scripts.arun(r, "counts", q))
+            minute, hour, depth = readmodel.depth_sample(counts, now_ms)
+            async with r.pipeline(transaction=False) as p:
+                readmodel.depth_writes(p, q, minute, hour, depth)
+                size = (await p.execute())[-1]
+            if size > readmodel.DEPTH_MINUTES + readmodel.DEPTH_HOURS + 8:
+                await asyncio.to_thread(readmodel.sweep_depth, self.w.connection.client, q, minute, hour)
 
     async def note_reaped(self):
         """Workers were reaped: those of the registry whose heartbeat key is gone are remembered
