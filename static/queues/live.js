@@ -82,15 +82,17 @@
 
   async function submit(ev) {
     const form = ev.target;
-    if (form.method.toLowerCase() !== "post") return;
+    if ((form.getAttribute("method") || "").toLowerCase() !== "post") return;
     ev.preventDefault();
     const button = form.querySelector("button");
     if (button) button.disabled = true;
     // Forms sent by the socket carry no CSRF field: the page's token is added (and sent as a header).
-    const body = new URLSearchParams(new FormData(form, ev.submitter || null));
+    const body = new URLSearchParams(new FormData(form));
+    const by = ev.submitter; // the button pressed (a bulk form has one per action)
+    if (by && by.name && !body.has(by.name)) body.append(by.name, by.value);
     if (!body.has("csrfmiddlewaretoken")) body.append("csrfmiddlewaretoken", root.dataset.csrf);
     try {
-      const resp = await fetch(form.action, {
+      const resp = await fetch(form.getAttribute("action"), { // not form.action: a field may be named so
         method: "POST", body, credentials: "same-origin",
         headers: { Accept: "application/json", "X-CSRFToken": root.dataset.csrf },
       });
