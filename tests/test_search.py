@@ -103,3 +103,25 @@ def _failed_tasks(client, queue, n, tags=None):
             queue, "wf", t.id, t.lease, "E", "", retries=0, backoff=0, backoff_max=0, jitter=0, history=5
         ).run(client)
     return ids
+
+
+def test_bulk_engine_cancels_retries_and_deletes_in_batches(client, conn):
+    """bulk.find_ids finds every match across steps; bulk.apply counts only what changed."""
+    from queues.engine import bulk
+
+    q = Queue("s5", conn)
+    pending = q.enqueue_many([f"p{i}" for i in range(1200)], tags=["bulk"])
+    found = bulk.find_ids(client, "tag:bulk", scan_limit=500)
+    assert sorted(found) == sorted(pending)
+    steps = []
+    assert bulk.apply(client, "cancel", found[:700], progress=lambda *a: steps.append(a)) == 700
+    assert steps[-1] == ("acting", 700, 700, 700) and len(steps) == 2  # two batches
+    assert bulk.apply(client, "retry", found[700:]) == 0  # not failed: nothing changes
+    assert bulk.apply(client, "delete", [*found[700:], "s5-0000000000000000"]) == 500
+    assert q.counts()["pending"] == 0 and tag_keys_of(client, "s5") == []
+    with pytest.raises(ValueError):
+        bulk.apply(client, "explode", [])
+
+
+def tag_keys_of(client, queue):
+    return list(client.scan_iter(match=f"worqr:{{{queue}}}:tag:*"))
