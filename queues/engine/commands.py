@@ -106,14 +106,15 @@ def enqueue(
     meta="",
     trace="",
     partition="",
+    tags=(),
 ):
     """Add tasks. ``items``: (id, payload bytes, unique key or '', 'b' if bytes else '').
     ``when``: '' now, '+<ms>' a delay, '@<ms>' a due time (Unix ms). Options are text, '' when
     not given; ``trace`` is the trace context delivered with the tasks (``tracing``);
-    ``partition`` their partition key. Returns ``Enqueued``; an id whose task exists already is
-    left as it is."""
+    ``partition`` their partition key; ``tags`` (checked by ``keys.check_tags``) go into the
+    queue's tag index. Returns ``Enqueued``; an id whose task exists already is left as it is."""
     flat = [x for item in items for x in item]
-    args = (len(items), when, retries, timeout, backoff, lock, callback, meta, trace, partition, *flat)
+    args = (len(items), when, retries, timeout, backoff, lock, callback, meta, trace, partition, "\n".join(tags), *flat)
     return Call("enqueue", queue, args, _enqueued, durable="strict")
 
 
@@ -274,6 +275,16 @@ def unregister(queue, worker, reason="worker_left"):
 def wake(queue, n):
     """Pass a wake-up on to up to ``n`` idle workers."""
     return Call("wake", queue, (n,), int)
+
+
+def progress(queue, reports):
+    """Record handlers' reports: ``reports`` are (id, lease, fraction or None, message, lines)
+    each. One code per report: OK, or STALE (the task is no longer active under that lease)."""
+    reports, args = list(reports), []
+    for task_id, lease, fraction, message, lines in reports:
+        lines = list(lines)
+        args += [task_id, lease, "" if fraction is None else repr(float(fraction)), message or "", len(lines), *lines]
+    return Call("progress", queue, (len(reports), *args), _codes)
 
 
 # -- managing --------------------------------------------------------------------------------

@@ -46,6 +46,7 @@ class ScriptError(RuntimeError):
 def _placeholders():
     values = dict(keys.SUBKEY_KINDS)
     values.update(events=keys.EVENTS, control=keys.CONTROL_PREFIX, duration_bounds=durations.lua_bounds())
+    values.update(task_log_max=str(keys.TASK_LOG_MAX))
     values.update(lua_placeholders())
     return values
 
