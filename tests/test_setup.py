@@ -56,3 +56,16 @@ def test_keys_are_built_with_the_queue_as_hash_tag():
     assert keys.queue_from_task_id("my.queue-0123456789abcdef") == "my.queue"
     assert keys.queue_from_task_id("bad:queue-0123456789abcdef") is None
     assert keys.queue_from_task_id("emails-XYZ") is None
+
+
+def test_every_worqr_check_runs_in_a_worker():
+    """manage.py worker runs only the system checks tagged "worqr" (no URLconf import): every
+    check in queues.checks carries that tag, so a worker never skips one of them."""
+    from django.core.checks.registry import registry
+
+    from queues import checks
+    from queues.management.commands.worker import Command
+
+    ours = [c for c in registry.registered_checks if c.__module__ == checks.__name__]
+    assert len(ours) >= 3 and all("worqr" in c.tags for c in ours)
+    assert Command.requires_system_checks == ["worqr"]

@@ -118,14 +118,20 @@ def enqueue(
     return Call("enqueue", queue, args, _enqueued, durable="strict")
 
 
-#: ``enqueue``'s arguments after n for one task now, with no options (``enqueue_one``).
-_PLAIN = ("",) * 8
+#: ``enqueue``'s arguments after n for one task now, with no options (``enqueue_one``): when,
+#: the six options, trace, partition, tags.
+_PLAIN = ("",) * 10
 
 
 def enqueue_one(client, queue, task_id, payload):
     """``enqueue`` of one task now, with no options, run at once on a synchronous client (the
-    common call, kept short): returns (whether the queue was new, the task's id)."""
-    reply = scripts.run(client, "enqueue", queue, 1, *_PLAIN, task_id, payload, "", "")
+    common call, kept short; as durable as ``enqueue``): returns (whether the queue was new, the
+    task's id)."""
+    try:
+        reply = scripts.run(client, "enqueue", queue, 1, *_PLAIN, task_id, payload, "", "", durable="strict")
+    except NotReplicated as exc:
+        exc.reply = _enqueued(exc.reply)
+        raise
     return reply[0] == 1, reply[2].decode()
 
 
