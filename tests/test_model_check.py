@@ -51,6 +51,7 @@ class Driver:
         self.log = []
         self.delivered = []  # (worker, id, lease) of every delivery: reports of old ones are stale
         self.seen = {}  # operation name -> times it changed something
+        self.used_ids = []  # ids enqueued with remember (the outbox's), some pushed again
 
     # -- messages on the workers' control channels ------------------------------------------
 
@@ -89,17 +90,28 @@ class Driver:
         unique = rng.choice((None,) * 6 + ("u1", "u2"))
         delayed = rng.random() < 0.1
         retries = rng.choice((0, 0, 1))
+        remember = rng.random() < 0.3  # the outbox's pushes: idempotent by id
         ids = [f"{Q}-{rng.getrandbits(64):016x}" for _ in range(n)]
+        if self.used_ids and rng.random() < 0.3:  # a second push of an id (its task may be gone)
+            ids[0], remember = rng.choice(self.used_ids), True
+        if remember:
+            self.used_ids += ids
         items = [(i, b"p", unique or "", "") for i in ids]
         reply, expected = self.run(
             lambda: commands.enqueue(
-                Q, items, when="+3600000" if delayed else "", retries=str(retries), backoff=str(LONG), lock=lock or ""
+                Q,
+                items,
+                when="+3600000" if delayed else "",
+                retries=str(retries),
+                backoff=str(LONG),
+                lock=lock or "",
+                remember=LONG if remember else 0,
             ).run(self.client),
-            lambda handed: m.enqueue(ids, lock, unique, delayed, retries, handed),
+            lambda handed: m.enqueue(ids, lock, unique, delayed, retries, handed, remember),
         )
         assert reply.ids == expected
         self.delivered += [(w, i, lease) for w, i, lease in self.handed]
-        self.log.append(("enqueue", ids, lock, unique, delayed))
+        self.log.append(("enqueue", ids, lock, unique, delayed, remember))
 
     def _acks(self, worker):
         mine = self.m.active_of(worker)

@@ -10,6 +10,7 @@ from .errors import (
     InvalidTask,
     NoHandler,
     PayloadTooLarge,
+    RedisUnavailable,
     RetryLater,
     StaleLease,
     TaskNotFound,
@@ -40,6 +41,7 @@ __all__ = [
     "StaleLease",
     "WorkerLost",
     "NoHandler",
+    "RedisUnavailable",
     "RetryLater",
     "WorkerCrashed",
 ]

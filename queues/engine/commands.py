@@ -86,13 +86,17 @@ def _enqueued(reply):
     return Enqueued(bool(reply[0]), int(reply[1]), [i.decode() for i in reply[2:]])
 
 
-def enqueue(queue, items, *, when="", retries="", timeout="", backoff="", lock="", callback="", meta="", trace=""):
+def enqueue(
+    queue, items, *, when="", retries="", timeout="", backoff="", lock="", callback="", meta="", trace="", remember=0
+):
     """Add tasks. ``items``: (id, payload bytes, unique key or '', 'b' if bytes else '').
     ``when``: '' now, '+<ms>' a delay, '@<ms>' a due time (Unix ms). Options are text, '' when
     not given; ``trace`` is the trace context delivered with the tasks (``tracing``). Returns
-    ``Enqueued``; an id whose task exists already is left as it is."""
+    ``Enqueued``; an id whose task exists already is left as it is. ``remember`` (seconds, 0 for
+    not): the ids are remembered that long, and enqueueing one again meanwhile is a no-op even
+    once its task finished (how the outbox's pushes are idempotent)."""
     flat = [x for item in items for x in item]
-    args = (len(items), when, retries, timeout, backoff, lock, callback, meta, trace, *flat)
+    args = (len(items), when, retries, timeout, backoff, lock, callback, meta, trace, _ms(remember), *flat)
     return Call("enqueue", queue, args, _enqueued)
 
 

@@ -43,6 +43,12 @@ class Config:
     #: Make OpenTelemetry spans (``engine.tracing``) when ``opentelemetry-api`` is importable; the
     #: application's SDK decides what is recorded and where it goes.
     opentelemetry: bool = True
+    #: How long ``Queue.enqueue`` retries while Redis is unreachable before raising
+    #: RedisUnavailable: rides out a Redis restart or failover, yet a web request never hangs.
+    enqueue_retry_for: float = 2.0
+    #: How long ids enqueued from the outbox are remembered, so that pushing one again is a no-op
+    #: even after its task finished (1 h: far past any relay delay; costs ~100 bytes per id).
+    enqueue_dedup_for: float = 3600.0
 
     def __post_init__(self):
         if self.heartbeat_interval <= 0 or self.heartbeat_ttl <= 0:
@@ -57,6 +63,10 @@ class Config:
             raise ConfigurationError("MAX_PAYLOAD_BYTES and FAILURE_HISTORY must be positive")
         if self.retries < 0 or self.backoff < 0 or self.backoff_max < 0 or self.timeout_grace < 0:
             raise ConfigurationError("RETRIES, BACKOFF, BACKOFF_MAX and TIMEOUT_GRACE must be >= 0")
+        if not 0 <= self.enqueue_retry_for <= 300 or not 60 <= self.enqueue_dedup_for <= 7 * 86400:
+            raise ConfigurationError(
+                "ENQUEUE_RETRY_FOR must be between 0 and 300 s and ENQUEUE_DEDUP_FOR between 60 s and 7 days"
+            )
         if not 0 <= self.kill_grace <= 3600:
             raise ConfigurationError("KILL_GRACE must be between 0 and 3600 seconds")
 

@@ -55,7 +55,15 @@ class Connection:
     @property
     def client(self):
         if self._client is None:
-            self._client = redis.Redis.from_url(self.url, health_check_interval=30, **self._tcp_options())
+            # Timeouts, so that no call (an enqueue from a web request above all) waits for ever on
+            # a Redis that is stopped or cut off: it fails, and the caller retries or reports it.
+            self._client = redis.Redis.from_url(
+                self.url,
+                health_check_interval=30,
+                socket_connect_timeout=2.0,
+                socket_timeout=10.0,
+                **self._tcp_options(),
+            )
         return self._client
 
     def async_client(self, max_connections=None):

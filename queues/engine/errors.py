@@ -16,7 +16,8 @@ WorqrError
 ├── WorkerNameTaken           a live worker already runs under that name
 ├── NoHandler                 a worker was asked to serve a queue with no handler
 ├── WorkerCrashed             an isolated handler's process died by itself (a failed attempt)
-└── RetryLater                raised by a handler: run again later, no attempt used
+├── RetryLater                raised by a handler: run again later, no attempt used
+└── RedisUnavailable          Redis unreachable for ENQUEUE_RETRY_FOR: the enqueue added nothing
 """
 
 
@@ -97,3 +98,8 @@ class RetryLater(WorqrError):
     def __init__(self, seconds, message="retry later"):
         super().__init__(message)
         self.seconds = float(seconds)
+
+
+class RedisUnavailable(WorqrError):
+    """``Queue.enqueue`` could not reach Redis within ``WORQR["ENQUEUE_RETRY_FOR"]`` seconds of
+    retries: the tasks were not added (``durable=True`` keeps them in the outbox instead)."""

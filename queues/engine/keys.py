@@ -33,6 +33,10 @@ Queue keys (``QUEUE_KINDS``; the type is in brackets):
                          ``le:+Inf`` holds the rest), ``count`` and ``sum`` (seconds)
 - ``schedules``  [zset]  the periodic tasks (schedules) whose runs go to this queue (score: the
                          next run, ms; ``+inf`` while paused or disabled)
+- ``seen``       [zset]  ids enqueued by id with ``remember`` (the outbox's pushes; score: when,
+                         ms), kept for ``WORQR["ENQUEUE_DEDUP_FOR"]``: enqueueing one of them
+                         again is a no-op even after its task finished (kept by ``drop``, like
+                         ``leases``, so a task is never run twice because it was pushed twice)
 
 Keys built inside a script from the queue's prefix and a kind below (``SUBKEY_KINDS``):
 
@@ -89,6 +93,7 @@ QUEUE_KINDS = (
     "durations",
     "leases",
     "schedules",
+    "seen",
 )
 
 #: Kinds of the keys a script builds from the queue's prefix: ``<prefix><kind>:<suffix>``.

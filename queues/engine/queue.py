@@ -3,12 +3,13 @@
 import hashlib
 import math
 import os
+import time
 from datetime import UTC, datetime
 
 from . import commands, keys, readmodel, tracing
 from .codes import Code
-from .connection import get_default
-from .errors import InvalidInput, InvalidTask, PayloadTooLarge
+from .connection import NETWORK_ERRORS, get_default
+from .errors import InvalidInput, InvalidTask, PayloadTooLarge, RedisUnavailable
 from .registry import get_handler
 from .task import Task
 
@@ -64,7 +65,13 @@ class Queue:
         they take while running; ``unique=True`` derives a unique key from each payload (or pass
         the key as a string): while a task with that key is pending or running, enqueueing
         returns its id; ``callback`` (a URL) and ``meta`` (text) are kept with the task.
-        ``ids`` gives the tasks' ids (made with ``new_task_id``) instead of fresh ones.
+        ``ids`` gives the tasks' ids (made with ``new_task_id``) instead of fresh ones; an id
+        already enqueued (even if its task has finished since, within ``ENQUEUE_DEDUP_FOR``) is
+        then not enqueued again.
+
+        Redis unreachable: retried for ``WORQR["ENQUEUE_RETRY_FOR"]`` seconds (2 by default),
+        then ``RedisUnavailable`` is raised (the tasks of that call not acknowledged by Redis
+        were not added). A retry after an unanswered call cannot add a task twice.
         """
         payloads = list(payloads)
         if ids is not None:
@@ -77,24 +84,45 @@ class Queue:
             return [self.enqueue_many([p], ids=None if i is None else [i], **options)[0] for p, i in zip(payloads, ids)]
         return self._enqueue(batches, ids).ids
 
-    def _enqueue(self, batches, ids=None):
-        """Run the checked enqueue; returns ``commands.Enqueued`` (ids, and Redis time)."""
+    def _enqueue(self, batches, ids=None, *, retry_for=None, remember=None):
+        """Run the checked enqueue; returns ``commands.Enqueued`` (ids, and Redis time). Given
+        ``ids`` are remembered (see ``enqueue_many``) unless ``remember=False``; ``retry_for``
+        overrides the setting."""
         when, opts, items = batches
         items = [((ids[i] if ids is not None else new_task_id(self.name)), *rest) for i, rest in enumerate(items)]
         names = ("retries", "timeout", "backoff", "lock", "callback", "meta")
         options = dict(zip(names, opts, strict=True))
+        remember = ids is not None if remember is None else remember
         if not tracing.enabled(self.connection.config):
-            return self._send(when, options, items)
+            return self._send(when, options, items, remember=remember, retry_for=retry_for)
         with tracing.enqueue_span(self.name, len(items)) as (span, trace):
-            enqueued = self._send(when, options, items, trace)
+            enqueued = self._send(when, options, items, trace, remember=remember, retry_for=retry_for)
             tracing.enqueued(span, enqueued.ids)
             return enqueued
 
-    def _send(self, when, options, items, trace=""):
+    def _send(self, when, options, items, trace="", *, remember=False, retry_for=None):
         out, now, new = [], 0, False
+        config = self.connection.config
+        deadline = time.monotonic() + (config.enqueue_retry_for if retry_for is None else retry_for)
         for start in range(0, len(items), _BATCH):
             batch = items[start : start + _BATCH]
-            reply = commands.enqueue(self.name, batch, when=when, trace=trace, **options).run(self.client)
+            pause, attempt = 0.05, 0
+            while True:
+                # A retry remembers the ids: had the lost call been applied, this one adds nothing.
+                keep = config.enqueue_dedup_for if remember or attempt else 0
+                call = commands.enqueue(self.name, batch, when=when, trace=trace, remember=keep, **options)
+                try:
+                    reply = call.run(self.client)
+                    break
+                except NETWORK_ERRORS as exc:
+                    if time.monotonic() + pause > deadline:
+                        raise RedisUnavailable(
+                            f"queue {self.name}: Redis unreachable, gave up after retrying for "
+                            f"{config.enqueue_retry_for:g} s (WORQR['ENQUEUE_RETRY_FOR']): {exc}; "
+                            f"{len(items) - start} of {len(items)} tasks not added"
+                        ) from exc
+                    time.sleep(pause)
+                    pause, attempt = min(pause * 2, 0.5), attempt + 1
             new = new or reply.is_new_queue
             out += reply.ids
             now = reply.now_ms
