@@ -9,6 +9,8 @@ import threading
 
 import redis
 import redis.asyncio
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from .config import Config
 from .errors import ConfigurationError
@@ -45,6 +47,7 @@ class Connection:
         self._url = url
         self.config = config or Config(redis_url=url if isinstance(url, str) else "")
         self._client = None
+        self._enqueue_client = None
 
     @property
     def url(self):
@@ -55,16 +58,23 @@ class Connection:
     @property
     def client(self):
         if self._client is None:
-            # Timeouts, so that no call (an enqueue from a web request above all) waits for ever on
-            # a Redis that is stopped or cut off: it fails, and the caller retries or reports it.
-            self._client = redis.Redis.from_url(
+            self._client = redis.Redis.from_url(self.url, health_check_interval=30, **self._tcp_options())
+        return self._client
+
+    @property
+    def enqueue_client(self):
+        """The client enqueues run on: one attempt per call (``Queue`` retries, for at most
+        ``ENQUEUE_RETRY_FOR``) and timeouts, so an enqueue from a web request never hangs on a
+        Redis that is down, stopped or cut off."""
+        if self._enqueue_client is None:
+            self._enqueue_client = redis.Redis.from_url(
                 self.url,
-                health_check_interval=30,
-                socket_connect_timeout=2.0,
-                socket_timeout=10.0,
+                socket_connect_timeout=1.0,
+                socket_timeout=5.0,
+                retry=Retry(NoBackoff(), 0),
                 **self._tcp_options(),
             )
-        return self._client
+        return self._enqueue_client
 
     def async_client(self, max_connections=None):
         """A new asyncio client (one per event loop). Its pool makes callers wait for a free
@@ -78,9 +88,10 @@ class Connection:
         return {} if self.url.startswith("unix:") else {"socket_keepalive": True}
 
     def close(self):
-        if self._client is not None:
-            self._client.close()
-            self._client = None
+        for client in (self._client, self._enqueue_client):
+            if client is not None:
+                client.close()
+        self._client = self._enqueue_client = None
 
 
 def configure(config, url=None):

@@ -112,7 +112,7 @@ class Queue:
                 keep = config.enqueue_dedup_for if remember or attempt else 0
                 call = commands.enqueue(self.name, batch, when=when, trace=trace, remember=keep, **options)
                 try:
-                    reply = call.run(self.client)
+                    reply = call.run(self.connection.enqueue_client)
                     break
                 except NETWORK_ERRORS as exc:
                     if time.monotonic() + pause > deadline:
