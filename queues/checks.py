@@ -23,10 +23,11 @@ def _check_django_side_settings():
 
     from .conf import log_format, setting
     from .engine import tracing
+    from .outbox import databases
     from .webhooks import allowed_hosts, callback_timeout
 
     errors = []
-    for check in (allowed_hosts, callback_timeout, log_format):
+    for check in (allowed_hosts, callback_timeout, log_format, databases):
         try:
             check()
         except ImproperlyConfigured as exc:

@@ -16,7 +16,14 @@ def var_dir():
 def build_config():
     """The engine Config from ``settings.WORQR``; raises ConfigurationError when it is bad."""
     raw = dict(getattr(settings, "WORQR", {}) or {})
-    for django_only in ("CALLBACK_ALLOWED_HOSTS", "CALLBACK_TIMEOUT", "TASKS_ON_COMMIT", "SCHEDULES", "LOG_FORMAT"):
+    for django_only in (
+        "CALLBACK_ALLOWED_HOSTS",
+        "CALLBACK_TIMEOUT",
+        "TASKS_ON_COMMIT",
+        "SCHEDULES",
+        "LOG_FORMAT",
+        "OUTBOX_DATABASES",
+    ):
         raw.pop(django_only, None)
     return Config.from_mapping(raw)
 

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 from django.db import DatabaseError, connections
 from django.utils import timezone
 
@@ -159,8 +160,16 @@ def stats(using="default"):
 
 
 def databases():
-    """The database aliases the relay watches: every configured one."""
-    return list(settings.DATABASES)
+    """The database aliases the relay watches: ``WORQR["OUTBOX_DATABASES"]``, by default every
+    configured one. Raises ImproperlyConfigured for an unknown alias."""
+    from .conf import setting
+
+    aliases = setting("OUTBOX_DATABASES", None)
+    if aliases is None:
+        return list(settings.DATABASES)
+    if isinstance(aliases, str) or not all(a in settings.DATABASES for a in aliases):
+        raise ImproperlyConfigured(f"WORQR['OUTBOX_DATABASES'] must be a list of aliases of DATABASES, not {aliases!r}")
+    return list(aliases)
 
 
 class Relay:

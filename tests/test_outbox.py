@@ -164,3 +164,72 @@ def test_durable_enqueues_while_redis_is_stopped_all_run_once(client, redis_serv
     assert relayed_in < 2.5, relayed_in
     wait_for(lambda: len(records(client, "t2")) >= 100, 60, message="100 runs")
     assert Counter(r["id"] for r in records(client, "t2")) == Counter(ids)
+
+
+# -- PostgreSQL (the alias "pg" of tests/settings.py) -------------------------------------------
+
+
+def _postgres_up():
+    import socket
+
+    from django.conf import settings
+
+    if "pg" not in settings.DATABASES:
+        return False
+    try:
+        socket.create_connection((settings.DATABASES["pg"]["HOST"], int(settings.DATABASES["pg"]["PORT"])), 1).close()
+        return True
+    except OSError:
+        return False
+
+
+on_postgres = [
+    pytest.mark.skipif(not _postgres_up(), reason="no PostgreSQL server (tests/settings.py, alias pg)"),
+    pytest.mark.django_db(transaction=True, databases=["default", "pg"]),
+]
+
+
+@on_postgres[0]
+@on_postgres[1]
+def test_on_postgresql_commit_rollback_and_relay():
+    """On PostgreSQL: commit pushes and removes the row, rollbacks leave nothing, a durable row
+    written with Redis unreachable is relayed, and the stats read the table."""
+    q = Queue("ob-pg")
+    with transaction.atomic(using="pg"):
+        kept = q.enqueue("kept", on_commit=True, using="pg")
+        with pytest.raises(Rollback), transaction.atomic(using="pg"):
+            q.enqueue("dropped", on_commit=True, using="pg")
+            raise Rollback
+        assert OutboxTask.objects.using("pg").count() == 1
+    with pytest.raises(Rollback), transaction.atomic(using="pg"):
+        q.enqueue("gone", on_commit=True, using="pg")
+        raise Rollback
+    assert OutboxTask.objects.using("pg").count() == 0 and q.counts()["enqueued"] == 1 and q.get(kept)
+    late = dead_queue("ob-pg").enqueue("late", durable=True, using="pg")
+    assert outbox_mod.stats("pg")[0] == 1 and outbox_mod.stats("pg")[1] >= 0
+    assert outbox_mod.relay_once("pg", min_age=0) == 1 and q.get(late).payload == "late"
+    assert outbox_mod.stats("pg") == (0, None)
+
+
+DIES_AFTER_COMMIT_PG = (
+    DIES_AFTER_COMMIT.replace("transaction.atomic()", 'transaction.atomic(using="pg")')
+    .replace("on_commit=True)", 'on_commit=True, using="pg")')
+    .replace("os._exit(0))", 'os._exit(0), using="pg")')
+)
+
+
+@on_postgres[0]
+@on_postgres[1]
+def test_on_postgresql_a_producer_dying_after_commit_loses_nothing(client, workers):
+    """On PostgreSQL: the producer dies after the commit; a worker's relay pushes the row and the
+    task runs exactly once."""
+    env = dict(os.environ, DJANGO_SETTINGS_MODULE="tests.settings")
+    script = DIES_AFTER_COMMIT_PG
+    out = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, timeout=60)
+    assert out.returncode == 0, out.stderr.decode()
+    task_id = out.stdout.decode().strip()
+    assert OutboxTask.objects.using("pg").filter(task_id=task_id).exists()
+    workers(["t1"], env={"WORQR_TEST_OUTBOX_DATABASES": "default,pg"})
+    wait_for(lambda: records(client, "t1"), 30, message="the task to run")
+    wait_for(lambda: not OutboxTask.objects.using("pg").exists(), 10, message="the row to be removed")
+    assert [r["id"] for r in records(client, "t1")] == [task_id]
