@@ -159,6 +159,21 @@ def stats(using="default"):
     return count, age
 
 
+def summary():
+    """The outbox over every database the relay watches: {"size": rows, "oldest_age": seconds
+    or None, "unreadable": aliases whose table could not be read} (dashboard and /metrics)."""
+    size, oldest, unreadable = 0, None, []
+    for alias in databases():
+        count, age = stats(alias)
+        if count is None:
+            unreadable.append(alias)
+            continue
+        size += count
+        if age is not None and (oldest is None or age > oldest):
+            oldest = age
+    return {"size": size, "oldest_age": oldest, "unreadable": unreadable}
+
+
 def databases():
     """The database aliases the relay watches: ``WORQR["OUTBOX_DATABASES"]``, by default every
     configured one. Raises ImproperlyConfigured for an unknown alias."""

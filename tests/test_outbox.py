@@ -7,9 +7,11 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from datetime import timedelta
 
 import pytest
 from django.db import transaction
+from django.utils import timezone
 
 from queues import Queue, RedisUnavailable
 from queues import outbox as outbox_mod
@@ -124,6 +126,7 @@ DIES_AFTER_COMMIT = """
 import os, sys, django
 django.setup()
 from django.db import transaction
+from django.utils import timezone
 from queues import Queue
 with transaction.atomic():
     transaction.on_commit(lambda: os._exit(0))  # runs first: the process dies before the push
@@ -233,3 +236,26 @@ def test_on_postgresql_a_producer_dying_after_commit_loses_nothing(client, worke
     wait_for(lambda: records(client, "t1"), 30, message="the task to run")
     wait_for(lambda: not OutboxTask.objects.using("pg").exists(), 10, message="the row to be removed")
     assert [r["id"] for r in records(client, "t1")] == [task_id]
+
+
+def test_outbox_size_and_age_on_the_overview_and_in_metrics():
+    """Rows left in the outbox show on the dashboard overview and as /metrics gauges."""
+    from django.contrib.auth.models import User
+    from django.test import Client
+    from prometheus_client.parser import text_string_to_metric_families
+
+    User.objects.create_superuser("root", password="pw")
+    web = Client()
+    assert web.login(username="root", password="pw")
+    dead_queue("ob-seen").enqueue_many(["a", "b", "c"], durable=True)
+    OutboxTask.objects.update(created=timezone.now() - timedelta(seconds=90))
+    page = web.get("/queues/").content.decode()
+    assert "in the outbox, oldest 9" in page and '<span class="wq-n">3</span><span>in the outbox' in page
+    text = web.get("/metrics").content.decode()
+    samples = {s.name: s.value for f in text_string_to_metric_families(text) for s in f.samples}
+    assert samples["worqr_outbox_size"] == 3 and 90 <= samples["worqr_outbox_oldest_age_seconds"] < 120
+    assert outbox_mod.relay_once() == 3
+    samples = {
+        s.name: s.value for f in text_string_to_metric_families(web.get("/metrics").content.decode()) for s in f.samples
+    }
+    assert samples["worqr_outbox_size"] == 0 and samples["worqr_outbox_oldest_age_seconds"] == 0
