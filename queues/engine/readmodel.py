@@ -276,3 +276,11 @@ def task_states(client, task_ids):
     for task_id in ids:
         p.hget(keys.task_key(keys.queue_from_task_id(task_id), task_id), "s")
     return {task_id: _decode(state) for task_id, state in zip(ids, p.execute() if ids else [])}
+
+
+def in_flight(client, queue, worker=None, limit=10000):
+    """Ids of the tasks of ``queue`` in process: those ``worker`` holds, or (None) all the active
+    ones, at most ``limit`` (the chaos soak's record of what a fault strands)."""
+    if worker is not None:
+        return [_decode(i) for i in client.srandmember(keys.worker_tasks_key(queue, worker), limit)]
+    return [_decode(i) for i in client.zrange(keys.queue_key(queue, "active"), 0, limit - 1)]
