@@ -41,6 +41,9 @@ log = logging.getLogger("worqr.outbox")
 RELAY_INTERVAL = 0.5
 #: Rows younger than this (seconds) are left to the producer that wrote them (its fast path).
 RELAY_MIN_AGE = 1.0
+#: How long a push retries (seconds): enough for a new connection after one was cut, short
+#: enough not to hold up the request whose commit it follows (the relay takes over).
+PUSH_RETRY_FOR = 0.5
 #: Rows the relay pushes per round (one enqueue script call per queue and options among them).
 RELAY_BATCH = 500
 
@@ -99,7 +102,7 @@ def store(using, queue_name, items):
 
 
 def push(queue, items, using):
-    """Push entries of one queue to Redis (one attempt), then delete their rows. Returns the last
+    """Push entries of one queue to Redis (retrying for ``PUSH_RETRY_FOR``), then delete their rows. Returns the last
     ``commands.Enqueued``; raises RedisUnavailable (rows kept for the relay)."""
     from .models import OutboxTask
 
@@ -107,7 +110,7 @@ def push(queue, items, using):
     for group in _groups(items):
         when, opts = group[0].when, list(group[0].options)
         batch = (when, opts, [(e.payload, e.unique, e.kind) for e in group])
-        enqueued = queue._enqueue(batch, [e.task_id for e in group], retry_for=0)
+        enqueued = queue._enqueue(batch, [e.task_id for e in group], retry_for=PUSH_RETRY_FOR)
     ids = [e.task_id for e in items]
     try:
         for start in range(0, len(ids), 500):

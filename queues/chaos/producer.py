@@ -30,14 +30,17 @@ def ledger_count(using):
         return cur.fetchone()[0]
 
 
-def produce(target, batch, sleep_ms, using="default"):
-    """Commit batches until the ledger has ``target`` ids; returns 0."""
+def produce(target, batch, sleep_ms, using="default", rate=None):
+    """Commit batches until the ledger has ``target`` ids, at ``rate`` tasks/s at most; returns 0."""
     from ..transactions import Queue
 
     signal.signal(signal.SIGUSR1, _ask_to_die)
     queue = Queue(QUEUE)
     rng = random.Random()
+    started, made = time.monotonic(), 0
     while True:
+        if rate:
+            time.sleep(max(0.0, started + made / rate - time.monotonic()))
         try:
             left = target - ledger_count(using)
             if left <= 0:
@@ -53,5 +56,6 @@ def produce(target, batch, sleep_ms, using="default"):
                     path = os.path.join(os.environ["WORQR_CHAOS_DIR"], f"stranded-{os.getpid()}.ids")
                     with open(path, "w") as f:
                         f.write("\n".join(ids))
+            made += n
         except OperationalError:  # SQLite busy: another process writes; try the batch again
             time.sleep(0.05)

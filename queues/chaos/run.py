@@ -71,6 +71,7 @@ class Fault:
     in_flight: list = field(default_factory=list)  # ids in process when it struck
     stranded: list = field(default_factory=list)  # ids committed but not pushed (a producer's)
     detail: str = ""
+    pid: int | None = None  # the worker it struck (kill, stop)
     duplicates: int = 0
     recovery: float | None = None
 
@@ -130,6 +131,7 @@ class Chaos:
         producers=2,
         batch=50,
         sleep_ms=10,
+        rate=None,
         appendfsync="always",
         faults=FAULTS,
         gap=(0.5, 2.0),
@@ -143,6 +145,7 @@ class Chaos:
     ):
         self.n, self.k, self.concurrency, self.p = tasks, workers, concurrency, producers
         self.batch, self.sleep_ms, self.appendfsync = batch, sleep_ms, appendfsync
+        self.rate = rate  # tasks/s over all producers (None: as fast as they can)
         self.kinds, self.gap, self.min_faults = tuple(faults), gap, min_faults
         self.drain_timeout, self.ttl, self.database = drain_timeout, heartbeat_ttl, database
         self.rng = random.Random(seed)
@@ -156,6 +159,7 @@ class Chaos:
         self.generation = 0
         self.runs = defaultdict(list)  # id -> [(start, end, pid)]
         self._offsets = {}
+        self._bag = []
 
     # -- processes ---------------------------------------------------------------------------
 
@@ -210,6 +214,7 @@ class Chaos:
                 str(self.sleep_ms),
                 "--database",
                 self.database,
+                *(["--rate", str(self.rate / self.p)] if self.rate else []),
             ],
             f"{name}.log",
         )
@@ -279,7 +284,7 @@ class Chaos:
         if kind in ("kill", "stop"):
             name = self.rng.choice(sorted(self.workers))
             proc = self.workers[name]
-            fault.in_flight, fault.detail = self._in_flight(name), name
+            fault.in_flight, fault.detail, fault.pid = self._in_flight(name), name, proc.pid
             if kind == "kill":
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait(10)
@@ -329,6 +334,18 @@ class Chaos:
         fault.lifted = time.time()
         self.faults.append(fault)
         return fault
+
+    def _next_kind(self):
+        """Every kind once per round, in a random order (so a short run has each of them); a
+        producer fault when no producer is left is passed over."""
+        for _ in range(2 * len(self.kinds)):
+            if not self._bag:
+                self._bag = list(self.kinds)
+                self.rng.shuffle(self._bag)
+            kind = self._bag.pop()
+            if kind != "producer" or self.producers:
+                return kind
+        return self.rng.choice([k for k in self.kinds if k != "producer"] or ["kill"])
 
     # -- the run -----------------------------------------------------------------------------
 
@@ -384,8 +401,7 @@ class Chaos:
             if faults_over is None and (stalled or (done and len(self.faults) >= self.min_faults)):
                 faults_over = time.time()
             if faults_over is None and time.time() >= next_fault:
-                kinds = [k for k in self.kinds if k != "producer" or self.producers]
-                fault = self.strike(self.rng.choice(kinds)) if kinds else None
+                fault = self.strike(self._next_kind())
                 if fault is not None:
                     self.out(f"  fault {len(self.faults):3d}: {fault.kind:8s} {fault.detail}")
                 next_fault = time.time() + self.rng.uniform(*self.gap)
@@ -412,6 +428,14 @@ class Chaos:
         unknown = sorted(set(runs) - committed)
         # Each extra run of a task goes to the last fault before it started that had the task in
         # flight (or, failing that, the last fault before it: an unexplained duplicate).
+        # In flight at a fault: what Redis said was (the worker's, or all) at its start, and the
+        # runs (of that worker) going on while it lasted, or until a heartbeat TTL after.
+        for f in self.faults:
+            held = set(f.in_flight)
+            for task_id, rs in runs.items():
+                if any(s <= f.lifted + self.ttl and e >= f.at and (f.pid is None or pid == f.pid) for s, e, pid in rs):
+                    held.add(task_id)
+            f.in_flight = sorted(held) if f.kind != "producer" else []
         unexplained = 0
         for task_id, rs in runs.items():
             rs.sort()

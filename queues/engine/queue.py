@@ -103,7 +103,8 @@ class Queue:
     def _send(self, when, options, items, trace="", *, remember=False, retry_for=None):
         out, now, new = [], 0, False
         config = self.connection.config
-        deadline = time.monotonic() + (config.enqueue_retry_for if retry_for is None else retry_for)
+        retry_for = config.enqueue_retry_for if retry_for is None else retry_for
+        deadline = time.monotonic() + retry_for
         for start in range(0, len(items), _BATCH):
             batch = items[start : start + _BATCH]
             pause, attempt = 0.05, 0
@@ -118,7 +119,7 @@ class Queue:
                     if time.monotonic() + pause > deadline:
                         raise RedisUnavailable(
                             f"queue {self.name}: Redis unreachable, gave up after retrying for "
-                            f"{config.enqueue_retry_for:g} s (WORQR['ENQUEUE_RETRY_FOR']): {exc}; "
+                            f"{retry_for:g} s (WORQR['ENQUEUE_RETRY_FOR']): {exc}; "
                             f"{len(items) - start} of {len(items)} tasks not added"
                         ) from exc
                     time.sleep(pause)

@@ -54,6 +54,7 @@ class Command(BaseCommand):
         parser.add_argument("--producers", type=_positive(int), default=2, help="producer processes (default 2)")
         parser.add_argument("--batch", type=_positive(int), default=50, help="tasks per transaction (default 50)")
         parser.add_argument("--sleep-ms", type=int, default=10, help="each task sleeps 0 to this many ms (default 10)")
+        parser.add_argument("--rate", type=_positive(float), help="tasks committed per second at most (all producers)")
         parser.add_argument(
             "--appendfsync", choices=["always", "everysec"], default="always", help="Redis AOF fsync (default always)"
         )
@@ -77,7 +78,7 @@ class Command(BaseCommand):
         if o["produce"]:
             from queues.chaos.producer import produce
 
-            raise SystemExit(produce(o["tasks"], o["batch"], o["sleep_ms"], o["database"]))
+            raise SystemExit(produce(o["tasks"], o["batch"], o["sleep_ms"], o["database"], o["rate"]))
         chaos = Chaos(
             tasks=o["tasks"],
             workers=o["workers"],
@@ -85,6 +86,7 @@ class Command(BaseCommand):
             producers=o["producers"],
             batch=o["batch"],
             sleep_ms=o["sleep_ms"],
+            rate=o["rate"],
             appendfsync=o["appendfsync"],
             faults=o["faults"],
             gap=o["gap"],
