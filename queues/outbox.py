@@ -29,7 +29,7 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
-from django.db import DatabaseError, connections
+from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections
 from django.utils import timezone
 
 from .engine.connection import NETWORK_ERRORS
@@ -101,10 +101,31 @@ def store(using, queue_name, items):
     OutboxTask.objects.using(using).bulk_create(rows)
 
 
-def push(queue, items, using):
+#: After a push failed, for this long (seconds) the fast path does not try again: the rows are
+#: left to the relay at once, so a burst of enqueues during an outage does not wait for Redis.
+DOWN_FOR = 1.0
+_down_until = 0.0
+
+
+def redis_down():
+    """True shortly after a push failed (``DOWN_FOR``): the fast path skips pushing."""
+    return time.monotonic() < _down_until
+
+
+def pushes_failed(queue_name, n, exc):
+    """Note a failed push: warn (once per outage) and skip pushing for ``DOWN_FOR`` seconds."""
+    global _down_until
+    if _down_until == 0.0 or time.monotonic() > _down_until + 10 * DOWN_FOR:
+        log.warning(
+            "worqr: %d task(s) of queue %s kept in the outbox (the workers' relay pushes them): %s", n, queue_name, exc
+        )
+    _down_until = time.monotonic() + DOWN_FOR
+
+
+def push(queue, items, using, background=False):
     """Push entries of one queue to Redis (retrying for ``PUSH_RETRY_FOR``), then delete their rows. Returns the last
-    ``commands.Enqueued``; raises RedisUnavailable (rows kept for the relay)."""
-    from .models import OutboxTask
+    ``commands.Enqueued``; raises RedisUnavailable (rows kept for the relay). ``background``:
+    the rows are deleted by this process's deleter thread, not before returning."""
 
     enqueued = None
     for group in _groups(items):
@@ -112,12 +133,81 @@ def push(queue, items, using):
         batch = (when, opts, [(e.payload, e.unique, e.kind) for e in group])
         enqueued = queue._enqueue(batch, [e.task_id for e in group], retry_for=PUSH_RETRY_FOR)
     ids = [e.task_id for e in items]
+    if background:
+        _deleter.add(using or DEFAULT_DB_ALIAS, ids)
+    else:
+        delete(using or DEFAULT_DB_ALIAS, ids)
+    return enqueued
+
+
+def delete(using, ids):
+    """Delete the rows of pushed tasks (a failure only leaves them to the relay: a no-op push)."""
+    from .models import OutboxTask
+
     try:
         for start in range(0, len(ids), 500):
             OutboxTask.objects.using(using).filter(task_id__in=ids[start : start + 500]).delete()
-    except DatabaseError as exc:  # in Redis already; the relay's push of the rows is a no-op
-        log.warning("worqr: %d task(s) of queue %s pushed but still in the outbox: %s", len(ids), queue.name, exc)
-    return enqueued
+    except DatabaseError as exc:
+        log.warning("worqr: %d task(s) pushed but still in the outbox (%s): %s", len(ids), using, exc)
+
+
+class _Deleter:
+    """Deletes the rows the fast path pushed, on a thread of its own, many at a time: the request
+    whose commit pushed them does not wait for a second write transaction (an fsync on SQLite).
+    Rows it had no time to delete (the process ended) are pushed again by the relay: a no-op."""
+
+    def __init__(self):
+        self._pending = []  # (alias, ids)
+        self._cond = threading.Condition()
+        self._thread = None
+        self._busy = False
+
+    def add(self, using, ids):
+        with self._cond:
+            self._pending.append((using, ids))
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name="worqr-outbox-deleter", daemon=True)
+                self._thread.start()
+            self._cond.notify()
+
+    def flush(self, timeout=10.0):
+        """Wait until every row handed over so far is deleted; True if it was in time."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while self._pending or self._busy:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._cond.wait(min(left, 0.05))
+        return True
+
+    def _run(self):
+        try:
+            while True:
+                with self._cond:
+                    while not self._pending:
+                        if not self._cond.wait(30.0):
+                            self._thread = None
+                            return
+                    batch, self._pending, self._busy = self._pending, [], True
+                by_alias = {}
+                for alias, ids in batch:
+                    by_alias.setdefault(alias, []).extend(ids)
+                for alias, ids in by_alias.items():
+                    delete(alias, ids)
+                with self._cond:
+                    self._busy = False
+                    self._cond.notify_all()
+        finally:
+            connections.close_all()
+
+
+_deleter = _Deleter()
+
+
+def flush(timeout=10.0):
+    """Wait until the rows pushed so far by this process's fast path are deleted."""
+    return _deleter.flush(timeout)
 
 
 def _groups(items):

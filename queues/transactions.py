@@ -20,8 +20,6 @@ Limit: ``unique`` cannot be combined with the outbox (the id is promised before 
 whether a holder of the unique key exists at commit).
 """
 
-import logging
-
 from django.db import DEFAULT_DB_ALIAS, transaction
 
 from . import outbox
@@ -29,8 +27,6 @@ from .engine import queue as engine_queue
 from .engine import tracing
 from .engine.connection import NETWORK_ERRORS
 from .engine.errors import InvalidTask, RedisUnavailable
-
-log = logging.getLogger("worqr.outbox")
 
 
 def in_transaction(using=None):
@@ -75,16 +71,13 @@ class Queue(engine_queue.Queue):
         ctx = tracing.current()  # the enqueue span goes where the call was made, not the commit
 
         def send():
+            if outbox.redis_down():  # a push just failed: leave these to the relay, at once
+                return
             with tracing.attached(ctx):
                 try:
-                    enqueued = outbox.push(self, items, using)
+                    enqueued = outbox.push(self, items, using, background=True)
                 except (RedisUnavailable, *NETWORK_ERRORS) as exc:
-                    log.warning(
-                        "worqr: %d task(s) of queue %s kept in the outbox (the workers' relay pushes them): %s",
-                        len(items),
-                        self.name,
-                        exc,
-                    )
+                    outbox.pushes_failed(self.name, len(items), exc)
                     return
             if after is not None:
                 after(enqueued)

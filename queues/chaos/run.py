@@ -72,6 +72,7 @@ class Fault:
     stranded: list = field(default_factory=list)  # ids committed but not pushed (a producer's)
     detail: str = ""
     pid: int | None = None  # the worker it struck (kill, stop)
+    relayed: float | None = None  # producer: seconds from its death until the relay pushed its rows
     duplicates: int = 0
     recovery: float | None = None
 
@@ -329,6 +330,7 @@ class Chaos:
                 fault.in_flight = []
                 fault.detail = f"{name} died after committing {len(ids.read_text().split())} tasks"
                 fault.stranded = ids.read_text().split()
+                fault.relayed = self._wait_relayed(fault.stranded)
             else:
                 fault.detail = f"{name} ended before its next commit (exit {code})"
         fault.lifted = time.time()
@@ -346,6 +348,17 @@ class Chaos:
             if kind != "producer" or self.producers:
                 return kind
         return self.rng.choice([k for k in self.kinds if k != "producer"] or ["kill"])
+
+    def _wait_relayed(self, ids, timeout=30.0):
+        """Seconds until none of ``ids`` is left in the outbox (the relay pushed them)."""
+        from ..models import OutboxTask
+
+        start = time.time()
+        while OutboxTask.objects.using(self.database).filter(task_id__in=ids).exists():
+            if time.time() - start > timeout:
+                return None
+            time.sleep(0.05)
+        return round(time.time() - start, 3)
 
     # -- the run -----------------------------------------------------------------------------
 
@@ -494,6 +507,7 @@ class Chaos:
             "stale_completions_refused": self._stale_refused(),
             "longest_recovery_seconds": longest.recovery if longest else None,
             "longest_recovery_fault": longest.kind if longest else None,
+            "longest_relay_seconds": max((f.relayed for f in self.faults if f.relayed is not None), default=None),
             "throughput_per_second": round(len(runs) / span, 1) if span else 0.0,
             "fault_log": [
                 {k: v for k, v in asdict(f).items() if k not in ("in_flight", "stranded")}
@@ -506,6 +520,7 @@ class Chaos:
             and not over
             and unexplained == 0
             and (figures["lost"] == 0 or self.appendfsync != "always")
+            and all(f.relayed is not None for f in self.faults if f.stranded)
         )
         return figures
 
@@ -524,7 +539,8 @@ def summary(figures):
         )
         + f"), unexplained {figures['duplicates_unexplained']}, faults over their in-flight count "
         f"{figures['faults_with_more_duplicates_than_in_flight']}",
-        f"  stale completions refused: {figures['stale_completions_refused']}",
+        f"  stale completions refused: {figures['stale_completions_refused']}; longest relay of a dead "
+        f"producer's rows: {figures['longest_relay_seconds']} s",
         f"  longest recovery: {figures['longest_recovery_seconds']} s ({figures['longest_recovery_fault']})",
         f"  throughput under faults: {figures['throughput_per_second']} tasks/s; wall {figures.get('wall_seconds')} s",
         "  OK" if figures["ok"] else "  FAILED",
