@@ -410,9 +410,11 @@ class Chaos:
             done = len(committed) >= self.n and completed == len(committed)
             if done and len(self.faults) >= self.min_faults:
                 break
-            stalled = time.time() - last_progress > 30
-            if faults_over is None and (stalled or (done and len(self.faults) >= self.min_faults)):
+            stalled = not done and time.time() - last_progress > 30  # something is wrong: stop faults
+            if faults_over is None and stalled:
                 faults_over = time.time()
+            if done and faults_over is not None:
+                break
             if faults_over is None and time.time() >= next_fault:
                 fault = self.strike(self._next_kind())
                 if fault is not None:
