@@ -35,9 +35,9 @@ def child_init():
 def run_with_relay(worker):
     """Run a worker with the outbox relay beside it (``queues.outbox.Relay``): every worker
     pushes the tasks left in the outbox, so they reach Redis however many workers die."""
-    relay = Relay().start()
+    relay = Relay()
     try:
-        return worker.run()
+        return worker.run(after_fork=relay.start)  # after the fork server: no thread of ours in it
     finally:
         relay.stop()
 
