@@ -5,7 +5,7 @@ import math
 import os
 from datetime import UTC, datetime
 
-from . import commands, keys, readmodel, tracing
+from . import commands, keys, readmodel, tracing, workflows
 from .codes import Code
 from .connection import get_default
 from .errors import InvalidInput, InvalidTask, PayloadTooLarge
@@ -56,7 +56,7 @@ class Queue:
         """Add one task; returns its id. See ``enqueue_many`` for the options."""
         return self.enqueue_many([payload], **options)[0]
 
-    def enqueue_many(self, payloads, *, ids=None, **options):
+    def enqueue_many(self, payloads, *, ids=None, after=None, on_parent_failure="cancel", **options):
         """Add tasks, atomically in steps of 5,000; returns their ids in order.
 
         Options: ``delay`` (seconds) or ``eta`` (a datetime) defers them; ``retries``,
@@ -65,36 +65,62 @@ class Queue:
         the key as a string): while a task with that key is pending or running, enqueueing
         returns its id; ``callback`` (a URL) and ``meta`` (text) are kept with the task.
         ``ids`` gives the tasks' ids (made with ``new_task_id``) instead of fresh ones.
+
+        ``after`` (task ids, of any queues, at most 1,000) makes the tasks ``blocked`` until every
+        one of those parents has completed; if a parent ends otherwise (failed for good,
+        cancelled, deleted) they are cancelled (``on_parent_failure="cancel"``, the default) or
+        run anyway (``"run"``). See ``workflows``.
         """
         payloads = list(payloads)
         if ids is not None:
             ids = list(ids)
             if len(ids) != len(payloads) or any(keys.queue_from_task_id(i) != self.name for i in ids):
                 raise InvalidTask(f"ids must be one task id of queue {self.name!r} per payload")
+        extra = {k: options.pop(k) for k in ("_batch", "_batch_callback", "_once") if k in options}
+        parents = workflows.check_after(after, on_parent_failure, ids)
         batches = self._prepare(payloads, **options)
         if batches is None:  # a handler's lock function gave different locks: one call per lock
             ids = ids or [None] * len(payloads)
-            return [self.enqueue_many([p], ids=None if i is None else [i], **options)[0] for p, i in zip(payloads, ids)]
-        return self._enqueue(batches, ids).ids
+            return [
+                self.enqueue_many(
+                    [p],
+                    ids=None if i is None else [i],
+                    after=after,
+                    on_parent_failure=on_parent_failure,
+                    **extra,
+                    **options,
+                )[0]
+                for p, i in zip(payloads, ids)
+            ]
+        ids = ids if ids is not None else [new_task_id(self.name) for _ in payloads]
+        deps = ""
+        if parents:
+            deps = workflows.link(self.client, parents, ids, on_parent_failure)
+        enqueued = self._enqueue(batches, ids, deps=deps, **extra)
+        if parents:
+            workflows.drain(self.client, self.name)  # tasks cancelled at once: their batch is told
+        return enqueued.ids
 
-    def _enqueue(self, batches, ids=None):
+    def _enqueue(self, batches, ids=None, deps="", _batch="", _batch_callback="", _once=""):
         """Run the checked enqueue; returns ``commands.Enqueued`` (ids, and Redis time)."""
         when, opts, items = batches
         items = [((ids[i] if ids is not None else new_task_id(self.name)), *rest) for i, rest in enumerate(items)]
+        extra = dict(parents=deps, batch=_batch, batch_callback=_batch_callback, once=_once)
         names = ("retries", "timeout", "backoff", "lock", "callback", "meta")
         options = dict(zip(names, opts, strict=True))
         if not tracing.enabled(self.connection.config):
-            return self._send(when, options, items)
+            return self._send(when, options, items, extra=extra)
         with tracing.enqueue_span(self.name, len(items)) as (span, trace):
-            enqueued = self._send(when, options, items, trace)
+            enqueued = self._send(when, options, items, trace, extra=extra)
             tracing.enqueued(span, enqueued.ids)
             return enqueued
 
-    def _send(self, when, options, items, trace=""):
+    def _send(self, when, options, items, trace="", extra=None):
         out, now, new = [], 0, False
         for start in range(0, len(items), _BATCH):
             batch = items[start : start + _BATCH]
-            reply = commands.enqueue(self.name, batch, when=when, trace=trace, **options).run(self.client)
+            call = commands.enqueue(self.name, batch, when=when, trace=trace, **options, **(extra or {}))
+            reply = call.run(self.client)
             new = new or reply.is_new_queue
             out += reply.ids
             now = reply.now_ms
@@ -102,8 +128,11 @@ class Queue:
             self.client.sadd(keys.KNOWN_QUEUES, self.name)
         return commands.Enqueued(new, now, out)
 
-    def validate(self, payloads, **options):
+    def validate(self, payloads, *, after=None, on_parent_failure="cancel", **options):
         """Raise what ``enqueue_many`` would raise for these payloads and options; adds nothing."""
+        parents = workflows.check_after(after, on_parent_failure, None)
+        if parents:
+            workflows.check_parents_exist(self.client, parents)
         self._prepare(list(payloads), **options)
 
     def _prepare(
@@ -239,6 +268,8 @@ class Queue:
         if code == Code.UNKNOWN:
             return None
         commands.check(code, "cancel", self.name, task_id)
+        if code == Code.REMOVED:
+            workflows.drain(self.client, self.name)
         return "stopping" if code == Code.STOPPING else "removed"
 
     def retry(self, task_id):
@@ -258,6 +289,7 @@ class Queue:
         """Delete a task in any state but active."""
         code = commands.delete(self.name, [self._check_id(task_id)]).run(self.client)[0]
         commands.check(code, "delete", self.name, task_id)
+        workflows.drain(self.client, self.name)
         return True
 
     def pause(self):
@@ -276,6 +308,7 @@ class Queue:
         while more:
             deleted, more = commands.purge(self.name, _BATCH).run(self.client)
             total += deleted
+        workflows.drain_all(self.client, self.name)
         return total
 
     def drop(self):

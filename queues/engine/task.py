@@ -15,13 +15,15 @@ cb    webhook callback URL                                     m     meta (opaqu
 x     cancel asked while running                               y     'b' if the payload is bytes
 res   kept result                                              fin   finished at (ms)
 tc    trace context: W3C traceparent (+ newline, tracestate)
+np    parents not yet told (blocked)                       ob    'run': run even if a parent failed
+bt    batch it belongs to                                  bc    batch it is a callback of
 ====  =======================================================  ====  ===========================
 
 ``tc`` is set at enqueue when OpenTelemetry is on and the enqueue's span has a valid context
 (``tracing``); it is delivered with the task, so its runs continue the enqueue's trace.
 
-States: pending, delayed, waiting (for a lock), active, failed, completed (only while a kept
-result lasts). Finished tasks are otherwise deleted.
+States: pending, delayed, waiting (for a lock), blocked (waiting for parents, ``after=``),
+active, failed, completed (only while a kept result lasts). Finished tasks are otherwise deleted.
 """
 
 from dataclasses import dataclass
@@ -88,6 +90,8 @@ class Task:
     cancel_requested: bool = False
     #: The enqueue's trace context (``tc``), from which the worker's run span continues.
     trace_context: str | None = None
+    #: The batch the task belongs to, or is the callback of (``bt`` / ``bc``).
+    batch_id: str | None = None
     #: Set by the worker (from its event loop thread) when the task is cancelled or times out.
     _cancelled: bool = False
 
@@ -127,7 +131,18 @@ class Task:
             result=g(b"res"),
             cancel_requested=g(b"x") is not None,
             trace_context=_text(g(b"tc")),
+            batch_id=_text(g(b"bt") or g(b"bc")),
         )
+
+    @property
+    def batch(self):
+        """The batch this task belongs to (or, for a batch's callback, the batch it reports on),
+        read now from Redis (``Batch.get``); None if it has none."""
+        if not self.batch_id:
+            return None
+        from .batches import Batch
+
+        return Batch.get(self.batch_id)
 
     def as_dict(self):
         """A JSON-friendly description (payload as text, bytes shown with replacements)."""

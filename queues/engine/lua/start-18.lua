@@ -3,7 +3,7 @@
 -- runnable first. Each task taken gets a new lease (fencing token), its lock, and is recorded as
 -- held by this worker. A worker that takes fewer than asked joins the idle set in the same step,
 -- so a wake-up can't slip between "found nothing" and "waiting".
--- Keys: pending front delayed active deadlines stats throughput meta workers idle unique lockwaits lockheads results durations leases
+-- Keys: pending front delayed active deadlines stats throughput meta workers idle unique lockwaits lockheads results durations leases outbox batchruns
 -- @include take
 -- @include finish
 -- Input: ARGV[3] worker, ARGV[4] count (0: only acknowledge), ARGV[5] lock TTL ms,
