@@ -444,6 +444,8 @@ def check(client, m):
         + c["blocked"]
     ) == c["enqueued"]
     assert set(readmodel.outbox(client, Q, 100000)) == m.outbox
+    blocked = {i.decode() for i in client.zrange(keys.queue_key(Q, "blocked"), 0, -1)}
+    assert blocked == {t.id for t in m.in_state("blocked")}
     for t in m.in_state("blocked"):
         told = readmodel.parents(client, Q, t.id)
         assert {p for p, v in told.items() if v == "w"} == t.waitfor, f"parents of {t.id}"

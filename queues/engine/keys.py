@@ -36,6 +36,7 @@ Queue keys (``QUEUE_KINDS``; the type is in brackets):
 - ``outbox``     [zset]  ids of ended tasks whose children (``after=``) or batch must still be
                          told, in their own slots (score: when the task ended, ms); drained by
                          ``workflows.drain`` (right after, and by every worker's sweep)
+- ``blocked``    [zset]  ids of tasks waiting for their parents (``after=``; score: enqueued, ms)
 - ``batchruns``  [hash]  batch id -> how many of that batch's tasks of this queue are active
 - ``once``       [zset]  keys of enqueues that must happen once ever (a batch's callbacks;
                          score: when, ms; kept 7 days)
@@ -108,6 +109,7 @@ QUEUE_KINDS = (
     "leases",
     "schedules",
     "outbox",
+    "blocked",
     "batchruns",
     "once",
 )

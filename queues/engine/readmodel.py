@@ -96,6 +96,12 @@ def delayed(client, queue, offset=0, limit=50):
     return _tasks(client, queue, ids)
 
 
+def blocked(client, queue, offset=0, limit=50):
+    """One page of blocked tasks (waiting for their parents, ``after=``), oldest first."""
+    ids = client.zrange(keys.queue_key(queue, "blocked"), offset, offset + limit - 1)
+    return _tasks(client, queue, ids)
+
+
 def failed(client, queue, offset=0, limit=50):
     """One page of failed (dead-letter) tasks, most recent first."""
     ids = client.zrevrange(keys.queue_key(queue, "failed"), offset, offset + limit - 1)

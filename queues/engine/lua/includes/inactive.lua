@@ -20,6 +20,7 @@ local function remove_inactive(id, now, outcome)
     rcall('HINCRBY', K.stats, 'waiting', -1)
   elseif s == 'blocked' then
     rcall('HINCRBY', K.stats, 'blocked', -1)
+    rcall('ZREM', K.blocked, id)
   else
     return false, s
   end

@@ -1,7 +1,7 @@
 -- Add one or many tasks to the queue: runnable at the tail of pending (FIFO), on its lock's
 -- wait list if that lock is held or already has a runnable task first in line, or delayed
 -- until a due time. Idle workers are handed a task each inside their wake-up.
--- Keys: pending front delayed active deadlines stats meta idle unique lockwaits lockheads leases outbox batchruns once
+-- Keys: pending front delayed active deadlines stats meta idle unique lockwaits lockheads leases outbox blocked batchruns once
 -- @include take
 -- @include active
 -- Input: ARGV[3] n, ARGV[4] when: '' (runnable now), '+<ms>' (a delay) or '@<ms>' (an absolute
@@ -137,6 +137,11 @@ if #added > 0 then
   publish({e = 'enqueued', n = #added, ids = added, delayed = due > 0})
   if #dropped > 0 then rcall('HINCRBY', K.stats, 'cancelled', #dropped) end
   if #blocked > 0 then
+    for i = 1, #blocked, 1000 do
+      local args = {}
+      for k = i, math.min(i + 999, #blocked) do args[#args + 1] = now; args[#args + 1] = blocked[k] end
+      rcall('ZADD', K.blocked, unpack(args))
+    end
     rcall('HINCRBY', K.stats, 'blocked', #blocked)
     publish({e = 'blocked', ids = blocked, n = #blocked})
   end

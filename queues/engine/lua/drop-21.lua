@@ -1,7 +1,7 @@
 -- Drop the queue: up to `limit` tasks per call, then, when none is left, every key of the
 -- queue. Workers holding its tasks are told to stop them (their reports are then refused).
 -- Callers loop until it returns 0.
--- Keys: pending front delayed active deadlines failed failures stats throughput meta workers idle unique lockwaits lockheads results durations
+-- Keys: pending front delayed active deadlines failed failures stats throughput meta workers idle unique lockwaits lockheads results durations outbox blocked batchruns once
 -- @include base
 -- Input: ARGV[3] limit
 -- Output: 1 while tasks are left, 0 when the queue is gone
@@ -26,7 +26,7 @@ while looked < limit do
   if ids then unlink_all(ids) end
   if rcall('LLEN', lock_wait_key(first)) == 0 then rcall('ZREM', K.lockwaits, first) end
 end
-for _, set in ipairs({K.delayed, K.failed, K.results}) do
+for _, set in ipairs({K.delayed, K.failed, K.results, K.blocked}) do
   if looked < limit then
     local ids = rcall('ZRANGE', set, 0, limit - looked - 1)
     if #ids > 0 then
@@ -41,7 +41,7 @@ for _, list in ipairs({K.front, K.pending}) do
     if ids then unlink_all(ids) end
   end
 end
-if looked >= limit or rcall('EXISTS', K.active, K.lockwaits, K.delayed, K.failed, K.results, K.front, K.pending) > 0 then
+if looked >= limit or rcall('EXISTS', K.active, K.lockwaits, K.delayed, K.failed, K.results, K.blocked, K.front, K.pending) > 0 then
   return 1
 end
 for _, w in ipairs(rcall('ZRANGE', K.workers, 0, -1)) do
@@ -52,6 +52,7 @@ for _, w in ipairs(rcall('ZRANGE', K.workers, 0, -1)) do
   rcall('DEL', worker_tasks_key(w), held_key(w))
 end
 rcall('UNLINK', K.pending, K.front, K.delayed, K.active, K.deadlines, K.failed, K.failures, K.stats,
-  K.throughput, K.meta, K.workers, K.idle, K.unique, K.lockwaits, K.lockheads, K.results, K.durations)
+  K.throughput, K.meta, K.workers, K.idle, K.unique, K.lockwaits, K.lockheads, K.results, K.durations,
+  K.blocked, K.outbox, K.batchruns, K.once)
 publish({e = 'dropped'})
 return 0

@@ -4,7 +4,7 @@
 -- yet) keeps the news in parents:<id> for its enqueue. When its last parent completed, a
 -- child becomes runnable (or delayed until its due time); when a parent ended otherwise
 -- (failed for good, cancelled, deleted) it is cancelled, unless it runs anyway ('run').
--- Keys: pending front delayed active deadlines stats idle unique lockwaits lockheads outbox batchruns
+-- Keys: pending front delayed active deadlines stats idle unique lockwaits lockheads outbox blocked batchruns
 -- @include active
 -- @include wake
 -- Input: ARGV[3] n, then n triples: child id, parent id, the parent's outcome
@@ -29,6 +29,7 @@ for i = 0, n - 1 do
     if outcome == 'completed' or f[2] == 'run' then
       if rcall('HINCRBY', tk, 'np', -1) <= 0 then
         rcall('HINCRBY', K.stats, 'blocked', -1)
+        rcall('ZREM', K.blocked, id)
         local due = tonumber(f[5] or '0')
         if due > now then
           delay_task(id, tk, due, now)
@@ -43,6 +44,7 @@ for i = 0, n - 1 do
     else
       local why = 'parent ' .. pid .. ' ' .. outcome
       rcall('HINCRBY', K.stats, 'blocked', -1)
+      rcall('ZREM', K.blocked, id)
       rcall('HINCRBY', K.stats, 'cancelled', 1)
       clear_unique(id, f[4])
       task_ended(id, tk, 'cancelled', now, nil, why)
