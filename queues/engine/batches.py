@@ -129,7 +129,9 @@ class Batch:
         if "ids" in options:
             raise InvalidTask("a batch makes its tasks' ids")
         q = Queue(queue, self._connection)
-        q.validate(payloads, **options)
+        if "after" in options or "on_parent_failure" in options:
+            raise InvalidTask("a batch's tasks can't wait for other tasks (after=)")
+        checked = q._prepare(payloads, **options)  # everything checked before anything is written
         ids = [new_task_id(q.name) for _ in payloads]
         for i in range(0, max(len(ids), 1), _ADD_CHUNK):
             code = commands.batch_add(self.id, q.name, ids[i : i + _ADD_CHUNK]).run(self.client)
@@ -139,7 +141,9 @@ class Batch:
                 raise InvalidState(f"batch {self.id} is closed: no more tasks can be added")
         if not payloads:
             return []
-        return q.enqueue_many(payloads, ids=ids, _batch=self.id, **options)
+        if checked is None:  # a handler's lock function puts them under several locks
+            return q.enqueue_many(payloads, ids=ids, _batch=self.id, **options)
+        return q._enqueue(checked, ids, _batch=self.id).ids
 
     # -- ending ----------------------------------------------------------------------------
 

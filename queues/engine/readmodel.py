@@ -312,12 +312,23 @@ def outbox(client, queue, limit=100, before_ms=None):
 def links(client, queue, task_id):
     """A task's links: {outcome: its end or None, batch: id or None, why: reason or None,
     children: [ids]} (None if it has none)."""
-    raw = client.hgetall(keys.links_key(queue, task_id))
-    if not raw:
-        return None
-    h = {_decode(k): _decode(v) for k, v in raw.items()}
-    children = sorted(k for k in h if k not in ("=", "b", "why"))
-    return {"outcome": h.get("="), "batch": h.get("b"), "why": h.get("why"), "children": children}
+    return links_many(client, queue, [task_id])[0]
+
+
+def links_many(client, queue, ids):
+    """``links`` of several tasks of ``queue``, in one round trip, in order."""
+    p = client.pipeline(transaction=False)
+    for task_id in ids:
+        p.hgetall(keys.links_key(queue, task_id))
+    out = []
+    for raw in p.execute() if ids else []:
+        if not raw:
+            out.append(None)
+            continue
+        h = {_decode(k): _decode(v) for k, v in raw.items()}
+        children = sorted(k for k in h if k not in ("=", "b", "why"))
+        out.append({"outcome": h.get("="), "batch": h.get("b"), "why": h.get("why"), "children": children})
+    return out
 
 
 def task_ends(client, ids):

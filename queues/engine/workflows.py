@@ -39,7 +39,7 @@ from .errors import InvalidInput, TaskNotFound
 #: At most this many parents per task.
 MAX_PARENTS = 1000
 #: Tasks taken from an outbox per drain call, and children told per resolve call.
-DRAIN_BATCH = 100
+DRAIN_BATCH = 500
 RESOLVE_BATCH = 500
 #: A sweep leaves outbox entries younger than this to the worker that ended them (ms).
 SWEEP_AGE_MS = 2000
@@ -100,31 +100,37 @@ def _fault(point):
 
 
 def drain(client, queue, limit=DRAIN_BATCH, before_ms=None):
-    """Step 3 for up to ``limit`` ended tasks of ``queue``'s outbox: tell their children and
-    batch, then take each off. Children cancelled because of it ended too: their queues are
-    drained next. Returns how many were drained. Safe to run anywhere, any number of times,
-    concurrently."""
+    """Step 3 for up to ``limit`` ended tasks of ``queue``'s outbox: tell their children (one
+    ``resolve`` call per child queue and 500 children) and their batches (one ``batch_tell`` per
+    batch), then take them off (``outbox_done``). Children cancelled because of it ended too:
+    their queues are drained next. Returns how many were drained. Safe to run anywhere, any
+    number of times, concurrently: every step is idempotent."""
     from . import batches
 
     ids = readmodel.outbox(client, queue, limit, before_ms)
+    if not ids:
+        return 0
+    resolves, tells = defaultdict(list), defaultdict(list)
+    for task_id, info in zip(ids, readmodel.links_many(client, queue, ids)):
+        if info is None or info["outcome"] is None:  # retried since it ended: it ends again
+            continue
+        for child in info["children"]:
+            cq = keys.queue_from_task_id(child)
+            if cq is not None:
+                resolves[cq].append((child, task_id, info["outcome"]))
+        if info["batch"]:
+            tells[info["batch"]].append((task_id, info["outcome"]))
+    _fault("drain-kill")
     cascade = set()
-    for task_id in ids:
-        info = readmodel.links(client, queue, task_id)
-        if info is not None and info["outcome"] is not None:  # else retried since: it ends again
-            _fault("drain-kill")
-            by_queue = defaultdict(list)
-            for child in info["children"]:
-                cq = keys.queue_from_task_id(child)
-                if cq is not None:
-                    by_queue[cq].append((child, task_id, info["outcome"]))
-            for cq, items in by_queue.items():
-                for i in range(0, len(items), RESOLVE_BATCH):
-                    if 2 in commands.resolve(cq, items[i : i + RESOLVE_BATCH]).run(client):
-                        cascade.add(cq)
-            if info["batch"]:
-                batches.tell(client, info["batch"], [(task_id, info["outcome"])])
-            _fault("drain-kill-after")
-        commands.outbox_done(queue, [task_id]).run(client)
+    for cq, items in resolves.items():
+        for i in range(0, len(items), RESOLVE_BATCH):
+            if 2 in commands.resolve(cq, items[i : i + RESOLVE_BATCH]).run(client):
+                cascade.add(cq)
+    for batch_id, ended in tells.items():
+        for i in range(0, len(ended), RESOLVE_BATCH):
+            batches.tell(client, batch_id, ended[i : i + RESOLVE_BATCH])
+    _fault("drain-kill-after")
+    commands.outbox_done(queue, ids).run(client)
     for cq in sorted(cascade):
         drain_all(client, cq)
     return len(ids)
