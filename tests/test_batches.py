@@ -110,3 +110,14 @@ def test_batch_counts_active_tasks_per_queue(client):
     info = Batch.get(b.id)
     assert (info["active"], info["pending"]) == (1, 1)
     assert readmodel.batches(client)[0] == [b.id]
+
+
+def test_cancel_ends_tasks_reserved_but_never_enqueued(client):
+    """A batch whose producer died between reserving ids and enqueueing them is ended by cancel."""
+    b = Batch(on_complete=("audit", "done"))
+    b.enqueue("imports", "real")
+    commands.batch_add(b.id, "imports", ["imports-00000000000000ff"]).run(client)  # never enqueued
+    assert b.cancel() == 2
+    info = Batch.get(b.id)
+    assert info["state"] == "finished_with_failures" and info["cancelled"] == 2
+    assert Queue("audit").counts()["enqueued"] == 1

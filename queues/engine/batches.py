@@ -160,13 +160,22 @@ class Batch:
         asked, cursor = 0, 0
         while True:
             cursor, ids = readmodel.batch_live(self.client, self.id, cursor)
+            never = []
             for task_id in ids:
                 queue = keys.queue_from_task_id(task_id)
                 try:
                     if Queue(queue, self._connection).cancel_outcome(task_id) is not None:
                         asked += 1
+                    else:
+                        never.append(task_id)
                 except InvalidState:
                     pass  # ended meanwhile (failed): told to the batch by the drain
+            # reserved but never enqueued (its producer died): it ends here, as cancelled
+            ends = readmodel.task_ends(self.client, never) if never else {}
+            gone = [(i, "cancelled") for i in never if ends[i] is None]
+            if gone:
+                asked += len(gone)
+                tell(self.client, self.id, gone)
             if cursor == 0:
                 break
         return asked
