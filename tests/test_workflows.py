@@ -176,3 +176,12 @@ def test_blocked_child_released_before_it_was_enqueued(client):
     doc = json.dumps({"p": [[a, "w"]]})
     commands.enqueue("c", [(child, b"y", "", "")], parents=doc).run(client)
     assert state(child) == "pending"
+
+
+def test_dropping_a_queue_removes_its_blocked_tasks_and_links(client):
+    """drop() takes blocked tasks, their parents' records and the workflow keys with the queue."""
+    a = Queue("c").enqueue("x")
+    b = Queue("c").enqueue("y", after=[a])
+    Queue("c").drop()
+    assert [k for k in client.keys("worqr:{c}:*")] == []
+    assert state(b) is None

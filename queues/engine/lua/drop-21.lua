@@ -2,14 +2,14 @@
 -- queue. Workers holding its tasks are told to stop them (their reports are then refused).
 -- Callers loop until it returns 0.
 -- Keys: pending front delayed active deadlines failed failures stats throughput meta workers idle unique lockwaits lockheads results durations outbox blocked batchruns once
--- @include base
+-- @include links
 -- Input: ARGV[3] limit
 -- Output: 1 while tasks are left, 0 when the queue is gone
 -- Events: 'dropped' once at the end
 local limit = tonumber(ARGV[3])
 local looked = 0
 local function unlink_all(ids)
-  for _, id in ipairs(ids) do rcall('UNLINK', task_key(id)) end
+  for _, id in ipairs(ids) do rcall('UNLINK', task_key(id), links_key(id), parents_key(id)) end
   looked = looked + #ids
 end
 for _, id in ipairs(rcall('ZRANGE', K.active, 0, limit - 1)) do
