@@ -49,6 +49,8 @@ class Linker:
             except NETWORK_ERRORS as exc:
                 log.warning("worqr: telling children and batches failed (%s); the sweep retries", exc)
                 self.wanted |= queues
+            except Exception:  # never let one bad entry stop the worker's part: the sweep retries
+                log.exception("worqr: telling children and batches failed; the sweep retries")
 
     def sweep(self):
         client = self.w.connection.client
