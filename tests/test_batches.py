@@ -121,3 +121,19 @@ def test_cancel_ends_tasks_reserved_but_never_enqueued(client):
     info = Batch.get(b.id)
     assert info["state"] == "finished_with_failures" and info["cancelled"] == 2
     assert Queue("audit").counts()["enqueued"] == 1
+
+
+def test_sweep_fires_callbacks_a_dead_process_left_due(client):
+    """A batch finished by a process that died before enqueueing its callbacks: the sweep does it, once."""
+    from queues.engine import batches
+
+    b = Batch(on_success=("reports", "ok"), on_complete=("audit", "done"))
+    (tid,) = b.enqueue_many("imports", ["a"])
+    b.close()
+    assert commands.batch_tell(b.id, [(tid, "completed")]).run(client) is True  # finished; the process dies here
+    assert Queue("audit").counts()["enqueued"] == 0
+    now = int(client.time()[0]) * 1000
+    batches.sweep(client, now + 5000)
+    batches.sweep(client, now + 10000)
+    assert Queue("audit").counts()["enqueued"] == 1 and Queue("reports").counts()["enqueued"] == 1
+    assert client.zscore(keys.BATCHES_DUE, b.id) is None and Batch.get(b.id)["callbacks_enqueued"]
