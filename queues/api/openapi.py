@@ -20,6 +20,7 @@ from .bodies import (
     QUEUE_SCHEMA,
     SEED_CREATE,
     TASK_ID_SCHEMA,
+    limits_schema,
 )
 from .errors import MethodNotAllowed
 from .http import error_response
@@ -143,6 +144,24 @@ _PATHS = {
     },
     "/api/queues/{name}/resume": {
         "post": _op("Resume a paused queue", "pause_queue", (200, 400, 404, *_READ), _ref("Paused"), params=("name",)),
+    },
+    "/api/queues/{name}/limits": {
+        "get": _op(
+            "Read a queue's limits (concurrency, rate, per partition) and their current use",
+            "view_dashboard",
+            (200, 400, 404, *_READ),
+            _ref("Limits"),
+            params=("name",),
+        ),
+        "put": _op(
+            "Override a queue's limits (durable, for every worker at once; null: no limit), or reset "
+            "them to the handler's values; answers the limits now",
+            "manage_limits",
+            (200, 404, *_WRITE),
+            _ref("Limits"),
+            "SetLimits",
+            params=("name",),
+        ),
     },
     "/api/schedules": {
         "get": _op(
@@ -317,6 +336,22 @@ _RESPONSES = {
         required=["name", "queue", "paused", "next_run"],
     ),
     "SchedulePaused": _object({"name": _STR, "paused": {"type": "boolean"}}),
+    "Limits": _object(
+        {
+            "name": _STR,
+            "concurrency": {"type": ["integer", "null"]},
+            "rate": {"type": ["array", "null"], "description": "[starts, seconds]"},
+            "partition_concurrency": {"type": ["integer", "null"]},
+            "partition_rate": {"type": ["array", "null"], "description": "[starts, seconds]"},
+            "handler": {"type": "object", "description": "the handler's values, as workers registered them"},
+            "overrides": {"type": "object", "description": "the overrides set (null: no limit)"},
+            "active": _INT,
+            "starts_in_window": {"type": ["integer", "null"]},
+            "held_back": _INT,
+            "runnable": _INT,
+            "partitions": {"type": "object"},
+        }
+    ),
     "Triggered": _object({"name": _STR, "id": _STR}),
 }
 
@@ -332,6 +367,7 @@ def describe():
         "ById": BY_ID.schema(),
         "CreateBatch": dict(CREATE_BATCH.schema(), description="A new batch: its description and callbacks."),
         "BatchTasks": dict(BATCH_TASKS.schema(), description="Tasks added to a batch: a queue and their payloads."),
+        "SetLimits": limits_schema(),
     }
     return {
         "openapi": "3.1.0",

@@ -16,7 +16,7 @@ import logging
 from asgiref.sync import sync_to_async
 
 from ..engine.backoff import Backoff
-from ..engine.connection import NETWORK_ERRORS
+from ..engine.connection import NETWORK_ERRORS, apubsub
 from . import feeds
 
 log = logging.getLogger("worqr.dashboard")
@@ -55,8 +55,9 @@ class LivePump:
     async def _listen(self):
         backoff, down = Backoff(first=0.1, cap=5.0), False
         while True:
-            pubsub = self.redis.pubsub()
+            pubsub = None
             try:
+                pubsub = await apubsub(self.redis)
                 if self.feed.channels:
                     await pubsub.subscribe(*self.feed.channels)
                 if self.feed.patterns:
@@ -83,7 +84,8 @@ class LivePump:
                 await backoff.wait()
             finally:
                 try:
-                    await asyncio.shield(pubsub.aclose())
+                    if pubsub is not None:
+                        await asyncio.shield(pubsub.aclose())
                 except Exception:  # best effort: the connection may already be gone
                     pass
 

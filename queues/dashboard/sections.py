@@ -27,6 +27,7 @@ SECTIONS = {
         "failed": ("failed",),
         "failure_groups": ("failure_groups",),
         "locks": ("locks",),
+        "limits": ("limits",),
         "throughput": ("throughput",),
     },
     "task": {"task": ("task",), "failures": ("failures",), "relatives": ("parents", "children")},

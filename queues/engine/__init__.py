@@ -10,6 +10,7 @@ from .errors import (
     InvalidState,
     InvalidTask,
     NoHandler,
+    NotReplicated,
     PayloadTooLarge,
     RetryLater,
     StaleLease,
@@ -45,6 +46,7 @@ __all__ = [
     "StaleLease",
     "WorkerLost",
     "NoHandler",
+    "NotReplicated",
     "RetryLater",
     "WorkerCrashed",
 ]

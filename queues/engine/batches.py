@@ -145,14 +145,14 @@ class Batch:
             return []
         if checked is None:  # a handler's lock function puts them under several locks
             return q.enqueue_many(payloads, ids=ids, _batch=self.id, **options)
-        if tracing.enabled(q.connection.config):
+        if tracing.enabled(q.connection.config) or getattr(q.client, "worqr_replicas", None):
             return q._enqueue(checked, ids, _batch=self.id).ids
         return self._send_pipelined(q, checked, ids)
 
     def _send_pipelined(self, q, checked, ids):
         """Enqueue in calls of 500 tasks (each atomic), 20 calls per round trip."""
         when, opts, items = checked
-        names = ("retries", "timeout", "backoff", "lock", "callback", "meta")
+        names = ("retries", "timeout", "backoff", "lock", "callback", "meta", "partition")
         options = dict(zip(names, opts, strict=True))
         items = [(ids[i], *rest) for i, rest in enumerate(items)]
         calls = [

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from . import keys, scripts
 from .codes import Code
-from .errors import InvalidState, StaleLease, TaskNotFound, WorkerLost
+from .errors import InvalidState, NotReplicated, StaleLease, TaskNotFound, WorkerLost
 from .task import Task, decode_payload
 
 
@@ -28,13 +28,20 @@ class Call:
     queue: str
     args: tuple
     parse: object = field(default=None, compare=False)
+    #: A write that must reach ``MIN_REPLICAS_ACK`` replicas: ``strict`` (raise NotReplicated
+    #: if it did not) or ``log`` (log it); None for the others (``scripts.run``).
+    durable: str = None
 
     def run(self, client):
-        reply = scripts.run(client, self.script, self.queue, *self.args)
+        try:
+            reply = scripts.run(client, self.script, self.queue, *self.args, durable=self.durable)
+        except NotReplicated as exc:
+            exc.reply = self.parse(exc.reply) if self.parse else exc.reply
+            raise
         return self.parse(reply) if self.parse else reply
 
     async def arun(self, client):
-        reply = await scripts.arun(client, self.script, self.queue, *self.args)
+        reply = await scripts.arun(client, self.script, self.queue, *self.args, durable=self.durable)
         return self.parse(reply) if self.parse else reply
 
 
@@ -98,6 +105,7 @@ def enqueue(
     callback="",
     meta="",
     trace="",
+    partition="",
     parents="",
     batch="",
     batch_callback="",
@@ -106,11 +114,11 @@ def enqueue(
     """Add tasks. ``items``: (id, payload bytes, unique key or '', 'b' if bytes else '').
     ``when``: '' now, '+<ms>' a delay, '@<ms>' a due time (Unix ms). Options are text, '' when
     not given; ``trace`` is the trace context delivered with the tasks (``tracing``);
-    ``parents`` the JSON ``{"p": [[parent id, 'w' or its outcome], ...], "ob": "run"}`` of tasks
-    with ``after=`` (what ``link`` answered); ``batch`` the batch they belong to;
-    ``batch_callback`` the batch they are a callback of; ``once`` a key used once ever (the
-    call adds nothing if it was used). Returns ``Enqueued``; an id whose task exists already is
-    left as it is."""
+    ``partition`` their partition key; ``parents`` the JSON ``{"p": [[parent id, 'w' or its
+    outcome], ...], "ob": "run"}`` of tasks with ``after=`` (what ``link`` answered); ``batch``
+    the batch they belong to; ``batch_callback`` the batch they are a callback of; ``once`` a
+    key used once ever (the call adds nothing if it was used). Returns ``Enqueued``; an id whose
+    task exists already is left as it is."""
     flat = [x for item in items for x in item]
     args = (
         len(items),
@@ -122,13 +130,14 @@ def enqueue(
         callback,
         meta,
         trace,
+        partition,
         parents,
         batch,
         batch_callback,
         once,
         *flat,
     )
-    return Call("enqueue", queue, args, _enqueued)
+    return Call("enqueue", queue, args, _enqueued, durable="strict")
 
 
 def link(queue, parents, children):
@@ -142,7 +151,7 @@ def link(queue, parents, children):
         return Code.OK, [r.decode() for r in reply[1:]]
 
     parents, children = list(parents), list(children)
-    return Call("link", queue, (len(parents), *parents, *children), parse)
+    return Call("link", queue, (len(parents), *parents, *children), parse, durable="strict")
 
 
 def resolve(queue, items):
@@ -155,7 +164,7 @@ def resolve(queue, items):
 def outbox_done(queue, ids):
     """Take ended tasks whose children and batch were told off the queue's outbox."""
     ids = list(ids)
-    return Call("outbox_done", queue, (len(ids), *ids), int)
+    return Call("outbox_done", queue, (len(ids), *ids), int, durable="log")
 
 
 # -- the worker's calls ----------------------------------------------------------------------
@@ -238,13 +247,13 @@ def start(queue, worker, count, *, lock_ttl, grace, default_timeout, result_ttl,
         len(acks),
         *_ack_args(acks),
     )
-    return Call("start", queue, args, parse)
+    return Call("start", queue, args, parse, durable="log" if acks else None)
 
 
 def finish(queue, worker, acks, *, result_ttl):
     """Acknowledge ``acks`` ((id, lease, result, keep) each): one code per task."""
     acks = list(acks)
-    return Call("finish", queue, (worker, len(acks), _ms(result_ttl), *_ack_args(acks)), _codes)
+    return Call("finish", queue, (worker, len(acks), _ms(result_ttl), *_ack_args(acks)), _codes, durable="log")
 
 
 def fail(
@@ -279,14 +288,14 @@ def fail(
         "" if retry_after is None else max(0.0, retry_after),
         "k" if keep else "",
     )
-    return Call("fail", queue, args, _code)
+    return Call("fail", queue, args, _code, durable="log")
 
 
 def stop(queue, worker, items):
     """Give tasks back first in line, in the order given: (id, lease, keep) each."""
     items = list(items)
     flat = tuple(x for task_id, lease, keep in items for x in (task_id, lease, "k" if keep else ""))
-    return Call("stop", queue, (worker, len(items), *flat), _codes)
+    return Call("stop", queue, (worker, len(items), *flat), _codes, durable="log")
 
 
 def release(queue, worker, holders):
@@ -295,10 +304,12 @@ def release(queue, worker, holders):
     return Call("release", queue, (worker, len(holders), *(x for pair in holders for x in pair)))
 
 
-def register(queue, worker, *, ttl, lock_ttl, grace, default_timeout, fresh):
+def register(queue, worker, *, ttl, lock_ttl, grace, default_timeout, fresh, limits=None):
     """Record ``worker`` as serving ``queue``; ``fresh``: a new process (an earlier worker of that
-    name, presumed dead, is failed first). Returns how many of its tasks went back."""
-    args = (worker, _ms(ttl), _ms(lock_ttl), _ms(grace), default_timeout or 0, "1" if fresh else "0")
+    name, presumed dead, is failed first). ``limits``: its handler's (``limits.Limits``; None: no
+    limits). Returns how many of its tasks went back."""
+    limit_args = limits.script_args() if limits is not None else ("",) * 6
+    args = (worker, _ms(ttl), _ms(lock_ttl), _ms(grace), default_timeout or 0, "1" if fresh else "0", *limit_args)
     return Call("register", queue, args, int)
 
 
@@ -343,6 +354,12 @@ def pause(queue, paused):
     return Call("pause", queue, ("1" if paused else "0",), bool)
 
 
+def set_limits(queue, overrides=None, *, reset=False):
+    """Override the queue's limits (``overrides``: six values as ``Limits.script_args`` gives them,
+    each a number, '-' for none or '' to leave as is), after dropping every override if ``reset``."""
+    return Call("set_limits", queue, ("reset" if reset else "set", *(overrides or ("",) * 6)), int)
+
+
 def purge(queue, limit):
     """Delete up to ``limit`` waiting-to-run tasks: returns (deleted, more)."""
     return Call("purge", queue, (limit,), lambda r: (int(r[0]), bool(r[1])))
@@ -384,13 +401,13 @@ def fire(queue, name, version, due_ms, next_ms, *, mode, grace_ms, task_id, meta
     """Fire the tick ``due_ms`` of schedule ``name``: enqueue its run as ``task_id`` and move it to
     ``next_ms``, unless another call did first. ``mode``: 'tick' or 'missed'. Returns ``Fired``."""
     args = (name, version, int(due_ms), int(next_ms), mode, int(grace_ms), task_id, meta)
-    return Call("fire", queue, args, _fired)
+    return Call("fire", queue, args, _fired, durable="log")
 
 
 def trigger(queue, name, task_id, meta, trace=""):
     """Enqueue one run of schedule ``name`` now (``trace``: the trigger's trace context): (OK or
     UNKNOWN, whether the queue was new)."""
-    return Call("trigger", queue, (name, task_id, meta, trace), lambda r: (Code(r[0]), bool(r[1])))
+    return Call("trigger", queue, (name, task_id, meta, trace), lambda r: (Code(r[0]), bool(r[1])), durable="strict")
 
 
 def schedule_sync(queue, name, document, version, next_ms, *, enabled, paused_since=None):
@@ -421,14 +438,14 @@ def schedule_pause(queue, name, paused, *, version="", next_ms=0):
 
 def batch_open(batch_id, description, on_success, on_complete):
     """Open a batch; the callbacks are '' or their JSON. Returns its created ms (0: it existed)."""
-    return Call("batch_open", keys.batch_slot(batch_id), (description, on_success, on_complete), int)
+    return Call("batch_open", keys.batch_slot(batch_id), (description, on_success, on_complete), int, durable="strict")
 
 
 def batch_add(batch_id, queue, ids):
     """Reserve ``ids`` (tasks about to be enqueued in ``queue``) in the batch: OK, UNKNOWN or
     FINISHED (it is closed)."""
     ids = list(ids)
-    return Call("batch_add", keys.batch_slot(batch_id), (queue, len(ids), *ids), _code)
+    return Call("batch_add", keys.batch_slot(batch_id), (queue, len(ids), *ids), _code, durable="strict")
 
 
 def batch_tell(batch_id, ended):
@@ -444,4 +461,4 @@ def batch_close(batch_id, cancel=False):
 
 def batch_callbacks_done(batch_id):
     """The batch's callbacks were enqueued: True if they were due."""
-    return Call("batch_callbacks_done", keys.batch_slot(batch_id), (), bool)
+    return Call("batch_callbacks_done", keys.batch_slot(batch_id), (), bool, durable="log")

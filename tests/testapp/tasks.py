@@ -107,6 +107,21 @@ handler("bylock", lock=lambda task: task.payload.split(":")[0])(run_sync)
 handler("stuck", timeout=2, retries=2, backoff=0.1)(run_sync)
 
 
+# -- limits (tests/test_limits_workers.py) -------------------------------------------------------
+
+
+def customer_of(task):
+    """The partition of a limits test's task: its payload's "c"."""
+    return str(_directives(task.payload).get("c", "none"))
+
+
+handler("lim-conc", concurrency=2)(run_sync)
+handler("lim-rate", rate=(5, 2))(run_sync)
+handler("lim-fair", partition=customer_of, partition_concurrency=1)(run_sync)
+handler("lim-kill", concurrency=2)(run_sync)
+handler("lim-set", concurrency=1)(run_sync)
+
+
 # -- isolated handlers (tests/test_isolation.py, tests/test_processes.py) -------------------------
 
 
@@ -290,3 +305,15 @@ def _lock_of(task):
 
 handler("stlock", timeout=1, lock=_lock_of)(stress_sync)
 handler("stalock", timeout=1, lock=_lock_of)(stress_async)
+
+
+def record_run_to_file(task):
+    """The failover tests' handler: appends "<payload> <time>" to a file of its own (one per
+    worker process, under WORQR_TEST_RUNS_DIR), never to the Redis being failed over."""
+    path = os.path.join(os.environ["WORQR_TEST_RUNS_DIR"], f"{os.getpid()}.runs")
+    time.sleep(0.005)
+    with open(path, "a") as f:
+        f.write(f"{task.payload} {time.time():.3f}\n")
+
+
+handler("fo")(record_run_to_file)

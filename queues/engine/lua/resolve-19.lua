@@ -4,7 +4,7 @@
 -- yet) keeps the news in parents:<id> for its enqueue. When its last parent completed, a
 -- child becomes runnable (or delayed until its due time); when a parent ended otherwise
 -- (failed for good, cancelled, deleted) it is cancelled, unless it runs anyway ('run').
--- Keys: pending front delayed active deadlines stats idle unique lockwaits lockheads outbox blocked batchruns
+-- Keys: pending front delayed active deadlines stats idle unique lockwaits lockheads outbox blocked batchruns limits starts partitions ring pactive pwait
 -- @include active
 -- @include wake
 -- Input: ARGV[3] n, then n triples: child id, parent id, the parent's outcome

@@ -1,15 +1,16 @@
 -- Add one or many tasks to the queue: runnable at the tail of pending (FIFO), on its lock's
 -- wait list if that lock is held or already has a runnable task first in line, or delayed
 -- until a due time. Idle workers are handed a task each inside their wake-up.
--- Keys: pending front delayed active deadlines stats meta idle unique lockwaits lockheads leases outbox blocked batchruns once
+-- Keys: pending front delayed active deadlines stats meta idle unique lockwaits lockheads leases outbox blocked batchruns once limits starts partitions ring pactive pwait
 -- @include take
 -- @include active
 -- Input: ARGV[3] n, ARGV[4] when: '' (runnable now), '+<ms>' (a delay) or '@<ms>' (an absolute
 --   due time, Unix ms), ARGV[5] retries, ARGV[6] timeout s, ARGV[7] backoff s, ARGV[8] lock key,
 --   ARGV[9] callback URL, ARGV[10] meta (opaque text), ARGV[11] trace context (W3C traceparent,
---   then tracestate after a newline; delivered with the task), ARGV[12] parents (JSON
---   {p: [[parent id, 'w' (still live) or its outcome], ...], ob: 'run' or absent}), ARGV[13]
---   batch id, ARGV[14] the batch this task is the callback of, ARGV[15] a once key: if it was
+--   then tracestate after a newline; delivered with the task), ARGV[12] partition key (runnable
+--   tasks are listed in their partition, served round-robin), ARGV[13] parents (JSON
+--   {p: [[parent id, 'w' (still live) or its outcome], ...], ob: 'run' or absent}), ARGV[14]
+--   batch id, ARGV[15] the batch this task is the callback of, ARGV[16] a once key: if it was
 --   used before (7 days), nothing is added -- each '' when not given --
 --   then n quadruples: id, payload, unique key ('' for none), 'b' if the payload was bytes.
 -- A task with parents still live is 'blocked' (parents:<id> lists them) until each is told
@@ -18,7 +19,7 @@
 --   holder's id; an id that already exists is left as it is (enqueue is idempotent by id).
 -- Events: 'enqueued' {n, ids, delayed}, 'waiting' {ids}, 'blocked' {ids}, 'cancelled' {ids, reason}, and 'started' for tasks handed
 --   straight to idle workers (one each, in their wake-up message); wakes up to n idle workers
---   in all (or re-arms sleepers' timers for delayed tasks).
+--   in all, as many as the limits let start (or re-arms sleepers' timers for delayed tasks).
 local now = now_ms()
 local n = tonumber(ARGV[3])
 local due = 0
@@ -30,39 +31,41 @@ end
 local lk = false
 if ARGV[8] ~= '' then lk = ARGV[8] end
 local opts = {}
-for i, name in ipairs({'r', 't', 'b', 'lk', 'cb', 'm', 'tc'}) do
+local pk = false
+if ARGV[12] ~= '' then pk = ARGV[12] end
+for i, name in ipairs({'r', 't', 'b', 'lk', 'cb', 'm', 'tc', 'pk'}) do
   if ARGV[4 + i] ~= '' then
     opts[#opts + 1] = name
     opts[#opts + 1] = ARGV[4 + i]
   end
 end
-if ARGV[13] ~= '' then opts[#opts + 1] = 'bt'; opts[#opts + 1] = ARGV[13] end
-if ARGV[14] ~= '' then opts[#opts + 1] = 'bc'; opts[#opts + 1] = ARGV[14] end
+if ARGV[14] ~= '' then opts[#opts + 1] = 'bt'; opts[#opts + 1] = ARGV[14] end
+if ARGV[15] ~= '' then opts[#opts + 1] = 'bc'; opts[#opts + 1] = ARGV[15] end
 local deps = false
-if ARGV[12] ~= '' then deps = cjson.decode(ARGV[12]) end
-if ARGV[15] ~= '' then
-  if rcall('ZSCORE', K.once, ARGV[15]) then
+if ARGV[13] ~= '' then deps = cjson.decode(ARGV[13]) end
+if ARGV[16] ~= '' then
+  if rcall('ZSCORE', K.once, ARGV[16]) then
     local out = {0, now}
-    for i = 0, n - 1 do out[#out + 1] = ARGV[16 + 4 * i] end
+    for i = 0, n - 1 do out[#out + 1] = ARGV[17 + 4 * i] end
     return out
   end
   rcall('ZREMRANGEBYSCORE', K.once, '-inf', now - 7 * 86400000)
-  rcall('ZADD', K.once, now, ARGV[15])
+  rcall('ZADD', K.once, now, ARGV[16])
 end
 -- The parents a new task still waits for, and why it is cancelled at once (or false).
 local function parents_of(id)
   local waitfor, why = {}, false
-  local pk = parents_key(id)
+  local prk = parents_key(id)
   for _, p in ipairs(deps.p) do
     local o = p[2]
-    if o == 'w' then o = rcall('HGET', pk, p[1]) or 'w' end  -- told before it existed
+    if o == 'w' then o = rcall('HGET', prk, p[1]) or 'w' end  -- told before it existed
     if o == 'w' then
       waitfor[#waitfor + 1] = p[1]
     elseif o ~= 'completed' and deps.ob ~= 'run' and not why then
       why = 'parent ' .. p[1] .. ' ' .. o
     end
   end
-  rcall('DEL', pk)
+  rcall('DEL', prk)
   return waitfor, why
 end
 local is_new = 0
@@ -74,7 +77,7 @@ local turn_taken = not lk  -- with a lock: whether the lock's turn was settled (
 local state = 'pending'
 if due > 0 then state = 'delayed' end
 for i = 0, n - 1 do
-  local j = 16 + 4 * i
+  local j = 17 + 4 * i
   local id, payload, uk, kind = ARGV[j], ARGV[j + 1], ARGV[j + 2], ARGV[j + 3]
   local holder = false
   if uk ~= '' then holder = rcall('HGET', K.unique, uk) end
@@ -115,8 +118,8 @@ for i = 0, n - 1 do
     elseif s == 'delayed' then
       delayed[#delayed + 1] = id
     elseif s == 'blocked' then
-      local pk = parents_key(id)
-      for _, pid in ipairs(waitfor) do rcall('HSET', pk, pid, 'w') end
+      local prk = parents_key(id)
+      for _, pid in ipairs(waitfor) do rcall('HSET', prk, pid, 'w') end
       blocked[#blocked + 1] = id
     else  -- a parent ended badly: cancelled at once (its batch is told)
       clear_unique(id, uk ~= '' and uk or nil)
@@ -161,10 +164,19 @@ if #added > 0 then
     publish({e = 'waiting', ids = waiting, n = #waiting})
   end
   if #runnable > 0 then
-    push_all(K.pending, runnable)
+    local n = #runnable
+    if pk then
+      push_all(plist_key(pk), runnable)
+      rcall('HINCRBY', K.stats, 'plisted', n)
+      if not ring_partition(pk) then n = 0 end  -- held back by its partition's limits
+    else
+      push_all(K.pending, runnable)
+    end
+    local room = queue_room(now)
+    if room < n then n = room end
     -- Idle workers get a task each in the wake-up itself; the rest of them are just woken.
-    local pushed = push_to_idle(#runnable, now)
-    wake(#runnable - pushed)
+    local pushed = push_to_idle(n, now)
+    wake(n - pushed)
   end
 end
 return out

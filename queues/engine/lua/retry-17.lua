@@ -1,6 +1,6 @@
 -- Put failed tasks back at the tail of the queue with their attempts reset (on their lock's
 -- wait list if the lock is taken).
--- Keys: pending front delayed failed stats idle unique lockwaits lockheads outbox
+-- Keys: pending front delayed active failed stats idle unique lockwaits lockheads outbox limits starts partitions ring pactive pwait
 -- @include locks
 -- @include links
 -- Input: ARGV[3] n, then n ids
