@@ -24,7 +24,8 @@ def test_chains_across_three_queues_run_in_order_under_two_workers(client, worke
     for ids in chains:
         steps = [by_id[i] for i in ids]
         assert steps[0]["start"] <= steps[0]["end"] <= steps[1]["start"] <= steps[1]["end"] <= steps[2]["start"]
-    for q in ("t1", "t2", "t3"):
+    for q in ("t1", "t2", "t3"):  # a handler records its run before its worker acknowledges it
+        wait_for(lambda q=q: Queue(q).counts()["completed"] == 5, timeout=10, message=f"{q}'s acknowledgements")
         c = Queue(q).counts()
         assert (c["completed"], c["blocked"], c["enqueued"]) == (5, 0, 5)
 
@@ -60,6 +61,7 @@ def test_a_crash_between_parent_end_and_child_release_loses_nothing(client, work
     child = _fault_run(client, workers, "drain-kill")
     wait_for(lambda: readmodel.outbox(client, "t1") == [], timeout=10, message="the outbox drained")
     assert [r["id"] for r in ran(client, "t2")] == [child]
+    wait_for(lambda: Queue("t2").counts()["completed"] == 1, timeout=10, message="the child acknowledged")
     c = Queue("t2").counts()
     assert (c["completed"], c["blocked"], c["cancelled"]) == (1, 0, 0)
 
