@@ -145,18 +145,23 @@ class Batch:
             return []
         if checked is None:  # a handler's lock function puts them under several locks
             return q.enqueue_many(payloads, ids=ids, _batch=self.id, **options)
-        if tracing.enabled(q.connection.config) or getattr(q.client, "worqr_replicas", None):
+        if getattr(q.client, "worqr_replicas", None):  # each call waits for its replicas
             return q._enqueue(checked, ids, _batch=self.id).ids
-        return self._send_pipelined(q, checked, ids)
+        if not tracing.enabled(q.connection.config):
+            return self._send_pipelined(q, checked, ids)
+        with tracing.enqueue_span(q.name, len(ids)) as (span, trace):
+            out = self._send_pipelined(q, checked, ids, trace)
+            tracing.enqueued(span, out)
+            return out
 
-    def _send_pipelined(self, q, checked, ids):
+    def _send_pipelined(self, q, checked, ids, trace=""):
         """Enqueue in calls of 500 tasks (each atomic), 20 calls per round trip."""
         when, opts, items = checked
         names = ("retries", "timeout", "backoff", "lock", "callback", "meta", "partition")
         options = dict(zip(names, opts, strict=True))
         items = [(ids[i], *rest) for i, rest in enumerate(items)]
         calls = [
-            commands.enqueue(q.name, items[s : s + _ENQUEUE_CHUNK], when=when, batch=self.id, **options)
+            commands.enqueue(q.name, items[s : s + _ENQUEUE_CHUNK], when=when, trace=trace, batch=self.id, **options)
             for s in range(0, len(items), _ENQUEUE_CHUNK)
         ]
         out, new = [], False
