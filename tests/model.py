@@ -55,6 +55,7 @@ class QueueModel:
         self.heads = {}  # lock -> id
         self.held = {}  # worker -> OrderedDict(holder -> lock): locks kept for handlers still running
         self.unique = {}  # key -> id
+        self.remembered = set()  # ids enqueued with remember (the `seen` set; nothing expires in a run)
         self.workers, self.idle = set(), set()
         self.owned = {}  # worker -> set of ids
         self.paused = False
@@ -344,14 +345,22 @@ class QueueModel:
                 self.links.setdefault(p, set()).update(children)
         return out
 
-    def enqueue(self, ids, lock, unique, delayed, retries, handed, part=None, deps=None):
+    def enqueue(self, ids, lock, unique, delayed, retries, handed, part=None, remember=False, deps=None):
         """``handed``: the (worker, id, lease) hand-overs Redis published, in order. Returns the
-        ids replied. ``deps``: ([(parent, 'w' or its end)], run_anyway) for tasks with after=."""
+        ids replied. An id that exists, or was remembered, is left as it is. ``deps``:
+        ([(parent, 'w' or its end)], run_anyway) for tasks with after=."""
         out, runnable = [], 0
         for tid in ids:
             if unique is not None and unique in self.unique:
                 out.append(self.unique[unique])
                 continue
+            if tid in self.tasks or (remember and tid in self.remembered):
+                if remember:
+                    self.remembered.add(tid)
+                out.append(tid)
+                continue
+            if remember:
+                self.remembered.add(tid)
             t = self.tasks[tid] = Task(tid, lock, unique, retries, part)
             if unique is not None:
                 self.unique[unique] = tid

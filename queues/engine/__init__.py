@@ -12,6 +12,7 @@ from .errors import (
     NoHandler,
     NotReplicated,
     PayloadTooLarge,
+    RedisUnavailable,
     RetryLater,
     StaleLease,
     TaskNotFound,
@@ -47,6 +48,7 @@ __all__ = [
     "WorkerLost",
     "NoHandler",
     "NotReplicated",
+    "RedisUnavailable",
     "RetryLater",
     "WorkerCrashed",
 ]

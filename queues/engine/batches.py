@@ -146,7 +146,7 @@ class Batch:
         if checked is None:  # a handler's lock function puts them under several locks
             return q.enqueue_many(payloads, ids=ids, _batch=self.id, **options)
         if getattr(q.client, "worqr_replicas", None):  # each call waits for its replicas
-            return q._enqueue(checked, ids, _batch=self.id).ids
+            return q._enqueue(checked, ids, _batch=self.id, remember=False).ids
         if not tracing.enabled(q.connection.config):
             return self._send_pipelined(q, checked, ids)
         with tracing.enqueue_span(q.name, len(ids)) as (span, trace):
@@ -157,7 +157,7 @@ class Batch:
     def _send_pipelined(self, q, checked, ids, trace=""):
         """Enqueue in calls of 500 tasks (each atomic), 20 calls per round trip."""
         when, opts, items = checked
-        names = ("retries", "timeout", "backoff", "lock", "callback", "meta", "partition")
+        names = ("retries", "timeout", "backoff", "lock", "callback", "meta", "partition", "tags")
         options = dict(zip(names, opts, strict=True))
         items = [(ids[i], *rest) for i, rest in enumerate(items)]
         calls = [
@@ -268,7 +268,7 @@ class _ClientConnection:
     """A connection-like wrapper around a bare client (the drain runs with one)."""
 
     def __init__(self, client):
-        self.client = client
+        self.client = self.enqueue_client = client
         self.config = get_default().config
 
 

@@ -12,6 +12,7 @@ local looked, deleted = 0, 0
 local function delete(id, tk, uk)
   clear_unique(id, uk)
   task_ended(id, tk, 'deleted', now)
+  forget(id, tk)
   rcall('DEL', tk)
   deleted = deleted + 1
 end

@@ -48,6 +48,7 @@ for i = 0, n - 1 do
       rcall('HINCRBY', K.stats, 'cancelled', 1)
       clear_unique(id, f[4])
       task_ended(id, tk, 'cancelled', now, nil, why)
+      forget(id, tk)
       rcall('DEL', tk)
       publish({e = 'cancelled', ids = {id}, n = 1, reason = why})
       code = 2

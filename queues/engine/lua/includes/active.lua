@@ -28,6 +28,7 @@ end
 local function drop_cancelled(id, tk, uk, now, worker)
   clear_unique(id, uk)
   task_ended(id, tk, 'cancelled', now, worker)
+  forget(id, tk)
   rcall('DEL', tk)
   rcall('HINCRBY', K.stats, 'cancelled', 1)
 end

@@ -28,6 +28,7 @@ local function finish_tasks(worker, n, result_ttl, base, now)
       else
         clear_unique(id, f[6])
         task_ended(id, tk, 'completed', now, worker)
+        forget(id, tk)
         if result ~= '' then
           rcall('HSET', tk, 's', 'completed', 'res', result, 'fin', now)
           rcall('PEXPIRE', tk, result_ttl)

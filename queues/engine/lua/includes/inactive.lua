@@ -26,6 +26,7 @@ local function remove_inactive(id, now, outcome)
   end
   clear_unique(id, f[3])
   task_ended(id, tk, outcome, now)
+  forget(id, tk)
   rcall('DEL', tk)
   if s == 'pending' and lk and rcall('HGET', K.lockheads, lk) == id then
     rcall('HDEL', K.lockheads, lk)

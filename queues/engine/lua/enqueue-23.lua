@@ -1,22 +1,26 @@
 -- Add one or many tasks to the queue: runnable at the tail of pending (FIFO), on its lock's
 -- wait list if that lock is held or already has a runnable task first in line, or delayed
 -- until a due time. Idle workers are handed a task each inside their wake-up.
--- Keys: pending front delayed active deadlines stats meta idle unique lockwaits lockheads leases outbox blocked batchruns once limits starts partitions ring pactive pwait
+-- Keys: pending front delayed active deadlines stats meta idle unique lockwaits lockheads leases outbox blocked batchruns once limits starts partitions ring pactive pwait seen
 -- @include take
 -- @include active
 -- Input: ARGV[3] n, ARGV[4] when: '' (runnable now), '+<ms>' (a delay) or '@<ms>' (an absolute
 --   due time, Unix ms), ARGV[5] retries, ARGV[6] timeout s, ARGV[7] backoff s, ARGV[8] lock key,
 --   ARGV[9] callback URL, ARGV[10] meta (opaque text), ARGV[11] trace context (W3C traceparent,
 --   then tracestate after a newline; delivered with the task), ARGV[12] partition key (runnable
---   tasks are listed in their partition, served round-robin), ARGV[13] parents (JSON
---   {p: [[parent id, 'w' (still live) or its outcome], ...], ob: 'run' or absent}), ARGV[14]
---   batch id, ARGV[15] the batch this task is the callback of, ARGV[16] a once key: if it was
---   used before (7 days), nothing is added -- each '' when not given --
---   then n quadruples: id, payload, unique key ('' for none), 'b' if the payload was bytes.
+--   tasks are listed in their partition, served round-robin), ARGV[13] tags (one per line,
+--   indexed in the tag index), ARGV[14] remember (ms; '' or 0: not): ids given by the caller
+--   (the outbox's) are kept in `seen` that long, so the same id enqueued again even after its
+--   task finished is a no-op; ARGV[15] parents (JSON {p: [[parent id, 'w' (still live) or its
+--   outcome], ...], ob: 'run' or absent}), ARGV[16] batch id, ARGV[17] the batch this task is
+--   the callback of, ARGV[18] a once key: if it was used before (7 days), nothing is added --
+--   each '' when not given -- then n quadruples: id, payload, unique key ('' for none), 'b' if
+--   the payload was bytes.
 -- A task with parents still live is 'blocked' (parents:<id> lists them) until each is told
 -- (resolve); one with a parent that ended badly is cancelled at once unless ob = 'run'.
 -- Output: {queue_was_new (0/1), now (ms), id1, id2, ...}. A unique key already held gives the
---   holder's id; an id that already exists is left as it is (enqueue is idempotent by id).
+--   holder's id; an id that already exists, or was remembered in `seen` within the window, is
+--   left as it is (enqueue is idempotent by id).
 -- Events: 'enqueued' {n, ids, delayed}, 'waiting' {ids}, 'blocked' {ids}, 'cancelled' {ids, reason}, and 'started' for tasks handed
 --   straight to idle workers (one each, in their wake-up message); wakes up to n idle workers
 --   in all, as many as the limits let start (or re-arms sleepers' timers for delayed tasks).
@@ -33,24 +37,24 @@ if ARGV[8] ~= '' then lk = ARGV[8] end
 local opts = {}
 local pk = false
 if ARGV[12] ~= '' then pk = ARGV[12] end
-for i, name in ipairs({'r', 't', 'b', 'lk', 'cb', 'm', 'tc', 'pk'}) do
+for i, name in ipairs({'r', 't', 'b', 'lk', 'cb', 'm', 'tc', 'pk', 'tg'}) do
   if ARGV[4 + i] ~= '' then
     opts[#opts + 1] = name
     opts[#opts + 1] = ARGV[4 + i]
   end
 end
-if ARGV[14] ~= '' then opts[#opts + 1] = 'bt'; opts[#opts + 1] = ARGV[14] end
-if ARGV[15] ~= '' then opts[#opts + 1] = 'bc'; opts[#opts + 1] = ARGV[15] end
+if ARGV[16] ~= '' then opts[#opts + 1] = 'bt'; opts[#opts + 1] = ARGV[16] end
+if ARGV[17] ~= '' then opts[#opts + 1] = 'bc'; opts[#opts + 1] = ARGV[17] end
 local deps = false
-if ARGV[13] ~= '' then deps = cjson.decode(ARGV[13]) end
-if ARGV[16] ~= '' then
-  if rcall('ZSCORE', K.once, ARGV[16]) then
+if ARGV[15] ~= '' then deps = cjson.decode(ARGV[15]) end
+if ARGV[18] ~= '' then
+  if rcall('ZSCORE', K.once, ARGV[18]) then
     local out = {0, now}
-    for i = 0, n - 1 do out[#out + 1] = ARGV[17 + 4 * i] end
+    for i = 0, n - 1 do out[#out + 1] = ARGV[19 + 4 * i] end
     return out
   end
   rcall('ZREMRANGEBYSCORE', K.once, '-inf', now - 7 * 86400000)
-  rcall('ZADD', K.once, now, ARGV[16])
+  rcall('ZADD', K.once, now, ARGV[18])
 end
 -- The parents a new task still waits for, and why it is cancelled at once (or false).
 local function parents_of(id)
@@ -68,6 +72,13 @@ local function parents_of(id)
   rcall('DEL', prk)
   return waitfor, why
 end
+local remember = tonumber(ARGV[14]) or 0
+if remember > 0 then
+  -- Forget ids remembered longer than the window: at most 1000 per call (each call adds at most
+  -- 500), so the set never grows past the window's enqueues and no call holds Redis for long.
+  local old = rcall('ZRANGEBYSCORE', K.seen, '-inf', now - remember, 'LIMIT', 0, 1000)
+  if #old > 0 then rcall('ZREM', K.seen, unpack(old)) end
+end
 local is_new = 0
 if rcall('HSETNX', K.meta, 'created', now) == 1 then is_new = 1 end
 local out = {is_new, now}
@@ -77,14 +88,15 @@ local turn_taken = not lk  -- with a lock: whether the lock's turn was settled (
 local state = 'pending'
 if due > 0 then state = 'delayed' end
 for i = 0, n - 1 do
-  local j = 17 + 4 * i
+  local j = 19 + 4 * i
   local id, payload, uk, kind = ARGV[j], ARGV[j + 1], ARGV[j + 2], ARGV[j + 3]
   local holder = false
   if uk ~= '' then holder = rcall('HGET', K.unique, uk) end
   local tk = task_key(id)
   if holder then
     out[#out + 1] = holder
-  elseif rcall('EXISTS', tk) == 1 then
+  elseif rcall('EXISTS', tk) == 1 or (remember > 0 and rcall('ZSCORE', K.seen, id)) then
+    if remember > 0 then rcall('ZADD', K.seen, 'NX', now, id) end
     out[#out + 1] = id
   else
     local s = state
@@ -111,6 +123,8 @@ for i = 0, n - 1 do
       if deps.ob == 'run' then fields[#fields + 1] = 'ob'; fields[#fields + 1] = 'run' end
     end
     rcall('HSET', tk, unpack(fields))
+    if remember > 0 then rcall('ZADD', K.seen, now, id) end
+    for t in string.gmatch(ARGV[13], '[^\n]+') do rcall('ZADD', tag_key(t), now, id) end
     if s == 'waiting' then
       waiting[#waiting + 1] = id
     elseif s == 'pending' then
@@ -124,6 +138,7 @@ for i = 0, n - 1 do
     else  -- a parent ended badly: cancelled at once (its batch is told)
       clear_unique(id, uk ~= '' and uk or nil)
       task_ended(id, tk, 'cancelled', now, nil, why)
+      forget(id, tk)
       rcall('DEL', tk)
       dropped[#dropped + 1] = id
       publish({e = 'cancelled', ids = {id}, n = 1, reason = why})
@@ -175,8 +190,8 @@ if #added > 0 then
     local room = queue_room(now)
     if room < n then n = room end
     -- Idle workers get a task each in the wake-up itself; the rest of them are just woken.
-    local pushed = push_to_idle(n, now)
-    wake(n - pushed)
+    local pushed, none_idle = push_to_idle(n, now)
+    if not none_idle then wake(n - pushed) end
   end
 end
 return out
