@@ -347,8 +347,8 @@ class QueueModel:
 
     def enqueue(self, ids, lock, unique, delayed, retries, handed, part=None, remember=False, deps=None):
         """``handed``: the (worker, id, lease) hand-overs Redis published, in order. Returns the
-        ids replied. An id that exists, or was remembered, is left as it is. ``deps``:
-        ([(parent, 'w' or its end)], run_anyway) for tasks with after=."""
+        ids replied. An id that exists, or was remembered, is left as it is. ``deps``: ([(parent,
+        'w' or its end)], run_anyway) for tasks with after=."""
         out, runnable = [], 0
         for tid in ids:
             if unique is not None and unique in self.unique:

@@ -36,7 +36,7 @@ def test_batches_page_and_batch_page(staff, client):
     b = Batch(description="nightly import", on_complete=("audit", "done"))
     ids = b.enqueue_many("t1", ["a", "b"])
     page = staff.get("/queues/batches/").content.decode()
-    assert b.id in page and "nightly import" in page and "wq-batchbar" in page
+    assert b.id in page and "nightly import" in page and "wq-bprogress" in page
     one = staff.get(f"/queues/batches/{b.id}/").content.decode()
     assert all(i in one for i in ids) and "audit: done" in one
     assert staff.get("/queues/batches/nope/").status_code == 400
@@ -49,7 +49,7 @@ def test_batch_feeds_render_their_sections(client):
     b.enqueue("t1", "x")
     feed = feeds.feed_for(client, "batch", b.id)
     html = sections.render(feed.snapshot(), ["batch", "batch_tasks"], set())
-    assert "wq-batchbar" in html["batch"] and "t1" in html["batch_tasks"]
+    assert "wq-bprogress" in html["batch"] and "t1" in html["batch_tasks"]
     assert feed.wants(f'{{"e":"progress","b":"{b.id}"}}'.encode())
     assert not feed.wants(b'{"e":"progress","b":"b-0000000000000000"}')
     listing = feeds.feed_for(client, "batches")

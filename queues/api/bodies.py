@@ -263,7 +263,17 @@ class Body:
         return {"type": "object", "additionalProperties": False, "required": required, "properties": properties}
 
 
-def _create(queue, payload, retries, others, extra=()):
+def _create(queue, payload, retries, others, extra=(), workflow=False):
+    extra = tuple(extra)
+    if workflow:
+        extra += (
+            Field("after", "task_ids", doc="task ids the task waits for (blocked until each completed)"),
+            Field(
+                "on_parent_failure",
+                "parent_failure",
+                doc="what a parent failing, cancelled or deleted does: cancel the task (default) or run it",
+            ),
+        )
     return Body(
         Field(queue, "queue", "queue", required=True, doc="the queue's name"),
         Field(payload, "payload", "payload", required=True),
@@ -292,15 +302,8 @@ CREATE_TASK = _create(
     "payload",
     "retries",
     {"topic": "queue", "content": "payload", "retry": "retries"},
-    [
-        Field("tags", "tags", doc="tags, indexed for search (e.g. customer:42)"),
-        Field("after", "task_ids", doc="task ids the task waits for (blocked until each completed)"),
-        Field(
-            "on_parent_failure",
-            "parent_failure",
-            doc="what a parent failing, cancelled or deleted does: cancel the task (default) or run it",
-        ),
-    ],
+    [Field("tags", "tags", doc="tags, indexed for search (e.g. customer:42)")],
+    workflow=True,
 )
 #: POST /api/create, in the seed's names
 SEED_CREATE = _create("topic", "content", "retry", {"queue": "topic", "payload": "content", "retries": "retry"})

@@ -301,6 +301,9 @@ def batch_row(info):
         "pct_completed": pct(info["completed"]),
         "pct_failed": pct(info["failed"] + info["cancelled"]),
         "pct_active": pct(info["active"]),
+        # where the failed and the active parts of the bar start (an SVG bar: no inline style)
+        "x_failed": pct(info["completed"]),
+        "x_active": pct(info["completed"] + info["failed"] + info["cancelled"]),
         "pct_done": pct(done) if total else (100 if info["finished_at"] else 0),
         "queues": info["queues"],
         "on_success": info["on_success"],

@@ -268,7 +268,8 @@ class _ClientConnection:
     """A connection-like wrapper around a bare client (the drain runs with one)."""
 
     def __init__(self, client):
-        self.client = self.enqueue_client = client
+        self.client = client
+        self.enqueue_client = client
         self.config = get_default().config
 
 

@@ -117,13 +117,13 @@ def enqueue(
     ``when``: '' now, '+<ms>' a delay, '@<ms>' a due time (Unix ms). Options are text, '' when
     not given; ``trace`` is the trace context delivered with the tasks (``tracing``);
     ``partition`` their partition key; ``tags`` (checked by ``keys.check_tags``) go into the
-    queue's tag index. Returns ``Enqueued``; an id whose task exists already is left as it is.
-    ``remember`` (seconds, 0 for not): the ids are remembered that long, and enqueueing one again
-    meanwhile is a no-op even once its task finished (how the outbox's pushes are idempotent).
-    ``parents`` the JSON ``{"p": [[parent id, 'w' or its outcome], ...], "ob": "run"}`` of tasks
-    with ``after=`` (what ``link`` answered); ``batch`` the batch they belong to;
-    ``batch_callback`` the batch they are a callback of; ``once`` a key used once ever (the call
-    adds nothing if it was used)."""
+    queue's tag index; ``remember`` (seconds, 0 for not): the ids are remembered that long, and
+    enqueueing one again meanwhile is a no-op even once its task finished (how the outbox's pushes
+    are idempotent); ``parents`` the JSON ``{"p": [[parent id, 'w' or its outcome], ...], "ob":
+    "run"}`` of tasks with ``after=`` (what ``link`` answered); ``batch`` the batch they belong
+    to; ``batch_callback`` the batch they are a callback of; ``once`` a key used once ever (the
+    call adds nothing if it was used). Returns ``Enqueued``; an id whose task exists already is
+    left as it is."""
     flat = [x for item in items for x in item]
     args = (
         len(items),
@@ -145,6 +145,17 @@ def enqueue(
         *flat,
     )
     return Call("enqueue", queue, args, _enqueued, durable="strict")
+
+
+#: ``enqueue``'s arguments after n for one task now, with no options (``enqueue_one``).
+_PLAIN = ("",) * 15
+
+
+def enqueue_one(client, queue, task_id, payload):
+    """``enqueue`` of one task now, with no options, run at once on a synchronous client (the
+    common call, kept short): returns (whether the queue was new, the task's id)."""
+    reply = scripts.run(client, "enqueue", queue, 1, *_PLAIN, task_id, payload, "", "", durable="strict")
+    return reply[0] == 1, reply[2].decode()
 
 
 def link(queue, parents, children):
@@ -172,17 +183,6 @@ def outbox_done(queue, ids):
     """Take ended tasks whose children and batch were told off the queue's outbox."""
     ids = list(ids)
     return Call("outbox_done", queue, (len(ids), *ids), int, durable="log")
-
-
-#: ``enqueue``'s arguments after n for one task now, with no options (``enqueue_one``).
-_PLAIN = ("",) * 15
-
-
-def enqueue_one(client, queue, task_id, payload):
-    """``enqueue`` of one task now, with no options, run at once on a synchronous client (the
-    common call, kept short): returns (whether the queue was new, the task's id)."""
-    reply = scripts.run(client, "enqueue", queue, 1, *_PLAIN, task_id, payload, "", "", durable="strict")
-    return reply[0] == 1, reply[2].decode()
 
 
 # -- the worker's calls ----------------------------------------------------------------------

@@ -119,10 +119,12 @@ class Queue:
             if len(ids) != len(payloads) or any(keys.queue_from_task_id(i) != self.name for i in ids):
                 raise InvalidTask(f"ids must be one task id of queue {self.name!r} per payload")
         extra = {k: options.pop(k) for k in ("_batch", "_batch_callback", "_once") if k in options}
+        # ids the caller gave are remembered (a second push is a no-op); ids made here are new
+        remember = options.pop("_remember", ids is not None)
         parents = workflows.check_after(after, on_parent_failure, ids)
         batches = self._prepare(payloads, **options)
         if batches is None:  # the handler's lock or partition function gave different keys
-            grouped = dict(options, after=after, on_parent_failure=on_parent_failure, **extra)
+            grouped = dict(options, after=after, on_parent_failure=on_parent_failure, _remember=remember, **extra)
             return self._enqueue_grouped(payloads, ids, grouped)
         remember = None if ids is not None else False  # ids made here are new: nothing to remember
         ids = ids if ids is not None else [new_task_id(self.name) for _ in payloads]
@@ -157,7 +159,7 @@ class Queue:
     ):
         """Run the checked enqueue; returns ``commands.Enqueued`` (ids, and Redis time). Given
         ``ids`` are remembered (see ``enqueue_many``) unless ``remember=False``; ``retry_for``
-        overrides the setting. ``deps``, ``_batch``...: the workflow arguments of ``commands.enqueue``."""
+        overrides the setting."""
         when, opts, items = batches
         items = [((ids[i] if ids is not None else new_task_id(self.name)), *rest) for i, rest in enumerate(items)]
         extra = dict(parents=deps, batch=_batch, batch_callback=_batch_callback, once=_once)

@@ -50,8 +50,8 @@ def _placeholders():
         control=keys.CONTROL_PREFIX,
         duration_bounds=durations.lua_bounds(),
         batch_events=keys.BATCH_EVENTS,
+        task_log_max=str(keys.TASK_LOG_MAX),
     )
-    values.update(task_log_max=str(keys.TASK_LOG_MAX))
     values.update(lua_placeholders())
     return values
 

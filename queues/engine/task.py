@@ -101,13 +101,13 @@ class Task:
     cancel_requested: bool = False
     #: The enqueue's trace context (``tc``), from which the worker's run span continues.
     trace_context: str | None = None
-    #: The batch the task belongs to, or is the callback of (``bt`` / ``bc``).
-    batch_id: str | None = None
     #: Tags (``enqueue(..., tags=[...])``), indexed per queue.
     tags: list | None = None
     #: The last progress the handler reported (0 to 1), and its message.
     progress_value: float | None = None
     progress_message: str | None = None
+    #: The batch the task belongs to, or is the callback of (``bt`` / ``bc``).
+    batch_id: str | None = None
     #: Set by the worker (from its event loop thread) when the task is cancelled or times out.
     _cancelled: bool = False
     #: Where ``progress`` and ``log`` go: set by the worker on the tasks it runs (None elsewhere).
@@ -178,10 +178,10 @@ class Task:
             result=g(b"res"),
             cancel_requested=g(b"x") is not None,
             trace_context=_text(g(b"tc")),
-            batch_id=_text(g(b"bt") or g(b"bc")),
             tags=_text(g(b"tg")).split("\n") if g(b"tg") else [],
             progress_value=_float(g(b"pg")),
             progress_message=_text(g(b"pm")),
+            batch_id=_text(g(b"bt") or g(b"bc")),
         )
 
     @property

@@ -11,7 +11,7 @@
 --   tasks are listed in their partition, served round-robin), ARGV[13] tags (one per line,
 --   indexed in the tag index), ARGV[14] remember (ms; '' or 0: not): ids given by the caller
 --   (the outbox's) are kept in `seen` that long, so the same id enqueued again even after its
---   task finished is a no-op; ARGV[15] parents (JSON {p: [[parent id, 'w' (still live) or its
+--   task finished is a no-op, ARGV[15] parents (JSON {p: [[parent id, 'w' (still live) or its
 --   outcome], ...], ob: 'run' or absent}), ARGV[16] batch id, ARGV[17] the batch this task is
 --   the callback of, ARGV[18] a once key: if it was used before (7 days), nothing is added --
 --   each '' when not given -- then n quadruples: id, payload, unique key ('' for none), 'b' if

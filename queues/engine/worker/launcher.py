@@ -155,8 +155,8 @@ class Worker:
         self.loop = asyncio.get_running_loop()
         self.changed, self.stop_event, self.subscribed = asyncio.Event(), asyncio.Event(), asyncio.Event()
         self.reporter, self.fetcher, self.heart = Reporter(self), Fetcher(self), Heart(self)
-        self.linker = Linker(self)
         self.progress = ProgressSink(self)  # task.progress() and task.log() of running handlers
+        self.linker = Linker(self)
         self.pool = ThreadPool(self.concurrency)
         self.redis = self.connection.async_client(max_connections=self.concurrency + 8)
         for sig in (signal.SIGTERM, signal.SIGINT):
