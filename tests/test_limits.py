@@ -6,7 +6,7 @@ import time
 import pytest
 
 from queues import Queue
-from queues.engine import commands, keys
+from queues.engine import commands, keys, readmodel
 from queues.engine.codes import Code
 from queues.engine.errors import ConfigurationError, InvalidInput, InvalidTask
 from queues.engine.limits import check_limits, parse_rate
@@ -99,6 +99,8 @@ def test_partitions_are_served_round_robin(client):
     q.enqueue_many([f"A:{i}" for i in range(1000)])
     q.enqueue_many([f"B:{i}" for i in range(3)])
     assert q.counts()["runnable"] == 1003
+    page = [t.payload for t in readmodel.pending(client, "lim-part", 998, 4)]
+    assert page == ["A:998", "A:999", "B:0", "B:1"]  # the dashboard's list: partition by partition
     got = start(client, "lim-part", 8).tasks
     assert [t.payload for t in got] == ["A:0", "B:0", "A:1", "B:1", "A:2", "B:2", "A:3", "A:4"]
     assert q.counts()["runnable"] == 995
