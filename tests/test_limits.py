@@ -63,9 +63,9 @@ def test_concurrency_caps_starts_and_a_freed_slot_wakes_an_idle_worker(client):
     assert client.sismember(keys.queue_key("lim-c", "idle"), "w2")
     assert client.llen(keys.queue_key("lim-c", "pending")) == 3  # held-back tasks stay listed
     p = client.pubsub()
-    p.subscribe(keys.worker_channel("w2"))
-    assert p.get_message(timeout=5)["type"] == "subscribe"
-    finish(client, got.tasks[0])
+    p.subscribe(keys.worker_channel("w2"), keys.worker_channel(WORKER))
+    assert [p.get_message(timeout=5)["type"] for _ in range(2)] == ["subscribe"] * 2
+    finish(client, got.tasks[0])  # both are idle: one of them is woken
     msg = p.get_message(timeout=5)
     assert msg and msg["data"] == b"w lim-c"
     p.close()
@@ -278,3 +278,15 @@ def test_limits_combine_with_delays_retries_pause_and_locks(client):
     q.resume()
     finish(client, next(t for t in got if t.payload == "B:1"))
     assert [t.payload for t in start(client, "lim-pc", 10).tasks] == ["C:1"]  # the lock's turn came
+
+
+def test_a_schedules_runs_go_to_the_partition_of_its_payload(client):
+    """A schedule on a partitioned queue lists its runs in the partition its payload gives."""
+    from queues.engine import schedules
+    from queues.engine.schedule_settings import parse
+
+    schedules.sync(client, [parse("lim-sched", {"queue": "lim-pc", "every": 3600, "payload": "S:1"})])
+    task_id = schedules.trigger(client, "lim-sched")
+    assert client.lrange(keys.partition_list_key("lim-pc", "S"), 0, -1) == [task_id.encode()]
+    register(client, "lim-pc", partition=_customer, partition_concurrency=1)
+    assert [t.id for t in start(client, "lim-pc", 5).tasks] == [task_id]
