@@ -41,12 +41,12 @@ def _check_django_side_settings():
     """The WORQR keys read outside the engine (webhooks, Tasks backend, the worker's logs)."""
     from django.core.exceptions import ImproperlyConfigured
 
-    from .conf import log_format, setting
+    from .conf import log_format, search_scan_limit, setting
     from .engine import tracing
     from .webhooks import allowed_hosts, callback_timeout
 
     errors = []
-    for check in (allowed_hosts, callback_timeout, log_format):
+    for check in (allowed_hosts, callback_timeout, log_format, search_scan_limit):
         try:
             check()
         except ImproperlyConfigured as exc:

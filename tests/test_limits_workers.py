@@ -29,8 +29,10 @@ def test_concurrency_holds_across_three_workers(client, workers):
         wait_registered(client, f"lc{i}")
     Queue("lim-conc").enqueue_many([json.dumps({"sleep": 0.3, "n": i}) for i in range(20)])
     recs = wait_for(lambda: (r := records(client, "lim-conc")) and len(r) == 20 and r, timeout=30, message="20 tasks")
+    # Three idle workers with free slots are offered the 20 tasks at once: a limit kept per worker
+    # would let them overlap up to 6. Which worker runs them is not asserted: a worker that ends a
+    # task may rightly take the freed slot itself.
     assert _overlap(recs) == 2
-    assert len({r["pid"] for r in recs}) >= 2  # the work was spread, yet the limit held
 
 
 def test_rate_holds_over_any_window(client, workers):

@@ -34,6 +34,7 @@ WORKERS = ("w1", "w2", "w3")
 LOCKS = ("A", "B", "C")
 PARTS = ("P1", "P2", "P3")
 HOUR_MS = 3_600_000  # rate windows: no window passes during a run
+TAGS = ("t1", "t2")
 LONG = 3600.0  # s: no lock, heartbeat or delay expires during a run
 SOAK = os.environ.get("WORQR_SOAK") == "1"
 STEPS = 4000 if SOAK else 900
@@ -49,6 +50,7 @@ class Driver:
 
     def __init__(self, client, seed):
         self.client, self.rng, self.m = client, random.Random(seed), QueueModel()
+        self.m.tags_of = {}  # id -> its tags (the model itself knows nothing of tags)
         self.queue = Queue(Q)
         self.pubsub = client.pubsub()
         self.pubsub.psubscribe(keys.worker_channel("*"))
@@ -97,6 +99,9 @@ class Driver:
         retries = rng.choice((0, 0, 1))
         ids = [f"{Q}-{rng.getrandbits(64):016x}" for _ in range(n)]
         items = [(i, b"p", unique or "", "") for i in ids]
+        tags = rng.sample(TAGS, rng.choice((0, 0, 1, 2)))  # the tag index is checked against the model
+        for i in ids:
+            m.tags_of[i] = tags
         reply, expected = self.run(
             lambda: commands.enqueue(
                 Q,
@@ -106,6 +111,7 @@ class Driver:
                 backoff=str(LONG),
                 lock=lock or "",
                 partition=part or "",
+                tags=tags,
             ).run(self.client),
             lambda handed: m.enqueue(ids, lock, unique, delayed, retries, handed, part),
         )
@@ -345,6 +351,19 @@ class Driver:
         self.run(lambda: commands.set_limits(Q, args).run(self.client), lambda _: m.set_limits(values))
         self.log.append(("limits", values))
 
+    def op_progress(self):
+        """A handler's report (progress and a log line), from a current or a stale delivery."""
+        if not self.delivered:
+            return
+        w, tid, lease = self.rng.choice(self.delivered)
+        t = self.m.tasks.get(tid)
+        ok = t is not None and t.state == "active" and t.lease == lease
+        codes, _ = self.run(
+            lambda: commands.progress(Q, [(tid, lease, 0.5, "half", ["a line"])]).run(self.client), lambda _: None
+        )
+        assert codes == [Code.OK if ok else Code.STALE]
+        self.log.append(("progress", w, tid, lease))
+
     def op_pause(self):
         paused = self.rng.random() < 0.5
         self.run(lambda: commands.pause(Q, paused).run(self.client), lambda _: self.m.pause(paused))
@@ -367,6 +386,7 @@ class Driver:
         ("pause", 2),
         ("stale", 5),
         ("limits", 3),
+        ("progress", 3),
     )
 
     def step(self):
@@ -412,6 +432,12 @@ def check(client, m):
     assert {i.decode() for i in client.zrange(keys.queue_key(Q, "workers"), 0, -1)} == m.workers
     uniq = {k.decode(): v.decode() for k, v in client.hgetall(keys.queue_key(Q, "unique")).items()}
     assert uniq == m.unique
+    live = {tid for tid, t in m.tasks.items() if t.state != "completed"}
+    for tag in TAGS:  # the tag index holds exactly the live (and failed) tasks carrying the tag
+        indexed = {i.decode() for i in client.zrange(keys.tag_key(Q, tag), 0, -1)}
+        assert indexed == {tid for tid in live if tag in m.tags_of.get(tid, ())}, f"tag index of {tag}"
+    logs = {k.decode().rsplit(":", 1)[1] for k in client.scan_iter(match=keys.task_log_key(Q, "*"), count=1000)}
+    assert logs <= live, f"logs of tasks gone: {sorted(logs - live)}"
 
     assert [r.decode() for r in client.lrange(keys.queue_key(Q, "ring"), 0, -1)] == list(m.ring), "the ring"
     pstate = {k.decode(): v.decode() for k, v in client.hgetall(keys.queue_key(Q, "partitions")).items()}

@@ -16,6 +16,7 @@ retries    retry    retries after a failed attempt (integer 0-1000; default: the
 timeout    timeout  seconds an attempt may run (> 0, at most a week)
 backoff    backoff  base seconds between retries (0 to a day; retry n waits backoff * 2**(n-1))
 callback   callback http(s) URL the built-in webhook delivery POSTs the task to
+tags                 array of up to 20 strings (1-100 characters, no newline), indexed for search
 =========  =======  ==========================================================================
 """
 
@@ -23,7 +24,7 @@ import math
 
 from ..conf import get_connection
 from ..engine import keys
-from ..engine.errors import InvalidQueueName
+from ..engine.errors import InvalidQueueName, InvalidTask
 from ..quoting import QUEUE_NAME_RULE, TASK_ID_RULE, shown
 from ..webhooks import InvalidCallback, callback_pattern, check_callback
 from .errors import BadRequest
@@ -110,6 +111,15 @@ class Field:
                 return check_callback(value)
             except InvalidCallback as exc:
                 raise BadRequest(f"{name}: {exc}", name) from None
+        if self.kind == "tags":
+            if not isinstance(value, list):
+                raise BadRequest(f"{name}: must be an array of strings, not {json_type(value)}", name)
+            for tag in value:
+                text(name, tag)
+            try:
+                return keys.check_tags(value)
+            except InvalidTask as exc:
+                raise BadRequest(f"{name}: {exc}", name) from None
         return self._number(value)
 
     def _number(self, value):
@@ -141,6 +151,9 @@ class Field:
             limit = get_connection().config.max_payload_bytes
             out = {"type": "string", "maxLength": limit // 4}
             doc = f"stored as given; at most {limit} bytes in UTF-8 (maxLength: the length that always fits)"
+        elif self.kind == "tags":
+            item = {"type": "string", "minLength": 1, "maxLength": keys.TAG_MAX, "pattern": "^[^\\n\\r]*$"}
+            out = {"type": "array", "items": item, "maxItems": keys.TAGS_MAX}
         elif self.kind == "callback":
             pattern = callback_pattern()
             if pattern is None:
@@ -187,7 +200,7 @@ class Body:
         return {"type": "object", "additionalProperties": False, "required": required, "properties": properties}
 
 
-def _create(queue, payload, retries, others):
+def _create(queue, payload, retries, others, extra=()):
     return Body(
         Field(queue, "queue", "queue", required=True, doc="the queue's name"),
         Field(payload, "payload", "payload", required=True),
@@ -205,12 +218,19 @@ def _create(queue, payload, retries, others):
             "callback",
             doc="http(s) URL the task is POSTed to; its host must be in WORQR['CALLBACK_ALLOWED_HOSTS']",
         ),
+        *extra,
         spellings=others,
     )
 
 
 #: POST /api/tasks
-CREATE_TASK = _create("queue", "payload", "retries", {"topic": "queue", "content": "payload", "retry": "retries"})
+CREATE_TASK = _create(
+    "queue",
+    "payload",
+    "retries",
+    {"topic": "queue", "content": "payload", "retry": "retries"},
+    [Field("tags", "tags", doc="tags, indexed for search (e.g. customer:42)")],
+)
 #: POST /api/create, in the seed's names
 SEED_CREATE = _create("topic", "content", "retry", {"queue": "topic", "payload": "content", "retries": "retry"})
 #: POST /api/query and /api/delete

@@ -210,6 +210,14 @@ _RESPONSES = {
             "failed_at": _TIME,
             "finished_at": _TIME,
             "cancel_requested": {"type": "boolean"},
+            "tags": {"type": "array", "items": _STR},
+            "progress": {
+                "type": ["object", "null"],
+                "properties": {"fraction": {"type": "number"}, "message": _STR},
+                "required": ["fraction", "message"],
+                "additionalProperties": False,
+            },
+            "log": {"type": "array", "items": _STR, "description": "the task's last log lines, oldest first"},
         }
     ),
     "SeedTask": _object(

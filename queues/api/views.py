@@ -58,6 +58,8 @@ def task_json(task):
         "failed_at": d["failed_at"],
         "finished_at": d["finished_at"],
         "cancel_requested": task.cancel_requested,
+        "tags": d["tags"],
+        "progress": d["progress"],
     }
 
 
@@ -108,7 +110,9 @@ def tasks(request, token):
 def task(request, token, task_id):
     found = find_task(task_id)
     if request.method == "GET":
-        return respond(task_json(found))
+        data = task_json(found)
+        data["log"] = readmodel.task_log(get_connection().client, found.id)
+        return respond(data)
     return respond(remove_task(token, found))
 
 

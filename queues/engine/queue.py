@@ -103,7 +103,7 @@ class Queue:
         """Run the checked enqueue; returns ``commands.Enqueued`` (ids, and Redis time)."""
         when, opts, items = batches
         items = [((ids[i] if ids is not None else new_task_id(self.name)), *rest) for i, rest in enumerate(items)]
-        names = ("retries", "timeout", "backoff", "lock", "callback", "meta", "partition")
+        names = ("retries", "timeout", "backoff", "lock", "callback", "meta", "partition", "tags")
         options = dict(zip(names, opts, strict=True))
         if not tracing.enabled(self.connection.config):
             return self._send(when, options, items)
@@ -141,12 +141,14 @@ class Queue:
         unique=False,
         callback=None,
         meta=None,
+        tags=None,
     ):
         """Check everything; returns (when, options, [(payload, unique key, kind)]), or None when
         a handler's lock or partition function puts the payloads under different keys."""
         config = self.connection.config
         when = self._when(delay, eta)
         opts = self._options(retries, timeout, backoff, lock, callback, meta)
+        opts.append(keys.check_tags(tags) if tags is not None else [])
         if unique is not True and unique is not False and not isinstance(unique, str):
             raise InvalidTask(f"unique must be True, False or a key string, not {unique!r}")
         if isinstance(unique, str):
@@ -380,4 +382,5 @@ class Queue:
         """Delete the queue: every task and key, counters included; running tasks are stopped."""
         while commands.drop(self.name, _BATCH).run(self.client):
             pass
+        self.client.delete(keys.queue_key(self.name, "depth"))  # samples taken from Python
         self.client.srem(keys.KNOWN_QUEUES, self.name)

@@ -192,6 +192,47 @@ handler("pcrash", isolation="process", retries=1, backoff=0.1)(run_isolated)
 handler("plock", isolation="process", timeout=1, lock="one")(run_isolated)
 
 
+# -- Reporting handlers (tests/test_progress.py, the dashboard's browser tests) -----------------
+# Directives: steps (default 3); gate true: before each step wait for an item on the list
+# test:gate:<id> (else pause: seconds per step); fail true: raise after the last step. Each step
+# logs "step i of n" and reports progress i/n with the message "did i of n".
+
+
+def run_reporting(task):
+    d = _directives(task.payload)
+    start, steps, client = time.time(), int(d.get("steps", 3)), get_default().client
+    for i in range(1, steps + 1):
+        if d.get("gate"):
+            client.blpop(f"test:gate:{task.id}", timeout=60)
+        else:
+            time.sleep(float(d.get("pause", 0)))
+        task.log(f"step {i} of {steps}")
+        task.progress(i / steps, f"did {i} of {steps}")
+    if d.get("fail"):
+        raise ValueError("failed after its steps")
+    _record(task, start, "ok")
+
+
+async def run_reporting_async(task):
+    d = _directives(task.payload)
+    start, steps = time.time(), int(d.get("steps", 3))
+    for i in range(1, steps + 1):
+        if d.get("gate"):
+            await asyncio.to_thread(get_default().client.blpop, f"test:gate:{task.id}", 60)
+        else:
+            await asyncio.sleep(float(d.get("pause", 0)))
+        task.log(f"step {i} of {steps}")
+        task.progress(i / steps, f"did {i} of {steps}")
+    if d.get("fail"):
+        raise ValueError("failed after its steps")
+    _record(task, start, "ok")
+
+
+handler("prog", retries=0)(run_reporting)
+handler("aprog", retries=0)(run_reporting_async)
+handler("pprog", retries=0, isolation="process")(run_reporting)
+
+
 # -- Stress handlers (tests/test_stress_*.py) ------------------------------------------------
 # Each run logs two events to "test:log:<queue>" (read them with tests.stress.events): "start" as
 # the handler begins and "end" as it returns, raises or is cancelled, each with id, attempt, pid
@@ -304,3 +345,15 @@ def _lock_of(task):
 
 handler("stlock", timeout=1, lock=_lock_of)(stress_sync)
 handler("stalock", timeout=1, lock=_lock_of)(stress_async)
+
+
+def record_run_to_file(task):
+    """The failover tests' handler: appends "<payload> <time>" to a file of its own (one per
+    worker process, under WORQR_TEST_RUNS_DIR), never to the Redis being failed over."""
+    path = os.path.join(os.environ["WORQR_TEST_RUNS_DIR"], f"{os.getpid()}.runs")
+    time.sleep(0.005)
+    with open(path, "a") as f:
+        f.write(f"{task.payload} {time.time():.3f}\n")
+
+
+handler("fo")(record_run_to_file)

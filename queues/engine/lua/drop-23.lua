@@ -9,7 +9,10 @@
 local limit = tonumber(ARGV[3])
 local looked = 0
 local function unlink_all(ids)
-  for _, id in ipairs(ids) do rcall('UNLINK', task_key(id)) end
+  for _, id in ipairs(ids) do
+    forget(id, task_key(id))
+    rcall('UNLINK', task_key(id))
+  end
   looked = looked + #ids
 end
 for _, id in ipairs(rcall('ZRANGE', K.active, 0, limit - 1)) do

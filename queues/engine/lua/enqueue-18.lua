@@ -7,8 +7,9 @@
 --   due time, Unix ms), ARGV[5] retries, ARGV[6] timeout s, ARGV[7] backoff s, ARGV[8] lock key,
 --   ARGV[9] callback URL, ARGV[10] meta (opaque text), ARGV[11] trace context (W3C traceparent,
 --   then tracestate after a newline; delivered with the task), ARGV[12] partition key (runnable
---   tasks are listed in their partition, served round-robin) -- each '' when not given --
---   then n quadruples: id, payload, unique key ('' for none), 'b' if the payload was bytes.
+--   tasks are listed in their partition, served round-robin), ARGV[13] tags (one per line,
+--   indexed in the tag index) -- each '' when not given -- then n quadruples: id, payload,
+--   unique key ('' for none), 'b' if the payload was bytes.
 -- Output: {queue_was_new (0/1), now (ms), id1, id2, ...}. A unique key already held gives the
 --   holder's id; an id that already exists is left as it is (enqueue is idempotent by id).
 -- Events: 'enqueued' {n, ids, delayed}, 'waiting' {ids}, and 'started' for tasks handed
@@ -27,7 +28,7 @@ if ARGV[8] ~= '' then lk = ARGV[8] end
 local opts = {}
 local pk = false
 if ARGV[12] ~= '' then pk = ARGV[12] end
-for i, name in ipairs({'r', 't', 'b', 'lk', 'cb', 'm', 'tc', 'pk'}) do
+for i, name in ipairs({'r', 't', 'b', 'lk', 'cb', 'm', 'tc', 'pk', 'tg'}) do
   if ARGV[4 + i] ~= '' then
     opts[#opts + 1] = name
     opts[#opts + 1] = ARGV[4 + i]
@@ -42,7 +43,7 @@ local turn_taken = not lk  -- with a lock: whether the lock's turn was settled (
 local state = 'pending'
 if due > 0 then state = 'delayed' end
 for i = 0, n - 1 do
-  local j = 13 + 4 * i
+  local j = 14 + 4 * i
   local id, payload, uk, kind = ARGV[j], ARGV[j + 1], ARGV[j + 2], ARGV[j + 3]
   local holder = false
   if uk ~= '' then holder = rcall('HGET', K.unique, uk) end
@@ -66,6 +67,7 @@ for i = 0, n - 1 do
     end
     for _, v in ipairs(opts) do fields[#fields + 1] = v end
     rcall('HSET', tk, unpack(fields))
+    for t in string.gmatch(ARGV[13], '[^\n]+') do rcall('ZADD', tag_key(t), now, id) end
     if s == 'waiting' then waiting[#waiting + 1] = id elseif s == 'pending' then runnable[#runnable + 1] = id end
     added[#added + 1] = id
     out[#out + 1] = id

@@ -11,6 +11,7 @@ local now = now_ms()
 local looked, deleted = 0, 0
 local function delete(id, tk, uk)
   clear_unique(id, uk)
+  forget(id, tk)
   rcall('DEL', tk)
   deleted = deleted + 1
 end

@@ -24,6 +24,7 @@ end
 -- A task asked to cancel while active has left that state: it is gone, counted as cancelled.
 local function drop_cancelled(id, tk, uk)
   clear_unique(id, uk)
+  forget(id, tk)
   rcall('DEL', tk)
   rcall('HINCRBY', K.stats, 'cancelled', 1)
 end
