@@ -26,7 +26,7 @@ def check_handlers(app_configs, **kwargs):
     return errors
 
 
-@register()
+@register("worqr")
 def check_worqr_settings(app_configs, **kwargs):
     from .conf import build_config
 
@@ -85,7 +85,7 @@ SCHEDULE_ERROR_IDS = {
 UNKNOWN_KEY_ID = "queues.E026"
 
 
-@register()
+@register("worqr")
 def check_schedules(app_configs, **kwargs):
     """Each bad entry of WORQR["SCHEDULES"]: one error naming the schedule and the key."""
     from django.core.exceptions import ImproperlyConfigured

@@ -118,6 +118,17 @@ def enqueue(
     return Call("enqueue", queue, args, _enqueued, durable="strict")
 
 
+#: ``enqueue``'s arguments after n for one task now, with no options (``enqueue_one``).
+_PLAIN = ("",) * 8
+
+
+def enqueue_one(client, queue, task_id, payload):
+    """``enqueue`` of one task now, with no options, run at once on a synchronous client (the
+    common call, kept short): returns (whether the queue was new, the task's id)."""
+    reply = scripts.run(client, "enqueue", queue, 1, *_PLAIN, task_id, payload, "", "")
+    return reply[0] == 1, reply[2].decode()
+
+
 # -- the worker's calls ----------------------------------------------------------------------
 
 

@@ -37,6 +37,13 @@ def _number(name, value, *, minimum=0.0, strict=False, integer=False):
     return value
 
 
+def _too_large(raw, config):
+    raise PayloadTooLarge(
+        f"payload of {len(raw)} bytes is over the limit of "
+        f"{config.max_payload_bytes} bytes (WORQR['MAX_PAYLOAD_BYTES'])"
+    )
+
+
 class Queue:
     """A named queue. Cheap to create; all state lives in Redis."""
 
@@ -59,7 +66,23 @@ class Queue:
 
     def enqueue(self, payload, **options):
         """Add one task; returns its id. See ``enqueue_many`` for the options."""
-        return self.enqueue_many([payload], **options)[0]
+        if options or not isinstance(payload, str):
+            return self.enqueue_many([payload], **options)[0]
+        # The common call (a str payload, no options) runs on every enqueue: the same checks and
+        # the same script call as enqueue_many's, without its batching and option handling.
+        connection = self._connection or get_default()
+        config = connection.config
+        raw = payload.encode("utf-8", "surrogateescape")
+        if len(raw) > config.max_payload_bytes:
+            _too_large(raw, config)
+        spec = get_handler(self.name)
+        if (spec is not None and spec.lock is not None) or tracing.enabled(config):
+            return self.enqueue_many([payload])[0]
+        client = connection.client
+        is_new, task_id = commands.enqueue_one(client, self.name, new_task_id(self.name), raw)
+        if is_new:
+            client.sadd(keys.KNOWN_QUEUES, self.name)
+        return task_id
 
     def enqueue_many(self, payloads, *, ids=None, **options):
         """Add tasks, atomically in steps of 5,000; returns their ids in order.
@@ -165,10 +188,7 @@ class Queue:
                     "(payloads are stored raw: serialise it first)"
                 )
             if len(raw) > config.max_payload_bytes:
-                raise PayloadTooLarge(
-                    f"payload of {len(raw)} bytes is over the limit of "
-                    f"{config.max_payload_bytes} bytes (WORQR['MAX_PAYLOAD_BYTES'])"
-                )
+                _too_large(raw, config)
             ukey = hashlib.sha1(raw).hexdigest() if unique is True else (unique or "")
             args.append((raw, ukey, kind))
         spec = get_handler(self.name)

@@ -106,8 +106,8 @@ if #added > 0 then
     local room = queue_room(now)
     if room < n then n = room end
     -- Idle workers get a task each in the wake-up itself; the rest of them are just woken.
-    local pushed = push_to_idle(n, now)
-    wake(n - pushed)
+    local pushed, none_idle = push_to_idle(n, now)
+    if not none_idle then wake(n - pushed) end
   end
 end
 return out
