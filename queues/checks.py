@@ -10,7 +10,7 @@ from .engine.errors import ConfigurationError
 HANDLER_ERRORS = []
 
 
-@register()
+@register("worqr")
 def check_handlers(app_configs, **kwargs):
     """A bad ``@handler`` option (its queue and option named) stops ``manage.py`` at start-up."""
     from .engine.limits import check_limits
