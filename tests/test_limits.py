@@ -106,6 +106,8 @@ def test_partitions_are_served_round_robin(client):
     got = start(client, "lim-part", 8).tasks
     assert [t.payload for t in got] == ["A:0", "B:0", "A:1", "B:1", "A:2", "B:2", "A:3", "A:4"]
     assert q.counts()["runnable"] == 995
+    one = q.enqueue("C:0")  # a single str payload, no options: still listed in its partition
+    assert client.lrange(keys.partition_list_key("lim-part", "C"), 0, -1) == [one.encode()]
 
 
 def test_partition_concurrency_holds_one_partition_back_not_the_others(client):
