@@ -2,6 +2,7 @@
 #              WORQR_REDIS_URL is set)
 # make test  - the whole test suite (installs what it needs first)
 # make bench - the benchmark, worqr beside RQ, Celery, Dramatiq, arq and huey
+# make profile - py-spy flame graphs of the producer and of a worker draining, and round-trip counts
 # make chaos - the chaos soak: 20,000 tasks over 4 workers under faults (CHAOS_ARGS: manage.py chaos --help)
 # make build - the package: dist/worqr-<version>.tar.gz and the wheel dist/worqr-<version>-py3-none-any.whl
 PYTHON ?= python3
@@ -9,7 +10,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PORT ?= 8000
 
-.PHONY: demo test bench build lint deps browser clean chaos
+.PHONY: demo test bench profile build lint deps browser clean chaos
 
 $(VENV)/.installed: requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -38,6 +39,10 @@ bench: deps
 	$(PY) bench/scale.py $(SCALE_ARGS)
 	$(PY) bench/schedules.py $(SCHEDULE_ARGS)
 	$(PY) bench/tracing.py $(TRACING_ARGS)
+	$(PY) bench/limits.py $(LIMITS_ARGS)
+
+profile: deps
+	PY=$(abspath $(PY)) ./bench/profile.sh
 
 chaos: deps
 	$(PY) manage.py migrate -v0

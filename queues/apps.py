@@ -23,7 +23,10 @@ class QueuesConfig(AppConfig):
         except ConfigurationError:
             return  # reported by the system check queues.E001
         setup()
-        autodiscover_modules("tasks")
+        try:
+            autodiscover_modules("tasks")
+        except ConfigurationError as exc:  # a bad @handler option: reported by the system check
+            checks.HANDLER_ERRORS.append(exc)
         if os.environ.get("WORQR_CHAOS_DIR"):  # a worker started by manage.py chaos
             from .chaos import handler  # noqa: F401  (registers the soak queue's handler)
         if getattr(settings, "TASKS", None):  # handlers of the Tasks framework backend's queues

@@ -22,6 +22,7 @@ def build_config():
         "TASKS_ON_COMMIT",
         "SCHEDULES",
         "LOG_FORMAT",
+        "SEARCH_SCAN_LIMIT",
         "OUTBOX_DATABASES",
     ):
         raw.pop(django_only, None)
@@ -30,6 +31,18 @@ def build_config():
 
 def setting(name, default=None):
     return (getattr(settings, "WORQR", {}) or {}).get(name, default)
+
+
+#: Entries a dashboard search looks at per request (``WORQR["SEARCH_SCAN_LIMIT"]``).
+SEARCH_SCAN_LIMIT = 10000
+
+
+def search_scan_limit():
+    """``WORQR["SEARCH_SCAN_LIMIT"]``: an integer from 100 to 1,000,000; raises ImproperlyConfigured."""
+    value = setting("SEARCH_SCAN_LIMIT", SEARCH_SCAN_LIMIT)
+    if isinstance(value, bool) or not isinstance(value, int) or not 100 <= value <= 1_000_000:
+        raise ImproperlyConfigured(f"WORQR['SEARCH_SCAN_LIMIT'] must be an integer from 100 to 1000000, not {value!r}")
+    return value
 
 
 #: The worker's log formats (``WORQR["LOG_FORMAT"]``, ``manage.py worker --log-format``).

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from . import scripts
 from .codes import Code
-from .errors import InvalidState, StaleLease, TaskNotFound, WorkerLost
+from .errors import InvalidState, NotReplicated, StaleLease, TaskNotFound, WorkerLost
 from .task import Task, decode_payload
 
 
@@ -28,13 +28,20 @@ class Call:
     queue: str
     args: tuple
     parse: object = field(default=None, compare=False)
+    #: A write that must reach ``MIN_REPLICAS_ACK`` replicas: ``strict`` (raise NotReplicated
+    #: if it did not) or ``log`` (log it); None for the others (``scripts.run``).
+    durable: str = None
 
     def run(self, client):
-        reply = scripts.run(client, self.script, self.queue, *self.args)
+        try:
+            reply = scripts.run(client, self.script, self.queue, *self.args, durable=self.durable)
+        except NotReplicated as exc:
+            exc.reply = self.parse(exc.reply) if self.parse else exc.reply
+            raise
         return self.parse(reply) if self.parse else reply
 
     async def arun(self, client):
-        reply = await scripts.arun(client, self.script, self.queue, *self.args)
+        reply = await scripts.arun(client, self.script, self.queue, *self.args, durable=self.durable)
         return self.parse(reply) if self.parse else reply
 
 
@@ -87,17 +94,58 @@ def _enqueued(reply):
 
 
 def enqueue(
-    queue, items, *, when="", retries="", timeout="", backoff="", lock="", callback="", meta="", trace="", remember=0
+    queue,
+    items,
+    *,
+    when="",
+    retries="",
+    timeout="",
+    backoff="",
+    lock="",
+    callback="",
+    meta="",
+    trace="",
+    partition="",
+    tags=(),
+    remember=0,
 ):
     """Add tasks. ``items``: (id, payload bytes, unique key or '', 'b' if bytes else '').
     ``when``: '' now, '+<ms>' a delay, '@<ms>' a due time (Unix ms). Options are text, '' when
-    not given; ``trace`` is the trace context delivered with the tasks (``tracing``). Returns
-    ``Enqueued``; an id whose task exists already is left as it is. ``remember`` (seconds, 0 for
-    not): the ids are remembered that long, and enqueueing one again meanwhile is a no-op even
-    once its task finished (how the outbox's pushes are idempotent)."""
+    not given; ``trace`` is the trace context delivered with the tasks (``tracing``);
+    ``partition`` their partition key; ``tags`` (checked by ``keys.check_tags``) go into the
+    queue's tag index. Returns ``Enqueued``; an id whose task exists already is left as it is.
+    ``remember`` (seconds, 0 for not): the ids are remembered that long, and enqueueing one again
+    meanwhile is a no-op even once its task finished (how the outbox's pushes are idempotent)."""
     flat = [x for item in items for x in item]
-    args = (len(items), when, retries, timeout, backoff, lock, callback, meta, trace, _ms(remember), *flat)
-    return Call("enqueue", queue, args, _enqueued)
+    tags = "\n".join(tags)
+    args = (
+        len(items),
+        when,
+        retries,
+        timeout,
+        backoff,
+        lock,
+        callback,
+        meta,
+        trace,
+        partition,
+        tags,
+        _ms(remember),
+        *flat,
+    )
+    return Call("enqueue", queue, args, _enqueued, durable="strict")
+
+
+#: ``enqueue``'s arguments after n for one task now, with no options (``enqueue_one``): when,
+#: retries, timeout, backoff, lock, callback, meta, trace, partition, tags, remember.
+_PLAIN = ("",) * 11
+
+
+def enqueue_one(client, queue, task_id, payload):
+    """``enqueue`` of one task now, with no options, run at once on a synchronous client (the
+    common call, kept short): returns (whether the queue was new, the task's id)."""
+    reply = scripts.run(client, "enqueue", queue, 1, *_PLAIN, task_id, payload, "", "")
+    return reply[0] == 1, reply[2].decode()
 
 
 # -- the worker's calls ----------------------------------------------------------------------
@@ -177,13 +225,13 @@ def start(queue, worker, count, *, lock_ttl, grace, default_timeout, result_ttl,
         len(acks),
         *_ack_args(acks),
     )
-    return Call("start", queue, args, parse)
+    return Call("start", queue, args, parse, durable="log" if acks else None)
 
 
 def finish(queue, worker, acks, *, result_ttl):
     """Acknowledge ``acks`` ((id, lease, result, keep) each): one code per task."""
     acks = list(acks)
-    return Call("finish", queue, (worker, len(acks), _ms(result_ttl), *_ack_args(acks)), _codes)
+    return Call("finish", queue, (worker, len(acks), _ms(result_ttl), *_ack_args(acks)), _codes, durable="log")
 
 
 def fail(
@@ -218,14 +266,14 @@ def fail(
         "" if retry_after is None else max(0.0, retry_after),
         "k" if keep else "",
     )
-    return Call("fail", queue, args, _code)
+    return Call("fail", queue, args, _code, durable="log")
 
 
 def stop(queue, worker, items):
     """Give tasks back first in line, in the order given: (id, lease, keep) each."""
     items = list(items)
     flat = tuple(x for task_id, lease, keep in items for x in (task_id, lease, "k" if keep else ""))
-    return Call("stop", queue, (worker, len(items), *flat), _codes)
+    return Call("stop", queue, (worker, len(items), *flat), _codes, durable="log")
 
 
 def release(queue, worker, holders):
@@ -234,10 +282,12 @@ def release(queue, worker, holders):
     return Call("release", queue, (worker, len(holders), *(x for pair in holders for x in pair)))
 
 
-def register(queue, worker, *, ttl, lock_ttl, grace, default_timeout, fresh):
+def register(queue, worker, *, ttl, lock_ttl, grace, default_timeout, fresh, limits=None):
     """Record ``worker`` as serving ``queue``; ``fresh``: a new process (an earlier worker of that
-    name, presumed dead, is failed first). Returns how many of its tasks went back."""
-    args = (worker, _ms(ttl), _ms(lock_ttl), _ms(grace), default_timeout or 0, "1" if fresh else "0")
+    name, presumed dead, is failed first). ``limits``: its handler's (``limits.Limits``; None: no
+    limits). Returns how many of its tasks went back."""
+    limit_args = limits.script_args() if limits is not None else ("",) * 6
+    args = (worker, _ms(ttl), _ms(lock_ttl), _ms(grace), default_timeout or 0, "1" if fresh else "0", *limit_args)
     return Call("register", queue, args, int)
 
 
@@ -255,6 +305,16 @@ def unregister(queue, worker, reason="worker_left"):
 def wake(queue, n):
     """Pass a wake-up on to up to ``n`` idle workers."""
     return Call("wake", queue, (n,), int)
+
+
+def progress(queue, reports):
+    """Record handlers' reports: ``reports`` are (id, lease, fraction or None, message, lines)
+    each. One code per report: OK, or STALE (the task is no longer active under that lease)."""
+    reports, args = list(reports), []
+    for task_id, lease, fraction, message, lines in reports:
+        lines = list(lines)
+        args += [task_id, lease, "" if fraction is None else repr(float(fraction)), message or "", len(lines), *lines]
+    return Call("progress", queue, (len(reports), *args), _codes)
 
 
 # -- managing --------------------------------------------------------------------------------
@@ -280,6 +340,12 @@ def retry(queue, ids):
 def pause(queue, paused):
     """Pause (True) or resume; returns whether the state changed."""
     return Call("pause", queue, ("1" if paused else "0",), bool)
+
+
+def set_limits(queue, overrides=None, *, reset=False):
+    """Override the queue's limits (``overrides``: six values as ``Limits.script_args`` gives them,
+    each a number, '-' for none or '' to leave as is), after dropping every override if ``reset``."""
+    return Call("set_limits", queue, ("reset" if reset else "set", *(overrides or ("",) * 6)), int)
 
 
 def purge(queue, limit):
@@ -323,13 +389,13 @@ def fire(queue, name, version, due_ms, next_ms, *, mode, grace_ms, task_id, meta
     """Fire the tick ``due_ms`` of schedule ``name``: enqueue its run as ``task_id`` and move it to
     ``next_ms``, unless another call did first. ``mode``: 'tick' or 'missed'. Returns ``Fired``."""
     args = (name, version, int(due_ms), int(next_ms), mode, int(grace_ms), task_id, meta)
-    return Call("fire", queue, args, _fired)
+    return Call("fire", queue, args, _fired, durable="log")
 
 
 def trigger(queue, name, task_id, meta, trace=""):
     """Enqueue one run of schedule ``name`` now (``trace``: the trigger's trace context): (OK or
     UNKNOWN, whether the queue was new)."""
-    return Call("trigger", queue, (name, task_id, meta, trace), lambda r: (Code(r[0]), bool(r[1])))
+    return Call("trigger", queue, (name, task_id, meta, trace), lambda r: (Code(r[0]), bool(r[1])), durable="strict")
 
 
 def schedule_sync(queue, name, document, version, next_ms, *, enabled, paused_since=None):

@@ -3,7 +3,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("queues", "0002_manage_schedules_permission"),
+        ("queues", "0003_manage_limits_permission"),
     ]
 
     operations = [
