@@ -220,7 +220,10 @@ class _Deleter:
                 for alias, ids in batch:
                     by_alias.setdefault(alias, []).extend(ids)
                 for alias, ids in by_alias.items():
-                    delete(alias, ids)
+                    try:
+                        delete(alias, ids)
+                    except Exception as exc:  # never let the thread die: the relay re-pushes (a no-op)
+                        log.warning("worqr: %d pushed task(s) left in the outbox (%s): %s", len(ids), alias, exc)
                 with self._cond:
                     self._busy = False
                     self._cond.notify_all()
