@@ -165,7 +165,7 @@ def test_durable_enqueues_while_redis_is_stopped_all_run_once(client, redis_serv
     q = Queue("t2")
     start = time.monotonic()
     ids = [q.enqueue(f"d{i}", durable=True) for i in range(100)]
-    assert time.monotonic() - start < 20 and len(set(ids)) == 100
+    assert time.monotonic() - start < 60 and len(set(ids)) == 100  # no wait for Redis: only the inserts
     assert OutboxTask.objects.count() == 100
     redis_server.start()
     back = time.monotonic()
