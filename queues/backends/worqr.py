@@ -58,6 +58,7 @@ _STATUS = {
     "pending": TaskResultStatus.READY,
     "delayed": TaskResultStatus.READY,
     "waiting": TaskResultStatus.READY,
+    "blocked": TaskResultStatus.READY,
     "active": TaskResultStatus.RUNNING,
     "completed": TaskResultStatus.SUCCESSFUL,
     "failed": TaskResultStatus.FAILED,
@@ -117,8 +118,8 @@ class WorqrBackend(BaseTaskBackend):
         )
         payload = dispatch.encode(task, result.args, result.kwargs, self.alias)
         queue = Queue(task.queue_name)
-        # Checked now, so a bad call fails here even when the enqueue waits for the commit.
         options = {"eta": task.run_after} if task.run_after else {}
+        # Checked now, so a bad call fails here even when the enqueue waits for the commit.
         if self.tags:
             options["tags"] = self.tags
         batches = queue._prepare([payload], **options)

@@ -201,34 +201,31 @@ class Connection:
     @property
     def client(self):
         if self._client is None:
-            t = self.target
-            if t.kind == "cluster":
-                nodes = [redis.cluster.ClusterNode(h, p) for h, p in t.nodes]
-                self._client = redis.RedisCluster(startup_nodes=nodes, **self._tcp_options(), **t.options)
-            elif t.kind == "sentinel":
-                self._client = self._sentinel(redis.sentinel.Sentinel).master_for(t.service, db=t.db)
-            else:
-                self._client = redis.Redis.from_url(self.url, health_check_interval=30, **self._tcp_options())
-            self._mark(self._client)
+            self._client = self._sync_client({"health_check_interval": 30})
         return self._client
+
+    def _sync_client(self, extra):
+        t = self.target
+        if t.kind == "cluster":
+            nodes = [redis.cluster.ClusterNode(h, p) for h, p in t.nodes]
+            extra = {k: v for k, v in extra.items() if k not in ("health_check_interval", "retry")}
+            client = redis.RedisCluster(startup_nodes=nodes, **{**self._tcp_options(), **t.options, **extra})
+        elif t.kind == "sentinel":
+            options = {**self._tcp_options(), **t.options, **extra}
+            options.pop("health_check_interval", None)
+            client = self._sentinel(redis.sentinel.Sentinel).master_for(t.service, db=t.db, **options)
+        else:
+            client = redis.Redis.from_url(self.url, **self._tcp_options(), **extra)
+        return self._mark(client)
 
     @property
     def enqueue_client(self):
         """The client enqueues run on: one attempt per call (``Queue`` retries, for at most
         ``ENQUEUE_RETRY_FOR``) and timeouts, so an enqueue from a web request never hangs on a
-        Redis that is down, stopped or cut off. A cluster or Sentinel client is the shared one
-        (it follows the topology, with its own retries)."""
-        if self.target.kind != "redis":
-            return self.client
+        Redis that is down, stopped or cut off."""
         if self._enqueue_client is None:
-            self._enqueue_client = self._mark(
-                redis.Redis.from_url(
-                    self.url,
-                    socket_connect_timeout=1.0,
-                    socket_timeout=5.0,
-                    retry=Retry(NoBackoff(), 0),
-                    **self._tcp_options(),
-                )
+            self._enqueue_client = self._sync_client(
+                {"socket_connect_timeout": 1.0, "socket_timeout": 5.0, "retry": Retry(NoBackoff(), 0)}
             )
         return self._enqueue_client
 
