@@ -196,12 +196,12 @@ def test_sentinel_failover_with_min_replicas_ack_loses_nothing(sentinels, tmp_pa
     assert f["duplicates"] <= 2 * WORKERS * CONCURRENCY, f
 
 
-def test_sentinel_master_kill_without_min_replicas_ack_is_measured(sentinels, tmp_path):
-    """Sentinel, MIN_REPLICAS_ACK=0, kill -9 of the master: producers and workers carry on
-    within 10 s; what was acknowledged but lost (not yet replicated) is measured and reported."""
-    f = under_load(
-        "sentinel-kill_master-ack0", sentinels.url, 0, _kill_sentinel_master(sentinels), tmp_path, _admin(sentinels.url)
-    )
+@pytest.mark.parametrize("how", ["sentinel_failover", "kill_master"])
+def test_sentinel_failover_without_min_replicas_ack_is_measured(sentinels, tmp_path, how):
+    """Sentinel, MIN_REPLICAS_ACK=0, SENTINEL FAILOVER or kill -9 of the master: producers and
+    workers carry on within 10 s; what was acknowledged but lost is measured and reported."""
+    disrupt = _switch_sentinel_master(sentinels) if how == "sentinel_failover" else _kill_sentinel_master(sentinels)
+    f = under_load(f"sentinel-{how}-ack0", sentinels.url, 0, disrupt, tmp_path, _admin(sentinels.url))
     assert f["ran"] > 0
 
 
