@@ -2,13 +2,14 @@
 #              WORQR_REDIS_URL is set)
 # make test  - the whole test suite (installs what it needs first)
 # make bench - the benchmark, worqr beside RQ, Celery, Dramatiq, arq and huey
+# make profile - py-spy flame graphs of the producer and of a worker draining, and round-trip counts
 # make build - the package: dist/worqr-<version>.tar.gz and the wheel dist/worqr-<version>-py3-none-any.whl
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 PORT ?= 8000
 
-.PHONY: demo test bench build lint deps browser clean
+.PHONY: demo test bench profile build lint deps browser clean
 
 $(VENV)/.installed: requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -44,7 +45,11 @@ bench: deps
 	$(PY) bench/scale.py $(SCALE_ARGS)
 	$(PY) bench/schedules.py $(SCHEDULE_ARGS)
 	$(PY) bench/tracing.py $(TRACING_ARGS)
+	$(PY) bench/limits.py $(LIMITS_ARGS)
 	$(PY) bench/cluster.py $(CLUSTER_BENCH_ARGS)
+
+profile: deps
+	PY=$(abspath $(PY)) ./bench/profile.sh
 
 # The sdist, then the wheel built from it (the way pip builds from an sdist); uv makes the
 # isolated build environment quickly.

@@ -5,8 +5,28 @@ from django.core.checks import Warning as CheckWarning
 
 from .engine.errors import ConfigurationError
 
+#: Errors raised by ``@handler`` while the apps' ``tasks`` modules were imported at start-up (a
+#: bad option: concurrency, rate, partition...), reported as queues.E030 by the check below.
+HANDLER_ERRORS = []
+
 
 @register()
+def check_handlers(app_configs, **kwargs):
+    """A bad ``@handler`` option (its queue and option named) stops ``manage.py`` at start-up."""
+    from .engine.limits import check_limits
+    from .engine.registry import all_handlers
+
+    errors = [Error(str(exc), hint="Fix the @handler options.", id="queues.E030") for exc in HANDLER_ERRORS]
+    for queue, spec in all_handlers().items():
+        lim = spec.limits
+        try:
+            check_limits(queue, lim.concurrency, lim.rate, lim.partition, lim.partition_concurrency, lim.partition_rate)
+        except ConfigurationError as exc:
+            errors.append(Error(str(exc), hint="Fix the @handler options.", id="queues.E030", obj=f"queue {queue}"))
+    return errors
+
+
+@register("worqr")
 def check_worqr_settings(app_configs, **kwargs):
     from .conf import build_config
 
@@ -21,12 +41,12 @@ def _check_django_side_settings():
     """The WORQR keys read outside the engine (webhooks, Tasks backend, the worker's logs)."""
     from django.core.exceptions import ImproperlyConfigured
 
-    from .conf import log_format, setting
+    from .conf import log_format, search_scan_limit, setting
     from .engine import tracing
     from .webhooks import allowed_hosts, callback_timeout
 
     errors = []
-    for check in (allowed_hosts, callback_timeout, log_format):
+    for check in (allowed_hosts, callback_timeout, log_format, search_scan_limit):
         try:
             check()
         except ImproperlyConfigured as exc:
@@ -64,7 +84,7 @@ SCHEDULE_ERROR_IDS = {
 UNKNOWN_KEY_ID = "queues.E026"
 
 
-@register()
+@register("worqr")
 def check_schedules(app_configs, **kwargs):
     """Each bad entry of WORQR["SCHEDULES"]: one error naming the schedule and the key."""
     from django.core.exceptions import ImproperlyConfigured

@@ -16,13 +16,32 @@ def var_dir():
 def build_config():
     """The engine Config from ``settings.WORQR``; raises ConfigurationError when it is bad."""
     raw = dict(getattr(settings, "WORQR", {}) or {})
-    for django_only in ("CALLBACK_ALLOWED_HOSTS", "CALLBACK_TIMEOUT", "TASKS_ON_COMMIT", "SCHEDULES", "LOG_FORMAT"):
+    for django_only in (
+        "CALLBACK_ALLOWED_HOSTS",
+        "CALLBACK_TIMEOUT",
+        "TASKS_ON_COMMIT",
+        "SCHEDULES",
+        "LOG_FORMAT",
+        "SEARCH_SCAN_LIMIT",
+    ):
         raw.pop(django_only, None)
     return Config.from_mapping(raw)
 
 
 def setting(name, default=None):
     return (getattr(settings, "WORQR", {}) or {}).get(name, default)
+
+
+#: Entries a dashboard search looks at per request (``WORQR["SEARCH_SCAN_LIMIT"]``).
+SEARCH_SCAN_LIMIT = 10000
+
+
+def search_scan_limit():
+    """``WORQR["SEARCH_SCAN_LIMIT"]``: an integer from 100 to 1,000,000; raises ImproperlyConfigured."""
+    value = setting("SEARCH_SCAN_LIMIT", SEARCH_SCAN_LIMIT)
+    if isinstance(value, bool) or not isinstance(value, int) or not 100 <= value <= 1_000_000:
+        raise ImproperlyConfigured(f"WORQR['SEARCH_SCAN_LIMIT'] must be an integer from 100 to 1000000, not {value!r}")
+    return value
 
 
 #: The worker's log formats (``WORQR["LOG_FORMAT"]``, ``manage.py worker --log-format``).

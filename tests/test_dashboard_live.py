@@ -324,3 +324,34 @@ async def test_the_process_subscriber_serves_a_socket_arriving_as_the_last_one_l
     await asyncio.to_thread(conn.client.publish, keys.ACCESS_CHANGES, "hello")
     assert await asyncio.wait_for(heard.get(), 5) == b"hello"
     await hub.remove(keys.ACCESS_CHANGES, heard.put_nowait)
+
+
+def subscribers(client):
+    """Connections of the test Redis subscribed to a channel or a pattern."""
+    return [c for c in client.client_list() if int(c.get("sub", 0)) + int(c.get("psub", 0)) > 0]
+
+
+async def test_200_open_dashboards_cost_redis_one_subscriber(staff_cookie, client):
+    """200 sockets of one process (queue, task, overview and worker pages) share one pub/sub
+    connection; each still gets its live updates, and it closes when the last one does."""
+    q = Queue("t1")
+    tid = await asyncio.to_thread(q.enqueue, "x")
+    paths = ["/ws/queues/queue/t1/", f"/ws/queues/task/{tid}/", "/ws/queues/overview/", "/ws/queues/worker/w-none/"]
+    comms = []
+    for i in range(200):
+        comm = communicator(paths[i % len(paths)], ORIGIN, staff_cookie)
+        assert (await comm.connect())[0]
+        await receive(comm)  # the first snapshot
+        comms.append(comm)
+    assert len(await asyncio.to_thread(subscribers, client)) == 1
+    await asyncio.to_thread(q.enqueue, "y")
+    for comm in comms[::4]:  # the queue pages hear it
+        while (msg := await receive(comm))["type"] != "update" or "counts" not in msg["sections"]:
+            pass
+        assert card(msg, "counts", "pending") == 2
+    for comm in comms:
+        await comm.disconnect()
+    deadline = time.monotonic() + 5
+    while await asyncio.to_thread(subscribers, client):
+        assert time.monotonic() < deadline, "the subscriber outlived the last socket"
+        await asyncio.sleep(0.05)

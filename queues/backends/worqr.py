@@ -18,6 +18,8 @@ when the backend is made, and at startup by ``register_handlers`` so workers hav
   ``WORQR["TASKS_ON_COMMIT"]``, default True), returning the result (and its id) at once, with
   ``enqueued_at`` None until the commit adds the task (``get_result()`` has nothing to read
   before);
+- tags every task it enqueues with ``OPTIONS["TAGS"]`` (a list of strings, indexed for the
+  dashboard's ``tag:`` search), if given;
 - maps ``run_after`` to worqr's ``eta``; accepts and validates ``priority`` and keeps it with the
   task, but runs a queue in FIFO order: worqr's priorities are between queues (the order given
   to ``manage.py worker``), so urgent work goes to its own queue (``.using(queue_name=...)``);
@@ -36,7 +38,7 @@ from django.utils.module_loading import import_string
 
 from ..conf import get_connection, setting
 from ..engine import keys, readmodel, tracing
-from ..engine.errors import ConfigurationError, InvalidQueueName
+from ..engine.errors import ConfigurationError, InvalidQueueName, InvalidTask
 from ..engine.queue import Queue, new_task_id
 from ..engine.registry import handler
 from ..engine.task import ms_to_datetime
@@ -70,13 +72,17 @@ class WorqrBackend(BaseTaskBackend):
     def __init__(self, alias, params):
         super().__init__(alias, params)
         options = {str(k).upper(): v for k, v in (self.options or {}).items()}
-        unknown = set(options) - {"RETRIES", "TIMEOUT", "BACKOFF", "ON_COMMIT", "DATABASE"}
+        unknown = set(options) - {"RETRIES", "TIMEOUT", "BACKOFF", "ON_COMMIT", "DATABASE", "TAGS"}
         if unknown:
             raise ImproperlyConfigured(f"TASKS[{alias!r}]['OPTIONS']: unknown {', '.join(sorted(unknown))}")
         if not self.queues:
             raise ImproperlyConfigured(f"TASKS[{alias!r}]['QUEUES'] must name the worqr queues to use")
         self.on_commit = bool(options.get("ON_COMMIT", setting("TASKS_ON_COMMIT", True)))
         self.using = options.get("DATABASE")
+        try:  # tags every task enqueued through this backend carries (indexed for search)
+            self.tags = keys.check_tags(options["TAGS"]) if options.get("TAGS") is not None else None
+        except InvalidTask as exc:
+            raise ImproperlyConfigured(f"TASKS[{alias!r}]['OPTIONS']['TAGS']: {exc}") from exc
         try:
             for queue in sorted(self.queues):
                 handler(
@@ -111,7 +117,10 @@ class WorqrBackend(BaseTaskBackend):
         payload = dispatch.encode(task, result.args, result.kwargs, self.alias)
         queue = Queue(task.queue_name)
         # Checked now, so a bad call fails here even when the enqueue waits for the commit.
-        batches = queue._prepare([payload], **({"eta": task.run_after} if task.run_after else {}))
+        options = {"eta": task.run_after} if task.run_after else {}
+        if self.tags:
+            options["tags"] = self.tags
+        batches = queue._prepare([payload], **options)
 
         ctx = tracing.current()  # the enqueue span goes where enqueue() was called, even at a commit
 

@@ -1,9 +1,21 @@
-"""Benchmark of the queue page with a deep queue: ``python -m queues.dashboard.bench [N]``.
+"""Benchmarks of the dashboard.
+
+``python -m queues.dashboard.bench [N]``: the queue page with a deep queue.
 
 Fills a throw-away queue with N pending tasks (default 1,000,000, in batches of 10,000), then
 times the queue page's server time (the whole Django view: Redis reads and template) on its
 first, middle and last page, and prints one line. The queue is dropped afterwards. Runs with
 the project's settings (``DJANGO_SETTINGS_MODULE``, ``WORQR_REDIS_URL``); needs no database.
+
+``python -m queues.dashboard.bench --live [--seconds S] [--rate R] [--probes P]``: event to
+screen. A Daphne and a worker (``bench_settings``: a no-op handler on ``bench-live``) run in
+their own processes, with a temporary database and the Redis of ``WORQR_REDIS_URL`` (or the
+embedded one); a producer enqueues R tasks a second (default 5,000) while headless Chromium
+(``/usr/bin/chromium``) shows the queue page. Every 0.25 s a probe task is enqueued (delayed, so
+it sits in the page's Delayed table): its latency is from the enqueue call to the moment its row
+is in the page's DOM (a MutationObserver stamps it). Prints the p50/p95 of P probes, the rate the
+worker achieved and the page's CPU (Chromium's task time over wall time, from the DevTools
+protocol).
 """
 
 import os
@@ -46,7 +58,190 @@ def measure(n=1_000_000, runs=15):
         q.drop()
 
 
+OBSERVER = """() => {
+  window.__seen = {};
+  const stamp = (el) => { const id = el.dataset.id; if (id && !(id in window.__seen))
+    window.__seen[id] = performance.timeOrigin + performance.now(); };
+  new MutationObserver((records) => {
+    for (const r of records) for (const n of r.addedNodes) {
+      if (n.nodeType !== 1) continue;
+      if (n.dataset && n.dataset.id) stamp(n);
+      for (const el of n.querySelectorAll("[data-id]")) stamp(el);
+    }
+  }).observe(document.body, { childList: true, subtree: true });
+}"""
+
+
+def live(seconds=20.0, rate=5000, probes=60):
+    """Run the live bench (see the module's docstring); returns its figures."""
+    import subprocess
+    import tempfile
+    import threading
+    from pathlib import Path
+
+    tmp = Path(tempfile.mkdtemp(prefix="worqr-bench-live-"))
+    os.environ["DJANGO_SETTINGS_MODULE"] = "queues.dashboard.bench_settings"
+    os.environ["WORQR_DB_PATH"] = str(tmp / "db.sqlite3")
+    import django
+
+    django.setup()
+    from django.contrib.auth.models import User
+    from django.core.management import call_command
+    from playwright.sync_api import sync_playwright
+
+    from queues import Queue
+    from queues.conf import get_connection
+
+    from .bench_settings import BENCH_QUEUE
+
+    call_command("migrate", verbosity=0)
+    User.objects.create_superuser("bench", password="bench-live-pw")
+    root = Path(__file__).resolve().parents[2]
+    env = dict(os.environ, PYTHONUNBUFFERED="1", WORQR_REDIS_URL=get_connection().config.redis_url or "")
+    port = _free_port()
+    logs = open(tmp / "processes.log", "w")
+    daphne = os.path.join(os.path.dirname(sys.executable), "daphne")
+    procs = [
+        subprocess.Popen(
+            [daphne, "-b", "127.0.0.1", "-p", str(port), "worqr_site.asgi:application"],
+            cwd=root,
+            env=env,
+            stdout=logs,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        ),
+        subprocess.Popen(
+            [sys.executable, str(root / "manage.py"), "worker", BENCH_QUEUE, "--concurrency", "64"],
+            cwd=root,
+            env=env,
+            stdout=logs,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        ),
+    ]
+    q = Queue(BENCH_QUEUE)
+    stop = threading.Event()
+    try:
+        _wait_http(f"http://127.0.0.1:{port}/admin/login/")
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=["--no-sandbox", "--disable-gpu"])
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            page.goto(f"http://127.0.0.1:{port}/admin/login/?next=/queues/q/{BENCH_QUEUE}/")
+            page.fill("#id_username", "bench")
+            page.fill("#id_password", "bench-live-pw")
+            q.enqueue("warm-up")  # the queue must exist for its page
+            page.click("input[type=submit]")
+            page.wait_for_selector("#wq-status.wq-live", timeout=30000)
+            page.evaluate(OBSERVER)
+            cdp = page.context.new_cdp_session(page)
+            cdp.send("Performance.enable")
+
+            def produce():
+                batch = max(1, rate // 10)
+                while not stop.is_set():
+                    began = time.monotonic()
+                    q.enqueue_many(["x"] * batch)
+                    stop.wait(max(0.0, 0.1 - (time.monotonic() - began)))
+
+            producer = threading.Thread(target=produce, daemon=True)
+            client = get_connection().client
+            done_before, t_start = q.counts()["completed"], time.monotonic()
+            cpu_before = _task_seconds(cdp)
+            producer.start()
+            latencies, deadline = [], time.monotonic() + seconds
+            while len(latencies) < probes and time.monotonic() < deadline + 30:
+                sent = time.time()
+                probe = q.enqueue("probe", delay=3600)
+                seen = None
+                wait_until = time.monotonic() + 5
+                while seen is None and time.monotonic() < wait_until:
+                    seen = page.evaluate("(id) => window.__seen[id] || null", probe)
+                    if seen is None:
+                        time.sleep(0.005)
+                if seen is not None:
+                    latencies.append(seen - sent * 1000)
+                q.delete(probe)
+                time.sleep(0.25)
+            elapsed = time.monotonic() - t_start
+            cpu = (_task_seconds(cdp) - cpu_before) / elapsed * 100
+            stop.set()
+            producer.join(5)
+            done = q.counts()["completed"] - done_before
+            backlog = q.counts()["pending"]
+            browser.close()
+        latencies.sort()
+        return {
+            "probes": len(latencies),
+            "p50": statistics.median(latencies) if latencies else None,
+            "p95": latencies[max(0, int(len(latencies) * 0.95) - 1)] if latencies else None,
+            "rate": done / elapsed,
+            "target": rate,
+            "cpu": cpu,
+            "backlog": backlog,
+            "redis_subscribers": sum(1 for c in client.client_list() if int(c.get("sub", 0)) + int(c.get("psub", 0))),
+        }
+    finally:
+        stop.set()
+        for proc in procs:
+            if proc.poll() is None:
+                os.killpg(proc.pid, 15)
+                try:
+                    proc.wait(10)
+                except subprocess.TimeoutExpired:
+                    os.killpg(proc.pid, 9)
+        logs.close()
+        try:
+            q.drop()
+        except Exception:  # best effort: Redis may be gone
+            pass
+
+
+def _task_seconds(cdp):
+    metrics = {m["name"]: m["value"] for m in cdp.send("Performance.getMetrics")["metrics"]}
+    return metrics.get("TaskDuration", 0.0)
+
+
+def _free_port():
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait_http(url, timeout=60):
+    import urllib.request
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with urllib.request.urlopen(url, timeout=2):
+                return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
+def _option(argv, name, default, kind):
+    if name in argv:
+        return kind(argv[argv.index(name) + 1])
+    return default
+
+
 def main(argv):
+    if "--live" in argv:
+        r = live(
+            seconds=_option(argv, "--seconds", 20.0, float),
+            rate=_option(argv, "--rate", 5000, int),
+            probes=_option(argv, "--probes", 60, int),
+        )
+        print(
+            f"dashboard live, queue page under {r['target']:,} tasks/s offered ({r['rate']:,.0f}/s completed by one "
+            f"worker, {r['backlog']:,} left): event to screen p50 {r['p50']:.0f} ms, p95 {r['p95']:.0f} ms over "
+            f"{r['probes']} probes; page CPU {r['cpu']:.0f} % of a core; Redis subscribers: {r['redis_subscribers']}"
+        )
+        return
     import django
 
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "worqr_site.settings")

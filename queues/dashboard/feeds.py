@@ -49,7 +49,26 @@ class WorkersFeed(Feed):
     settle = 1.5
 
     def snapshot(self):
-        return {"view": "workers", "now_ms": queries.server_ms(self.client), "workers": queries.workers(self.client)}
+        return {
+            "view": "workers",
+            "now_ms": queries.server_ms(self.client),
+            "workers": queries.workers(self.client),
+            "gone": queries.gone_workers(self.client),
+        }
+
+
+class WorkerFeed(Feed):
+    """One worker's page: the events of every queue (its queues may change; it may stop)."""
+
+    patterns = (keys.ALL_QUEUE_EVENTS,)
+    settle = 1.5
+
+    def __init__(self, client, name):
+        super().__init__(client)
+        self.name = name
+
+    def snapshot(self):
+        return queries.worker(self.client, self.name)
 
 
 class SchedulesFeed(Feed):
@@ -113,6 +132,8 @@ def feed_for(client, view, arg=None, params=None):
         return WorkersFeed(client)
     if view == "schedules":
         return SchedulesFeed(client)
+    if view == "worker":
+        return WorkerFeed(client, keys.check_worker_name(arg))
     if view == "queue":
         name = keys.check_queue_name(arg)
         if not queries.queue_exists(client, name):

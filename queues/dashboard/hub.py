@@ -1,10 +1,13 @@
 """One Redis pub/sub connection per server process for all of its dashboard sockets.
 
 A ``Hub`` belongs to an event loop (a Daphne process runs one). Sockets add listeners to
-channels; the hub subscribes to each channel once, on its single connection, and calls every
-listener of a channel with each message's raw data. After its connection was lost and came
-back, it calls every listener with ``None``: messages may have been missed, look again.
-With no listener left it unsubscribes and closes its connection, so an idle process holds none.
+channels (``add``) and to patterns (``add_pattern``: the overview hears every queue); the hub
+subscribes to each once, on its single connection, and calls every listener with each message's
+raw data. After its connection was lost and came back, it calls every listener with ``None``:
+messages may have been missed, look again. ``watch(callback)`` tells a socket when the link is
+lost (``callback(False)``) and back (``callback(True)``), so its page can say so. With no
+listener left it unsubscribes and closes its connection, so an idle process holds none: 200
+open dashboards in one process cost Redis one subscriber (tests/test_dashboard_live.py).
 
 Listeners are plain functions called on the event loop; they must not block (schedule work).
 """
@@ -23,6 +26,17 @@ log = logging.getLogger("worqr.dashboard")
 CONFIRM_TIMEOUT = 2.0
 
 _hubs = {}  # event loop -> Hub
+#: Prefix of a pattern among the hub's keys (no channel of worqr starts with it).
+PATTERN = b"\x00p:"
+
+
+async def _subscribe(pubsub, names):
+    channels = [n for n in names if not n.startswith(PATTERN)]
+    patterns = [n[len(PATTERN) :] for n in names if n.startswith(PATTERN)]
+    if channels:
+        await pubsub.subscribe(*channels)
+    if patterns:
+        await pubsub.psubscribe(*patterns)
 
 
 def get_hub():
@@ -39,12 +53,37 @@ def get_hub():
 class Hub:
     def __init__(self, connection=None):
         self.connection = connection
-        self.listeners = {}  # channel (bytes) -> set of listeners
+        self.listeners = {}  # channel (bytes), or PATTERN + pattern -> set of listeners
+        self.watchers = set()  # callbacks told when the link goes down (False) and up (True)
+        self.down = False
         self.confirmed = set()  # channels Redis confirmed on the current connection
         self._requested = set()  # channels a SUBSCRIBE was sent for on the current connection
         self._pubsub = None
         self._task = None
         self._changed = asyncio.Condition()
+
+    def watch(self, callback):
+        self.watchers.add(callback)
+
+    def unwatch(self, callback):
+        self.watchers.discard(callback)
+
+    def _link(self, up):
+        if self.down == (not up):
+            return
+        self.down = not up
+        for callback in list(self.watchers):
+            try:
+                callback(up)
+            except Exception:
+                log.exception("worqr dashboard: a link watcher failed")
+
+    async def add_pattern(self, pattern, listener):
+        """Call ``listener(data)`` for each message on a channel matching ``pattern``."""
+        await self.add(PATTERN + (pattern.encode() if isinstance(pattern, str) else pattern), listener)
+
+    async def remove_pattern(self, pattern, listener):
+        await self.remove(PATTERN + (pattern.encode() if isinstance(pattern, str) else pattern), listener)
 
     async def add(self, channel, listener):
         """Call ``listener(data)`` for each message on ``channel``; returns once subscribed."""
@@ -56,14 +95,14 @@ class Hub:
         elif new and self._pubsub is not None and channel not in self._requested:
             self._requested.add(channel)
             try:
-                await self._pubsub.subscribe(channel)
+                await _subscribe(self._pubsub, [channel])
             except NETWORK_ERRORS:
                 pass  # the run loop reconnects and subscribes to every channel
         try:
             async with self._changed:
                 await asyncio.wait_for(self._changed.wait_for(lambda: channel in self.confirmed), CONFIRM_TIMEOUT)
         except TimeoutError:
-            log.warning("worqr dashboard: no confirmation of the subscription to %s yet", channel.decode())
+            log.warning("worqr dashboard: no confirmation of the subscription to %r yet", channel)
 
     async def remove(self, channel, listener):
         """Stop calling ``listener``; the last one gone closes the connection."""
@@ -84,7 +123,10 @@ class Hub:
             await asyncio.gather(task, return_exceptions=True)
         elif self._pubsub is not None:
             try:
-                await self._pubsub.unsubscribe(channel)
+                if channel.startswith(PATTERN):
+                    await self._pubsub.punsubscribe(channel[len(PATTERN) :])
+                else:
+                    await self._pubsub.unsubscribe(channel)
             except NETWORK_ERRORS:
                 pass
 
@@ -98,7 +140,7 @@ class Hub:
             try:
                 listener(data)
             except Exception:  # one socket's bug must not stop the others' messages
-                log.exception("worqr dashboard: a listener of %s failed", channel.decode())
+                log.exception("worqr dashboard: a listener of %r failed", channel)
 
     async def _run(self):
         redis = (self.connection or get_connection()).async_client(max_connections=2)
@@ -111,12 +153,17 @@ class Hub:
                     self.confirmed.clear()
                     # Set before the first await, so add() subscribes what this list misses.
                     self._pubsub, self._requested = pubsub, set(self.listeners)
-                    await pubsub.subscribe(*self._requested)
+                    await _subscribe(pubsub, self._requested)
                     async for message in pubsub.listen():
                         kind, channel = message["type"], message["channel"]
                         if kind == "message":
                             self._dispatch(channel, message["data"])
-                        elif kind == "subscribe":
+                        elif kind == "pmessage":
+                            self._dispatch(PATTERN + message["pattern"], message["data"])
+                        elif kind in ("subscribe", "psubscribe"):
+                            if kind == "psubscribe":
+                                channel = PATTERN + channel
+                            self._link(True)
                             # Again on a channel already confirmed: redis-py reconnected by itself.
                             again = channel in missed or channel in self.confirmed
                             missed.discard(channel)
@@ -127,6 +174,7 @@ class Hub:
                 except NETWORK_ERRORS as exc:
                     log.warning("worqr dashboard: pub/sub connection lost (%s); retrying in %.1f s", exc, backoff)
                     missed = set(self.listeners)
+                    self._link(False)
                     await asyncio.sleep(backoff)
                     backoff = min(backoff * 2, 5.0)
                 finally:

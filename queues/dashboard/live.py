@@ -1,4 +1,5 @@
-"""The pump between Redis pub/sub and one websocket: events mark the view dirty, and at most
+"""The pump between Redis pub/sub and one websocket: events (heard through the process's
+``hub``, one Redis subscriber for every socket of the process) mark the view dirty, and at most
 every ``min_interval`` seconds a fresh snapshot is read, so a burst of thousands of events a
 second becomes a few messages a second. Nothing here runs on a timer: an idle view issues no
 Redis command (the one exception is a feed's single trailing ``settle`` refresh after a burst).
@@ -15,9 +16,9 @@ import logging
 
 from asgiref.sync import sync_to_async
 
-from ..engine.backoff import Backoff
-from ..engine.connection import NETWORK_ERRORS, apubsub
+from ..engine.connection import NETWORK_ERRORS
 from . import feeds
+from .hub import get_hub
 
 log = logging.getLogger("worqr.dashboard")
 
@@ -26,8 +27,10 @@ class LivePump:
     """Runs ``feed`` against the asyncio Redis client ``redis``, sending dicts with ``send``;
     ``render(snapshot, changed)`` (run in a thread) gives the HTML of the sections to send."""
 
-    def __init__(self, redis, feed, send, render, min_interval=0.4, debounce=0.05):
+    def __init__(self, redis, feed, send, render, min_interval=0.4, debounce=0.05, hub=None):
         self.redis, self.feed, self.send, self.render = redis, feed, send, render
+        self.hub = hub
+        self._sending = set()
         self.min_interval, self.debounce = min_interval, debounce
         self._dirty = asyncio.Event()
         self._full = True
@@ -44,50 +47,38 @@ class LivePump:
         self._dirty.set()
 
     async def run(self):
-        """Listen and push until cancelled."""
-        listener = asyncio.create_task(self._listen())
+        """Listen (through the process's hub: one Redis subscriber for all sockets) and push
+        until cancelled."""
+        hub = self.hub or get_hub()
+        hub.watch(self._link)
+        added = []
         try:
+            for channel in self.feed.channels:
+                await hub.add(channel, self._heard)
+                added.append((hub.remove, channel))
+            for pattern in self.feed.patterns:
+                await hub.add_pattern(pattern, self._heard)
+                added.append((hub.remove_pattern, pattern))
+            self.mark_dirty(full=True)  # the first snapshot
             await self._push()
         finally:
-            listener.cancel()
-            await asyncio.gather(listener, return_exceptions=True)
+            hub.unwatch(self._link)
+            for remove, name in added:
+                await asyncio.shield(remove(name, self._heard))
 
-    async def _listen(self):
-        backoff, down = Backoff(first=0.1, cap=5.0), False
-        while True:
-            pubsub = None
-            try:
-                pubsub = await apubsub(self.redis)
-                if self.feed.channels:
-                    await pubsub.subscribe(*self.feed.channels)
-                if self.feed.patterns:
-                    await pubsub.psubscribe(*self.feed.patterns)
-                if down:
-                    await self.send({"type": "status", "redis": "up"})
-                backoff.reset()
-                down = False
-                self.mark_dirty(full=True)  # the first snapshot, or a resync after a lost link
-                expected = len(self.feed.channels) + len(self.feed.patterns)
-                async for msg in pubsub.listen():
-                    if msg["type"] in ("message", "pmessage"):
-                        if self.feed.wants(msg["data"]):
-                            self.mark_dirty(event=True)
-                    elif msg["type"] in ("subscribe", "psubscribe"):
-                        expected -= 1
-                        if expected < 0:  # redis-py reconnected and resubscribed: events were lost
-                            self.mark_dirty(full=True)
-            except NETWORK_ERRORS as exc:
-                log.warning("worqr dashboard: event subscription lost (%s); retrying", exc)
-                if not down:
-                    down = True
-                    await self.send({"type": "status", "redis": "down"})
-                await backoff.wait()
-            finally:
-                try:
-                    if pubsub is not None:
-                        await asyncio.shield(pubsub.aclose())
-                except Exception:  # best effort: the connection may already be gone
-                    pass
+    def _heard(self, data):
+        """(On the loop, from the hub.) An event, or None: events may have been missed."""
+        if data is None:
+            self.mark_dirty(full=True)
+        elif self.feed.wants(data):
+            self.mark_dirty(event=True)
+
+    def _link(self, up):
+        """The hub's link to Redis went down or came back: say so to the page."""
+        message = {"type": "status", "redis": "up" if up else "down"}
+        task = asyncio.ensure_future(self.send(message))
+        self._sending.add(task)
+        task.add_done_callback(self._sending.discard)
 
     async def _push(self):
         loop = asyncio.get_running_loop()

@@ -44,6 +44,7 @@ def task_row(task):
     """One task as a table row."""
     return {
         "id": task.id,
+        "queue": task.queue,
         "state": task.state,
         "payload": preview(task.payload),
         "attempt": task.attempt,
@@ -57,6 +58,10 @@ def task_row(task):
         "due_ms": epoch_ms(task.due_at),
         "failed": fmt(task.failed_at),
         "cancelling": task.cancel_requested,
+        "progress": task.progress_value,
+        "progress_pct": None if task.progress_value is None else round(task.progress_value * 100, 1),
+        "progress_message": preview(task.progress_message, 200),
+        "tags": list(task.tags or []),
     }
 
 
@@ -77,6 +82,8 @@ def _worker_row(info):
         "processed": info.get("processed", 0),
         "failed": info.get("failed", 0),
         "started": (info.get("started_at") or "")[:19].replace("T", " "),
+        "rss_mb": info.get("rss_mb"),
+        "cpu": info.get("cpu"),
     }
 
 
@@ -87,6 +94,41 @@ def workers(client):
     for (row, _), n in zip(pairs, readmodel.workers_active(client, [(row["name"], q) for row, q in pairs])):
         row["active"] += n
     return rows
+
+
+def gone_workers(client, limit=100):
+    """The workers gone most recently (stopped, or reaped as dead), newest first."""
+    out = []
+    for g in readmodel.gone_workers(client, limit):
+        out.append(
+            {
+                "name": g.get("name", ""),
+                "how": g.get("how", ""),
+                "at": fmt(g.get("at")),
+                "at_ms": epoch_ms(g.get("at")),
+                "host": g.get("host", ""),
+                "queues": [q for q in g.get("queues") or [] if _valid_queue(q)],
+                "processed": g.get("processed"),
+                "failed": g.get("failed"),
+            }
+        )
+    return out
+
+
+def worker(client, name):
+    """One worker's page: its heartbeat (None once gone), its tasks in process with their
+    progress, and what the gone list says of it."""
+    info = readmodel.worker(client, name)
+    out = {"view": "worker", "name": name, "now_ms": server_ms(client), "worker": None, "tasks": [], "gone": None}
+    if info is not None:
+        row = _worker_row(info)
+        queues = [q for q in row["queues"] if _valid_queue(q)]
+        tasks = readmodel.worker_tasks(client, name, queues)
+        row["active"] = len(tasks)
+        out["worker"], out["tasks"] = row, [task_row(t) for t in tasks]
+    else:
+        out["gone"] = next((g for g in gone_workers(client) if g["name"] == name), None)
+    return out
 
 
 def _valid_queue(name):
@@ -208,9 +250,33 @@ def queue(client, name, page=1, cache=None):
             "tasks": [task_row(t) for t in readmodel.failed(client, name, 0, PER_PAGE)],
         },
         "locks": readmodel.locks(client, name),
+        "limits": limits_view(readmodel.limits(client, name)),
         "failure_groups": (cache or FailureCache()).groups_for(client, name),
         "throughput": throughput(client, [name], now_ms=now),
     }
+
+
+def _rate_text(rate):
+    """[starts, seconds] as the limits form writes it: "5,2"."""
+    if rate is None:
+        return ""
+    starts, seconds = rate
+    return f"{starts},{int(seconds) if float(seconds).is_integer() else seconds}"
+
+
+def limits_view(limits):
+    """The queue's limits as the queue page shows them: each limit with its use, and the form's values."""
+    out = dict(limits)
+    out["limited"] = any(
+        limits[k] is not None for k in ("concurrency", "rate", "partition_concurrency", "partition_rate")
+    )
+    out["form"] = {
+        "concurrency": limits["concurrency"] or "",
+        "rate": _rate_text(limits["rate"]),
+        "partition_concurrency": limits["partition_concurrency"] or "",
+        "partition_rate": _rate_text(limits["partition_rate"]),
+    }
+    return out
 
 
 def task(client, task_id, full=False, payload_limit=4000):
@@ -244,4 +310,20 @@ def task(client, task_id, full=False, payload_limit=4000):
             is_bytes=isinstance(found.payload, bytes),
         )
         out["task"] = row
+    out["log"] = readmodel.task_log(client, task_id) if found is not None else []
     return out
+
+
+def history(client, name, span):
+    """The history page: throughput, failures and depth over ``span``, and the percentiles of
+    run durations (seconds) from the engine's histogram."""
+    h = readmodel.history(client, name, span)
+    p = readmodel.duration_percentiles(client, name)
+    return {
+        "view": "history",
+        "queue": name,
+        "now_ms": server_ms(client),
+        "history": h,
+        "totals": {"completed": sum(h["completed"]), "failed": sum(h["failed"])},
+        "durations": None if p is None else {k: (round(v, 4) if isinstance(v, float) else v) for k, v in p.items()},
+    }

@@ -26,10 +26,12 @@ SECTIONS = {
         "failed": ("failed",),
         "failure_groups": ("failure_groups",),
         "locks": ("locks",),
+        "limits": ("limits",),
         "throughput": ("throughput",),
     },
-    "task": {"task": ("task",), "failures": ("failures",)},
-    "workers": {"workers": ("workers",)},
+    "task": {"task": ("task",), "progress": ("task",), "log": ("log",), "failures": ("failures",)},
+    "workers": {"workers": ("workers",), "gone": ("gone",)},
+    "worker": {"worker": ("worker", "gone"), "worker_tasks": ("tasks",)},
     "schedules": {"schedules": ("schedules",)},
 }
 
@@ -41,6 +43,8 @@ def chart(throughput):
     if not throughput:
         return None
     completed, failed = throughput["completed"], throughput["failed"]
+    step_ms = throughput.get("bucket_minutes", 1) * 60000
+    label_format = "%m-%d %H:%M" if step_ms >= 3600000 else "%H:%M"
     n = len(completed)
     top = max([1] + [c + f for c, f in zip(completed, failed)])
     width = (CHART_WIDTH - CHART_PAD) / n
@@ -48,7 +52,7 @@ def chart(throughput):
     bars = []
     for i, (c, f) in enumerate(zip(completed, failed)):
         x = CHART_PAD + i * width + 1
-        minute = datetime.fromtimestamp((throughput["start_ms"] + i * 60000) / 1000, UTC).strftime("%H:%M")
+        minute = datetime.fromtimestamp((throughput["start_ms"] + i * step_ms) / 1000, UTC).strftime(label_format)
         bars.append(
             {
                 "x": round(x, 2),
@@ -61,7 +65,7 @@ def chart(throughput):
                 "completed": c,
                 "failed": f,
                 "minute": minute,
-                "label": "end" if i == n - 1 else "start" if i % 15 == 0 else None,
+                "label": "end" if i == n - 1 else "start" if i % 15 == 0 and i <= n - 15 else None,
                 "label_x": round(x + width - 2 if i == n - 1 else x, 2),
             }
         )
@@ -72,6 +76,43 @@ def chart(throughput):
         "pad": CHART_PAD,
         "top": top,
         "bars": bars,
+    }
+
+
+def depth_line(history):
+    """The depth chart's polyline points and labels (gaps where no sample was taken), in SVG units."""
+    depth = history["depth"]
+    n = len(depth)
+    top = max([1] + [d for d in depth if d is not None])
+    step = (CHART_WIDTH - CHART_PAD) / max(1, n - 1)
+    segments, current = [], []
+    for i, d in enumerate(depth):
+        if d is None:
+            if current:
+                segments.append(current)
+            current = []
+            continue
+        x = CHART_PAD + i * step
+        y = CHART_HEIGHT - d * (CHART_HEIGHT - 4) / top
+        current.append(f"{x:.1f},{y:.1f}")
+    if current:
+        segments.append(current)
+    step_ms = history["bucket_minutes"] * 60000
+    label_format = "%m-%d %H:%M" if step_ms >= 3600000 else "%H:%M"
+    first = datetime.fromtimestamp(history["start_ms"] / 1000, UTC).strftime(label_format)
+    last = datetime.fromtimestamp((history["start_ms"] + (n - 1) * step_ms) / 1000, UTC).strftime(label_format)
+    return {
+        "width": CHART_WIDTH,
+        "height": CHART_HEIGHT,
+        "box_height": CHART_HEIGHT + 18,
+        "pad": CHART_PAD,
+        "top": top,
+        "lines": [" ".join(seg) for seg in segments],
+        "dots": [dict(zip(("x", "y"), seg[0].split(","))) for seg in segments if len(seg) == 1],
+        "first": first,
+        "last": last,
+        "samples": sum(1 for d in depth if d is not None),
+        "latest": next((d for d in reversed(depth) if d is not None), None),
     }
 
 

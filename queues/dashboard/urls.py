@@ -2,22 +2,28 @@
 
 from django.urls import path
 
-from .views import actions, overview, queue, schedule_actions, schedules, task, workers
+from .views import actions, overview, queue, schedule_actions, schedules, search, task, workers
 
 app_name = "queues"
 
 urlpatterns = [
     path("", overview.overview, name="overview"),
     path("workers/", workers.workers, name="workers"),
+    path("workers/<str:name>/", workers.worker, name="worker"),
     path("schedules/", schedules.schedules, name="schedules"),
     path("schedules/<str:name>/pause/", schedule_actions.schedule_pause, name="schedule-pause"),
     path("schedules/<str:name>/resume/", schedule_actions.schedule_resume, name="schedule-resume"),
     path("schedules/<str:name>/trigger/", schedule_actions.schedule_trigger, name="schedule-trigger"),
     path("q/<str:name>/", queue.queue, name="queue"),
+    path("q/<str:name>/history/", queue.history, name="queue-history"),
     path("q/<str:name>/pause/", actions.queue_pause, name="queue-pause"),
     path("q/<str:name>/resume/", actions.queue_resume, name="queue-resume"),
     path("q/<str:name>/purge/", actions.queue_purge, name="queue-purge"),
     path("q/<str:name>/retry-all/", actions.queue_retry_all, name="queue-retry-all"),
+    path("q/<str:name>/limits/", actions.queue_limits, name="queue-limits"),
+    path("search/", search.search, name="search"),
+    path("search/bulk/", search.bulk_start, name="bulk-start"),
+    path("search/bulk/<str:job>/", search.bulk_status, name="bulk"),
     path("task/", task.lookup, name="lookup"),
     path("task/<str:task_id>/", task.task, name="task"),
     path("task/<str:task_id>/cancel/", actions.task_cancel, name="task-cancel"),

@@ -93,14 +93,40 @@ def _enqueued(reply):
     return Enqueued(bool(reply[0]), int(reply[1]), [i.decode() for i in reply[2:]])
 
 
-def enqueue(queue, items, *, when="", retries="", timeout="", backoff="", lock="", callback="", meta="", trace=""):
+def enqueue(
+    queue,
+    items,
+    *,
+    when="",
+    retries="",
+    timeout="",
+    backoff="",
+    lock="",
+    callback="",
+    meta="",
+    trace="",
+    partition="",
+    tags=(),
+):
     """Add tasks. ``items``: (id, payload bytes, unique key or '', 'b' if bytes else '').
     ``when``: '' now, '+<ms>' a delay, '@<ms>' a due time (Unix ms). Options are text, '' when
-    not given; ``trace`` is the trace context delivered with the tasks (``tracing``). Returns
-    ``Enqueued``; an id whose task exists already is left as it is."""
+    not given; ``trace`` is the trace context delivered with the tasks (``tracing``);
+    ``partition`` their partition key; ``tags`` (checked by ``keys.check_tags``) go into the
+    queue's tag index. Returns ``Enqueued``; an id whose task exists already is left as it is."""
     flat = [x for item in items for x in item]
-    args = (len(items), when, retries, timeout, backoff, lock, callback, meta, trace, *flat)
+    args = (len(items), when, retries, timeout, backoff, lock, callback, meta, trace, partition, "\n".join(tags), *flat)
     return Call("enqueue", queue, args, _enqueued, durable="strict")
+
+
+#: ``enqueue``'s arguments after n for one task now, with no options (``enqueue_one``).
+_PLAIN = ("",) * 8
+
+
+def enqueue_one(client, queue, task_id, payload):
+    """``enqueue`` of one task now, with no options, run at once on a synchronous client (the
+    common call, kept short): returns (whether the queue was new, the task's id)."""
+    reply = scripts.run(client, "enqueue", queue, 1, *_PLAIN, task_id, payload, "", "")
+    return reply[0] == 1, reply[2].decode()
 
 
 # -- the worker's calls ----------------------------------------------------------------------
@@ -237,10 +263,12 @@ def release(queue, worker, holders):
     return Call("release", queue, (worker, len(holders), *(x for pair in holders for x in pair)))
 
 
-def register(queue, worker, *, ttl, lock_ttl, grace, default_timeout, fresh):
+def register(queue, worker, *, ttl, lock_ttl, grace, default_timeout, fresh, limits=None):
     """Record ``worker`` as serving ``queue``; ``fresh``: a new process (an earlier worker of that
-    name, presumed dead, is failed first). Returns how many of its tasks went back."""
-    args = (worker, _ms(ttl), _ms(lock_ttl), _ms(grace), default_timeout or 0, "1" if fresh else "0")
+    name, presumed dead, is failed first). ``limits``: its handler's (``limits.Limits``; None: no
+    limits). Returns how many of its tasks went back."""
+    limit_args = limits.script_args() if limits is not None else ("",) * 6
+    args = (worker, _ms(ttl), _ms(lock_ttl), _ms(grace), default_timeout or 0, "1" if fresh else "0", *limit_args)
     return Call("register", queue, args, int)
 
 
@@ -258,6 +286,16 @@ def unregister(queue, worker, reason="worker_left"):
 def wake(queue, n):
     """Pass a wake-up on to up to ``n`` idle workers."""
     return Call("wake", queue, (n,), int)
+
+
+def progress(queue, reports):
+    """Record handlers' reports: ``reports`` are (id, lease, fraction or None, message, lines)
+    each. One code per report: OK, or STALE (the task is no longer active under that lease)."""
+    reports, args = list(reports), []
+    for task_id, lease, fraction, message, lines in reports:
+        lines = list(lines)
+        args += [task_id, lease, "" if fraction is None else repr(float(fraction)), message or "", len(lines), *lines]
+    return Call("progress", queue, (len(reports), *args), _codes)
 
 
 # -- managing --------------------------------------------------------------------------------
@@ -283,6 +321,12 @@ def retry(queue, ids):
 def pause(queue, paused):
     """Pause (True) or resume; returns whether the state changed."""
     return Call("pause", queue, ("1" if paused else "0",), bool)
+
+
+def set_limits(queue, overrides=None, *, reset=False):
+    """Override the queue's limits (``overrides``: six values as ``Limits.script_args`` gives them,
+    each a number, '-' for none or '' to leave as is), after dropping every override if ``reset``."""
+    return Call("set_limits", queue, ("reset" if reset else "set", *(overrides or ("",) * 6)), int)
 
 
 def purge(queue, limit):

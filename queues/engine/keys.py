@@ -18,7 +18,11 @@ Queue keys (``QUEUE_KINDS``; the type is in brackets):
 - ``stats``      [hash]  counters: enqueued, completed, failed, failures, retried, cancelled,
                          deleted; ``waiting`` (tasks on lock wait lists) and ``gone`` (entries of
                          ``front``/``pending`` whose task was removed: skipped when reached)
-- ``throughput`` [hash]  per-minute counters ``c<minute>`` / ``f<minute>`` for the last 24 h
+- ``throughput`` [hash]  per-minute counters ``c<minute>`` / ``f<minute>`` for the last 24 h, and
+                         per-hour ones ``C<hour>`` / ``F<hour>`` for the last 7 days
+- ``depth``      [hash]  the queue's depth (tasks waiting to run) sampled once a minute by a
+                         worker's heartbeat: ``m<minute>`` for 24 h, ``h<hour>`` for 7 days
+                         (written from Python only, by ``readmodel.sample_depth``)
 - ``meta``       [hash]  queue settings (``paused``, ``created``, workers' timings)
 - ``workers``    [zset]  workers serving the queue (score: heartbeat deadline, ms)
 - ``idle``       [set]   workers waiting for work on the queue (woken on new work)
@@ -33,6 +37,19 @@ Queue keys (``QUEUE_KINDS``; the type is in brackets):
                          ``le:+Inf`` holds the rest), ``count`` and ``sum`` (seconds)
 - ``schedules``  [zset]  the periodic tasks (schedules) whose runs go to this queue (score: the
                          next run, ms; ``+inf`` while paused or disabled)
+- ``limits``     [hash]  the queue's limits (README "Limits"): the handler's values as workers
+                         registered them (``hc``, ``hrn``/``hrw``, ``hpc``, ``hprn``/``hprw``), the
+                         operator's overrides (``oc``... ``-`` for "none"), and the values in force
+                         (``c``, ``rn``/``rw``, ``pc``, ``prn``/``prw``; absent: no limit); ``ro``
+                         when the rate window opens again after a hold-back (ms)
+- ``starts``     [zset]  the sliding window log of starts (member: the lease, score: Redis time,
+                         ms), kept only while a rate is set; expires with its window
+- ``partitions`` [hash]  partition key -> its state while it has tasks listed: ``r`` in the
+                         ring, ``b`` held back by its concurrency (re-ringed when a slot frees),
+                         ``w`` held back by its rate (in ``pwait``)
+- ``ring``       [list]  the runnable partitions, served round-robin (one task per turn)
+- ``pactive``    [zset]  partition key -> its active tasks (entries at 0 removed)
+- ``pwait``      [zset]  partitions held back by their rate (score: when their window opens, ms)
 
 Keys built inside a script from the queue's prefix and a kind below (``SUBKEY_KINDS``):
 
@@ -42,16 +59,25 @@ Keys built inside a script from the queue's prefix and a kind below (``SUBKEY_KI
                                still runs (``<id>:<lease>`` -> lock key), until it really stops
 - ``lock:<key>``      [string] the holder of a lock, ``<id>:<lease>``, always with an expiry
 - ``lockwait:<key>``  [list]   ids of tasks waiting for that lock, in order
+- ``plist:<key>``     [list]   the runnable tasks of one partition, oldest first
+- ``pstarts:<key>``   [zset]   one partition's sliding window log of starts (as ``starts``)
 - ``schedule:<name>`` [hash]   one schedule: its settings as synced (``spec``, JSON, and its
                                version ``v``) and its state (``paused``, ``last``, ``last_id``,
                                ``last_tick``, counters and the lateness histogram; ``schedules.py``)
+- ``tag:<tag>``       [zset]   the tag index: ids of the queue's tasks carrying that tag (score:
+                               created, ms); an id leaves it when its task is deleted, cancelled or
+                               completed (``forget`` in ``lua/includes/base.lua``), so it holds
+                               live and failed tasks only and never outlives them
+- ``log:<id>``        [list]   a task's log lines (``task.log``), the last ``TASK_LOG_MAX``; kept
+                               while the task lives (and with a failed task), deleted with it
 
 Channels: ``worqr:{<queue>}:events`` (every transition, for dashboards) and
 ``worqr:control:<worker>`` (a worker's wake-ups, hand-overs and cancels).
 
 Global keys: ``worqr:queues`` (known queues), ``worqr:workers`` (the worker registry),
 ``worqr:heartbeat:<worker>``, ``worqr:schedules`` (schedule name -> queue),
-``worqr:schedule-queues`` (the queues that have had schedules) and the
+``worqr:schedule-queues`` (the queues that have had schedules), ``worqr:workers:gone`` (the
+last ``GONE_WORKERS_MAX`` workers that stopped or were found dead, newest first) and the
 channel ``worqr:schedule-changes`` (schedules added, changed, paused or resumed: sleeping
 schedulers re-read them).
 """
@@ -62,6 +88,13 @@ PREFIX = "worqr"
 
 QUEUE_NAME_MAX = 200
 LOCK_KEY_MAX = 200
+#: Tags: at most TAGS_MAX per task, each 1 to TAG_MAX characters without a newline.
+TAG_MAX = 100
+TAGS_MAX = 20
+#: Lines kept in a task's log (a ring: the oldest go first).
+TASK_LOG_MAX = 1000
+#: Gone workers remembered (``GONE_WORKERS``).
+GONE_WORKERS_MAX = 100
 WORKER_NAME_MAX = 200
 
 # Letters, digits, and . _ - @ + ; never { } : / whitespace (they would break the hash tag, the
@@ -87,8 +120,15 @@ QUEUE_KINDS = (
     "lockheads",
     "results",
     "durations",
+    "depth",
     "leases",
     "schedules",
+    "limits",
+    "starts",
+    "partitions",
+    "ring",
+    "pactive",
+    "pwait",
 )
 
 #: Kinds of the keys a script builds from the queue's prefix: ``<prefix><kind>:<suffix>``.
@@ -99,6 +139,10 @@ SUBKEY_KINDS = {
     "lock": "lock",
     "lockwait": "lockwait",
     "schedule": "schedule",
+    "plist": "plist",
+    "pstarts": "pstarts",
+    "tag": "tag",
+    "log": "log",
 }
 #: The suffix of a queue's event channel.
 EVENTS = "events"
@@ -111,6 +155,11 @@ WORKER_REGISTRY = f"{PREFIX}:workers"
 SCHEDULES = f"{PREFIX}:schedules"
 #: The queues that have had schedules (a set; only ever read and written from Python).
 SCHEDULE_QUEUES = f"{PREFIX}:schedule-queues"
+#: The last GONE_WORKERS_MAX workers gone (a list of JSON objects, newest first; only ever read
+#: and written from Python): ``{"name", "how": "stopped" | "reaped", "at": ms, ...}``.
+GONE_WORKERS = f"{PREFIX}:workers:gone"
+#: A bulk action's progress (a hash; ``bulk_job_key``), kept a day after it ends.
+BULK_PREFIX = f"{PREFIX}:bulk:"
 #: Channel telling workers' schedulers that schedules changed (synced, paused, resumed).
 SCHEDULE_CHANGES = f"{PREFIX}:schedule-changes"
 #: Pattern matching every queue's event channel.
@@ -182,12 +231,54 @@ def held_locks_key(queue, worker):
     return subkey(queue, "held", worker)
 
 
+def tag_key(queue, tag):
+    """``worqr:{<queue>}:tag:<tag>``: the ids of the queue's tasks carrying ``tag``."""
+    return subkey(queue, "tag", tag)
+
+
+def task_log_key(queue, task_id):
+    """``worqr:{<queue>}:log:<id>``: the task's log lines."""
+    return subkey(queue, "log", task_id)
+
+
+def bulk_job_key(job_id):
+    """``worqr:bulk:<id>``: a bulk action's progress (written and read from Python only)."""
+    return f"{BULK_PREFIX}{job_id}"
+
+
+def check_tags(tags):
+    """Return ``tags`` as a list of unique strings (order kept) if valid, else raise InvalidTask."""
+    from .errors import InvalidTask
+
+    if isinstance(tags, str) or not isinstance(tags, (list, tuple)):
+        raise InvalidTask(f"tags must be a list of strings, not {tags!r}")
+    out = []
+    for tag in tags:
+        if not isinstance(tag, str) or not tag or len(tag) > TAG_MAX or "\n" in tag or "\r" in tag:
+            raise InvalidTask(f"each tag must be a string of 1 to {TAG_MAX} characters without a newline, not {tag!r}")
+        if tag not in out:
+            out.append(tag)
+    if len(out) > TAGS_MAX:
+        raise InvalidTask(f"a task may carry at most {TAGS_MAX} tags, not {len(out)}")
+    return out
+
+
 def lock_key(queue, lock):
     return subkey(queue, "lock", lock)
 
 
 def lock_wait_key(queue, lock):
     return subkey(queue, "lockwait", lock)
+
+
+def partition_list_key(queue, partition):
+    """``worqr:{<queue>}:plist:<key>``: the runnable tasks of one partition."""
+    return subkey(queue, "plist", partition)
+
+
+def partition_starts_key(queue, partition):
+    """``worqr:{<queue>}:pstarts:<key>``: one partition's log of starts (its rate window)."""
+    return subkey(queue, "pstarts", partition)
 
 
 def schedule_key(queue, name):

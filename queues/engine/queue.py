@@ -8,13 +8,18 @@ from datetime import UTC, datetime
 from . import commands, keys, readmodel, tracing
 from .codes import Code
 from .connection import get_default
-from .errors import InvalidInput, InvalidTask, PayloadTooLarge
+from .errors import ConfigurationError, InvalidInput, InvalidTask, PayloadTooLarge
+from .limits import check_concurrency, parse_rate
 from .registry import get_handler
 from .task import Task
 
 #: Tasks per enqueue call (each call is atomic), and entries per purge, drop or retry call: so
 #: that no script call holds Redis for long (under a few ms each, measured with 300,000 tasks).
 _BATCH = 500
+
+
+#: set_limits: an option not given (None means "no limit").
+_UNSET = object()
 
 
 def new_task_id(queue):
@@ -30,6 +35,13 @@ def _number(name, value, *, minimum=0.0, strict=False, integer=False):
     if not math.isfinite(value) or value < minimum or (strict and value == minimum):
         raise InvalidTask(f"{name} must be {'>' if strict else '>='} {minimum:g}, not {value!r}")
     return value
+
+
+def _too_large(raw, config):
+    raise PayloadTooLarge(
+        f"payload of {len(raw)} bytes is over the limit of "
+        f"{config.max_payload_bytes} bytes (WORQR['MAX_PAYLOAD_BYTES'])"
+    )
 
 
 class Queue:
@@ -54,7 +66,23 @@ class Queue:
 
     def enqueue(self, payload, **options):
         """Add one task; returns its id. See ``enqueue_many`` for the options."""
-        return self.enqueue_many([payload], **options)[0]
+        if options or not isinstance(payload, str):
+            return self.enqueue_many([payload], **options)[0]
+        # The common call (a str payload, no options) runs on every enqueue: the same checks and
+        # the same script call as enqueue_many's, without its batching and option handling.
+        connection = self._connection or get_default()
+        config = connection.config
+        raw = payload.encode("utf-8", "surrogateescape")
+        if len(raw) > config.max_payload_bytes:
+            _too_large(raw, config)
+        spec = get_handler(self.name)
+        if (spec is not None and spec.lock is not None) or tracing.enabled(config):
+            return self.enqueue_many([payload])[0]
+        client = connection.client
+        is_new, task_id = commands.enqueue_one(client, self.name, new_task_id(self.name), raw)
+        if is_new:
+            client.sadd(keys.KNOWN_QUEUES, self.name)
+        return task_id
 
     def enqueue_many(self, payloads, *, ids=None, **options):
         """Add tasks, atomically in steps of 5,000; returns their ids in order.
@@ -72,16 +100,33 @@ class Queue:
             if len(ids) != len(payloads) or any(keys.queue_from_task_id(i) != self.name for i in ids):
                 raise InvalidTask(f"ids must be one task id of queue {self.name!r} per payload")
         batches = self._prepare(payloads, **options)
-        if batches is None:  # a handler's lock function gave different locks: one call per lock
-            ids = ids or [None] * len(payloads)
-            return [self.enqueue_many([p], ids=None if i is None else [i], **options)[0] for p, i in zip(payloads, ids)]
+        if batches is None:  # the handler's lock or partition function gave different keys
+            return self._enqueue_grouped(payloads, ids, options)
         return self._enqueue(batches, ids).ids
+
+    def _enqueue_grouped(self, payloads, ids, options):
+        """Enqueue payloads whose lock or partition keys differ: one call per key, ids in order."""
+        spec = get_handler(self.name)
+        ids = ids or [new_task_id(self.name) for _ in payloads]
+        groups = {}
+        for i, payload in enumerate(payloads):
+            lock = options.get("lock")
+            if lock is None and callable(spec.lock):
+                lock = self._lock_of(spec.lock, payload)
+            part = self._partition_of(spec.limits.partition, payload) if spec.limits.partition else None
+            groups.setdefault((lock, part), []).append(i)
+        out = [None] * len(payloads)
+        for indexes in groups.values():
+            got = self.enqueue_many([payloads[i] for i in indexes], ids=[ids[i] for i in indexes], **options)
+            for i, task_id in zip(indexes, got):
+                out[i] = task_id
+        return out
 
     def _enqueue(self, batches, ids=None):
         """Run the checked enqueue; returns ``commands.Enqueued`` (ids, and Redis time)."""
         when, opts, items = batches
         items = [((ids[i] if ids is not None else new_task_id(self.name)), *rest) for i, rest in enumerate(items)]
-        names = ("retries", "timeout", "backoff", "lock", "callback", "meta")
+        names = ("retries", "timeout", "backoff", "lock", "callback", "meta", "partition", "tags")
         options = dict(zip(names, opts, strict=True))
         if not tracing.enabled(self.connection.config):
             return self._send(when, options, items)
@@ -119,12 +164,14 @@ class Queue:
         unique=False,
         callback=None,
         meta=None,
+        tags=None,
     ):
         """Check everything; returns (when, options, [(payload, unique key, kind)]), or None when
-        a handler's lock function puts the payloads under different locks."""
+        a handler's lock or partition function puts the payloads under different keys."""
         config = self.connection.config
         when = self._when(delay, eta)
         opts = self._options(retries, timeout, backoff, lock, callback, meta)
+        opts.append(keys.check_tags(tags) if tags is not None else [])
         if unique is not True and unique is not False and not isinstance(unique, str):
             raise InvalidTask(f"unique must be True, False or a key string, not {unique!r}")
         if isinstance(unique, str):
@@ -141,10 +188,7 @@ class Queue:
                     "(payloads are stored raw: serialise it first)"
                 )
             if len(raw) > config.max_payload_bytes:
-                raise PayloadTooLarge(
-                    f"payload of {len(raw)} bytes is over the limit of "
-                    f"{config.max_payload_bytes} bytes (WORQR['MAX_PAYLOAD_BYTES'])"
-                )
+                _too_large(raw, config)
             ukey = hashlib.sha1(raw).hexdigest() if unique is True else (unique or "")
             args.append((raw, ukey, kind))
         spec = get_handler(self.name)
@@ -156,6 +200,11 @@ class Queue:
                 if len(locks) > 1:
                     return None
                 opts[3] = locks.pop()
+        if spec is not None and spec.limits.partition is not None and payloads:
+            parts = {self._partition_of(spec.limits.partition, p) for p in payloads}
+            if len(parts) > 1:
+                return None
+            opts[6] = parts.pop()
         return when, opts, args
 
     @staticmethod
@@ -164,6 +213,23 @@ class Queue:
         key = lock_fn(probe)
         if not isinstance(key, str):
             raise InvalidTask(f"the handler's lock function returned {key!r}, not a string")
+        return key
+
+    def _partition_of(self, partition_fn, payload):
+        """The partition key the handler's function gives a task of ``payload``: InvalidTask
+        naming the queue if it raises or gives anything but a string of 1 to 200 characters."""
+        probe = Task(id="", queue=self.name, payload=payload, state="pending")
+        try:
+            key = partition_fn(probe)
+        except Exception as exc:
+            raise InvalidTask(
+                f"queue {self.name!r}: the handler's partition function raised {type(exc).__name__}: {exc}"
+            ) from exc
+        if not isinstance(key, str) or not key or len(key) > keys.LOCK_KEY_MAX:
+            raise InvalidTask(
+                f"queue {self.name!r}: the handler's partition function returned {key!r}, "
+                f"not a string of 1 to {keys.LOCK_KEY_MAX} characters"
+            )
         return key
 
     @staticmethod
@@ -183,7 +249,7 @@ class Queue:
 
     @staticmethod
     def _options(retries, timeout, backoff, lock, callback, meta):
-        out = [""] * 6
+        out = [""] * 7
         if retries is not None:
             out[0] = str(_number("retries", retries, integer=True))
         if timeout is not None:
@@ -223,6 +289,60 @@ class Queue:
 
     def is_paused(self):
         return readmodel.is_paused(self.client, self.name)
+
+    def limits(self):
+        """The queue's limits and their current use: ``concurrency``, ``rate`` ([starts, seconds]),
+        ``partition_concurrency``, ``partition_rate`` (None: no limit), ``handler`` and
+        ``overrides`` (where they come from), ``active``, ``starts_in_window``, ``held_back``,
+        ``runnable`` and ``partitions`` (README "Limits")."""
+        return readmodel.limits(self.client, self.name)
+
+    def set_limits(
+        self,
+        *,
+        concurrency=_UNSET,
+        rate=_UNSET,
+        partition_concurrency=_UNSET,
+        partition_rate=_UNSET,
+        reset=False,
+    ):
+        """Override the handler's limits, durably and for every worker at once (their next start
+        obeys): each option given is a value, or None for "no limit"; those not given keep their
+        override if any. ``reset=True`` drops every override first (back to the handler's values),
+        then sets those given. Returns ``limits()``. A bad value raises InvalidInput naming the
+        queue and option, and changes nothing."""
+        given = {
+            "concurrency": concurrency,
+            "rate": rate,
+            "partition_concurrency": partition_concurrency,
+            "partition_rate": partition_rate,
+        }
+        given = {k: v for k, v in given.items() if v is not _UNSET}
+        if reset is not True and reset is not False:
+            raise InvalidInput(f"queue {self.name!r}: reset must be True or False, not {reset!r}")
+        if not given and not reset:
+            raise InvalidInput(f"queue {self.name!r}: set_limits needs a limit to set, or reset=True")
+        args = [""] * 6
+        try:
+            for name, at, check in (
+                ("concurrency", 0, check_concurrency),
+                ("partition_concurrency", 3, check_concurrency),
+            ):
+                if name in given:
+                    value = given[name]
+                    args[at] = "-" if value is None else str(check(self.name, name, value))
+            for name, at in (("rate", 1), ("partition_rate", 4)):
+                if name in given:
+                    if given[name] is None:
+                        args[at], args[at + 1] = "-", "-"
+                    else:
+                        r = parse_rate(self.name, name, given[name])
+                        args[at], args[at + 1] = str(r.starts), str(r.window_ms)
+        except ConfigurationError as exc:
+            raise InvalidInput(str(exc).replace("handler ", "queue ", 1)) from None
+        commands.set_limits(self.name, args, reset=reset).run(self.client)
+        self.client.sadd(keys.KNOWN_QUEUES, self.name)
+        return self.limits()
 
     # -- managing --------------------------------------------------------------------------
 
@@ -282,4 +402,5 @@ class Queue:
         """Delete the queue: every task and key, counters included; running tasks are stopped."""
         while commands.drop(self.name, _BATCH).run(self.client):
             pass
+        self.client.delete(keys.queue_key(self.name, "depth"))  # samples taken from Python
         self.client.srem(keys.KNOWN_QUEUES, self.name)

@@ -1,16 +1,33 @@
 """The read model: every read of Redis that dashboards, commands, metrics and the HTTP API
 show, and the only place besides the scripts that knows the keys' layout and the task hash's
-field names. Reads only, never scans: every list is read a page at a time and every count is a
-length or a counter kept by Redis. Counts are read in one MULTI, so they are consistent.
+field names. Reads only, never unbounded scans: every list is read a page at a time and every
+count is a length or a counter kept by Redis; a search (``search``) looks at a bounded number of
+entries per call and returns a cursor to go on. Counts are read in one MULTI, so they are
+consistent.
 """
 
 import json
+import re
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 from . import durations as _durations
 from . import keys, scripts
 from .task import Task, ms_to_datetime
+from .connection import is_cluster
 
-_STAT_NAMES = ("enqueued", "completed", "failed", "failures", "retried", "cancelled", "deleted", "waiting", "gone")
+_STAT_NAMES = (
+    "enqueued",
+    "completed",
+    "failed",
+    "failures",
+    "retried",
+    "cancelled",
+    "deleted",
+    "waiting",
+    "gone",
+    "plisted",
+)
 
 
 def _decode(b):
@@ -27,8 +44,9 @@ def _counts(reply):
     stats = dict(zip(flat[::2], flat[1::2]))
     counts = {name: int(stats.get(name.encode(), 0)) for name in _STAT_NAMES}
     gone = counts.pop("gone")
+    partitioned = counts.pop("plisted")  # runnable tasks listed in their partitions
     counts["total_failed"] = counts.pop("failed")
-    runnable = front + listed - gone  # entries of removed tasks are skipped when reached
+    runnable = front + listed + partitioned - gone  # entries of removed tasks are skipped when reached
     counts.update(
         pending=runnable + counts["waiting"], runnable=runnable, delayed=delayed, active=active, failed=failed
     )
@@ -220,9 +238,78 @@ def workers(client):
         info["name"] = name
         info["heartbeat_age"] = max(0.0, (ttl_ms - max(pttl, 0)) / 1000)
         out.append(info)
-    if gone:
-        client.srem(keys.WORKER_REGISTRY, *gone)
+    for name in gone:  # died without stopping (its heartbeat key expired): remembered once
+        if client.srem(keys.WORKER_REGISTRY, name):
+            remember_gone(client, {"name": name, "how": "reaped"})
     return out
+
+
+def remember_gone(client, entry):
+    """Add a gone worker (``entry``: name, how: 'stopped' or 'reaped', ...) to the list of the
+    last ``keys.GONE_WORKERS_MAX``, stamped with Redis's time. The one write of this module,
+    made where a gone worker is noticed (sync clients only; the worker has its own)."""
+    entry = dict(entry, at=server_ms(client))
+    p = client.pipeline(transaction=False)
+    p.lpush(keys.GONE_WORKERS, json.dumps(entry))
+    p.ltrim(keys.GONE_WORKERS, 0, keys.GONE_WORKERS_MAX - 1)
+    p.execute()
+
+
+def gone_workers(client, limit=keys.GONE_WORKERS_MAX):
+    """The workers gone most recently, newest first: dicts with name, how ('stopped' or
+    'reaped'), at (a datetime) and, for a stopped one, host, pid, queues, processed, failed."""
+    out = []
+    for raw in client.lrange(keys.GONE_WORKERS, 0, max(1, limit) - 1):
+        try:
+            entry = json.loads(raw)
+        except ValueError:
+            continue
+        entry["at"] = ms_to_datetime(entry.get("at"))
+        out.append(entry)
+    return out
+
+
+def worker(client, name):
+    """One live worker's heartbeat info (as ``workers`` gives it), or None."""
+    raw = client.get(keys.heartbeat_key(name))
+    if raw is None:
+        return None
+    info = json.loads(raw)
+    info["name"] = name
+    return info
+
+
+def worker_tasks(client, name, queues):
+    """The tasks ``name`` holds now in ``queues``, oldest started first (with their progress)."""
+    p = client.pipeline(transaction=False)
+    for q in queues:
+        p.smembers(keys.worker_tasks_key(q, name))
+    out = []
+    for q, ids in zip(queues, p.execute()):
+        out += _tasks(client, q, sorted(ids))
+    out.sort(key=lambda t: (t.started_at is None, t.started_at))
+    return out
+
+
+def task_log(client, task_id, limit=keys.TASK_LOG_MAX):
+    """The last ``limit`` lines of a task's log (``task.log``), oldest first."""
+    queue = keys.queue_from_task_id(task_id)
+    if queue is None:
+        return []
+    return [_decode(line) for line in client.lrange(keys.task_log_key(queue, task_id), -max(1, limit), -1)]
+
+
+def tagged(client, queue, tag, offset=0, limit=50, newest_first=True):
+    """One page of the tasks of ``queue`` carrying ``tag`` (live or failed), newest first:
+    read from the tag index, so it costs O(page), whatever the queue's size."""
+    key = keys.tag_key(queue, tag)
+    fetch = client.zrevrange if newest_first else client.zrange
+    return _tasks(client, queue, fetch(key, offset, offset + limit - 1))
+
+
+def tagged_count(client, queue, tag):
+    """How many tasks of ``queue`` carry ``tag``."""
+    return client.zcard(keys.tag_key(queue, tag))
 
 
 def task(client, task_id):
@@ -276,3 +363,451 @@ def task_states(client, task_ids):
     for task_id in ids:
         p.hget(keys.task_key(keys.queue_from_task_id(task_id), task_id), "s")
     return {task_id: _decode(state) for task_id, state in zip(ids, p.execute() if ids else [])}
+
+
+_LIMIT_FIELDS = (("concurrency", "c", None), ("rate", "rn", "rw"))
+_PARTITION_FIELDS = (("partition_concurrency", "pc", None), ("partition_rate", "prn", "prw"))
+
+
+def _limit_values(h, prefix):
+    """{concurrency, rate, partition_concurrency, partition_rate} from the limits hash's fields
+    with ``prefix`` ('' in force, 'h' the handler's, 'o' the overrides: '-' is "none")."""
+    out = {}
+    for name, count, window in _LIMIT_FIELDS + _PARTITION_FIELDS:
+        raw = h.get(prefix + count)
+        if raw is None:
+            continue
+        if raw == "-" or raw == "":
+            out[name] = None
+        elif window is None:
+            out[name] = int(raw)
+        else:
+            out[name] = [int(raw), int(h.get(prefix + window) or 0) / 1000]
+    return out
+
+
+def limited_queues(client, names):
+    """Those of ``names`` that have limits in force (or overrides), in one round trip."""
+    p = client.pipeline(transaction=False)
+    for name in names:
+        p.exists(keys.queue_key(name, "limits"))
+    return [name for name, found in zip(names, p.execute()) if found]
+
+
+def limits(client, queue, busiest=10):
+    """The queue's limits and their use: the limits in force (``concurrency``, ``rate`` as
+    [starts, seconds], ``partition_concurrency``, ``partition_rate``; None: no limit), where they
+    come from (``handler``, ``overrides``), ``active`` tasks, ``starts_in_window`` (None without
+    a rate), ``held_back`` (runnable tasks the queue's own limits hold back now), and
+    ``partitions``: listed (with tasks runnable), in the ring, held back, and the busiest."""
+    lk = keys.queue_key(queue, "limits")
+    if is_cluster(client):  # a cluster transaction takes no keyless command: TIME goes alone
+        raw, (secs, micros) = client.hgetall(lk), client.time()
+    else:
+        p = client.pipeline(transaction=True)
+        p.hgetall(lk)
+        p.time()
+        raw, (secs, micros) = p.execute()
+    h = {_decode(k): _decode(v) for k, v in raw.items()}
+    now = secs * 1000 + micros // 1000
+    in_force = {name: None for name, _, _ in _LIMIT_FIELDS + _PARTITION_FIELDS}
+    in_force.update(_limit_values(h, ""))
+    handler = {name: None for name in in_force}
+    handler.update(_limit_values(h, "h"))
+    p = client.pipeline(transaction=True)
+    p.zcard(keys.queue_key(queue, "active"))
+    rate = in_force["rate"]
+    window = int(h.get("rw") or 0)
+    p.zcount(keys.queue_key(queue, "starts"), f"({now - window}", "+inf")
+    p.hlen(keys.queue_key(queue, "partitions"))
+    p.llen(keys.queue_key(queue, "ring"))
+    p.zcard(keys.queue_key(queue, "pwait"))
+    p.zrevrange(keys.queue_key(queue, "pactive"), 0, max(busiest, 1) - 1, withscores=True)
+    active, starts, listed, ring, rate_waiting, top = p.execute()
+    counts = queue_counts(client, queue)
+    room = None
+    if in_force["concurrency"] is not None:
+        room = in_force["concurrency"] - active
+    if rate is not None:
+        room = min(rate[0] - starts, room if room is not None else rate[0] - starts)
+    held_back = counts["runnable"] if room is not None and room <= 0 else 0
+    return dict(
+        in_force,
+        handler=handler,
+        overrides=_limit_values(h, "o"),
+        active=active,
+        starts_in_window=starts if rate is not None else None,
+        held_back=held_back,
+        runnable=counts["runnable"],
+        partitions={
+            "listed": listed,
+            "in_ring": ring,
+            "held_back": max(0, listed - ring),
+            "rate_waiting": rate_waiting,
+            "busiest": [{"key": _decode(k), "active": int(n)} for k, n in top][:busiest],
+        },
+    )
+
+
+# -- search ------------------------------------------------------------------------------------
+
+#: The qualifiers a search understands; anything else is free text (over payloads and errors).
+SEARCH_QUALIFIERS = ("queue", "state", "error", "tag", "worker", "before", "after")
+SEARCH_STATES = ("pending", "delayed", "waiting", "active", "failed", "completed")
+#: Where each state's tasks are listed, in the order a search looks: (state, source kind).
+_SOURCES = (
+    ("active", "active"),
+    ("failed", "failed"),
+    ("pending", "front"),
+    ("pending", "pending"),
+    ("delayed", "delayed"),
+    ("waiting", "lockwaits"),
+    ("completed", "results"),
+)
+_TOKEN = re.compile(r'(?:(\w+):)?("(?:[^"\\]|\\.)*"|\S+)')
+
+
+class SearchError(ValueError):
+    """A malformed search: the message says what is wrong."""
+
+
+@dataclass
+class Search:
+    """A parsed search (``parse_search``): each qualifier's values, and the free-text words."""
+
+    queues: list = field(default_factory=list)
+    states: list = field(default_factory=list)
+    errors: list = field(default_factory=list)
+    tags: list = field(default_factory=list)
+    workers: list = field(default_factory=list)
+    before_ms: int | None = None
+    after_ms: int | None = None
+    words: list = field(default_factory=list)
+
+    @property
+    def only_sets(self):
+        """Whether the search needs no task's content (queue and state alone): totals are counts."""
+        return not (self.errors or self.tags or self.workers or self.words) and self.before_ms is self.after_ms is None
+
+
+def _when(name, text):
+    try:
+        value = datetime.fromisoformat(text)
+    except ValueError:
+        raise SearchError(f"{name}: {text!r} is not a date or time (2026-11-20, or 2026-11-20T14:30)") from None
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    return int(value.timestamp() * 1000)
+
+
+def parse_search(text):
+    """Parse ``queue:emails state:failed error:"SMTP" tag:customer:42 worker:host-1
+    before:2026-11-20 after:2026-11-19T12:00 free words`` into a ``Search``; a quoted value may
+    hold spaces. Raises SearchError (a message for the user) for a bad queue name, state or date."""
+    if not isinstance(text, str) or len(text) > 1000:
+        raise SearchError("a search is a text of at most 1,000 characters")
+    s = Search()
+    for name, raw in _TOKEN.findall(text):
+        value = raw[1:-1].replace('\\"', '"') if len(raw) >= 2 and raw[0] == raw[-1] == '"' else raw
+        name = name.lower()
+        if name and name not in SEARCH_QUALIFIERS:
+            value, name = f"{name}:{value}", ""  # "http://..." or "a:b" in a payload: free text
+        if not value:
+            continue
+        if name == "queue":
+            try:
+                s.queues.append(keys.check_queue_name(value))
+            except ValueError:
+                raise SearchError(f"queue: {value!r} is not a queue name") from None
+        elif name == "state":
+            if value not in SEARCH_STATES:
+                raise SearchError(f"state: {value!r} is not one of {', '.join(SEARCH_STATES)}")
+            s.states.append(value)
+        elif name == "error":
+            s.errors.append(value.lower())
+        elif name == "tag":
+            s.tags.append(value)
+        elif name == "worker":
+            s.workers.append(value)
+        elif name == "before":
+            s.before_ms = _when("before", value)
+        elif name == "after":
+            s.after_ms = _when("after", value)
+        else:
+            s.words.append(value.lower())
+    return s
+
+
+@dataclass
+class SearchPage:
+    """One request's worth of a search: the tasks found, where to go on (``cursor``, None when
+    everything was looked at), how many entries were looked at, and the total when it is known
+    without scanning (a search by tag or by queue and state alone; else None)."""
+
+    tasks: list
+    cursor: str | None
+    scanned: int
+    total: int | None = None
+
+
+def _matches(s, t, tags):
+    if s.states and t.state not in s.states:
+        return False
+    if s.workers and (t.worker or "") not in s.workers:
+        return False
+    if any(tag not in tags for tag in s.tags):
+        return False
+    created = int(t.created_at.timestamp() * 1000) if t.created_at else None
+    if s.before_ms is not None and (created is None or created >= s.before_ms):
+        return False
+    if s.after_ms is not None and (created is None or created < s.after_ms):
+        return False
+    error = (t.error or "").lower()
+    if any(e not in error for e in s.errors):
+        return False
+    if s.words:
+        payload = t.payload.decode("utf-8", "replace") if isinstance(t.payload, bytes) else (t.payload or "")
+        text = payload.lower() + "\n" + error
+        if any(w not in text for w in s.words):
+            return False
+    return True
+
+
+def _sources(s, queues):
+    """(queue, kind, key) of each list a search reads, in order."""
+    out = []
+    for q in queues:
+        if s.tags:  # the index of the first tag: O(results); the other qualifiers filter
+            out.append((q, "tag", keys.tag_key(q, s.tags[0])))
+            continue
+        for state, kind in _SOURCES:
+            if not s.states or state in s.states:
+                out.append((q, kind, keys.queue_key(q, kind)))
+    return out
+
+
+def _read_source(client, queue, kind, key, offset, count):
+    """Up to ``count`` ids from one source from ``offset``; (ids, entries looked at, done)."""
+    if kind in ("front", "pending"):
+        ids = client.lrange(key, offset, offset + count - 1)
+    elif kind in ("failed", "tag", "results"):
+        ids = client.zrevrange(key, offset, offset + count - 1)
+    elif kind == "lockwaits":  # one lock's wait list per entry (each list read whole, capped)
+        locks = client.zrange(key, offset, offset + count - 1)
+        p = client.pipeline(transaction=False)
+        for lk in locks:
+            p.lrange(keys.lock_wait_key(queue, _decode(lk)), 0, 999)
+        ids = [i for waiting in p.execute() for i in waiting]
+        return ids, len(locks), len(locks) < count
+    else:  # active, delayed: oldest / soonest first
+        ids = client.zrange(key, offset, offset + count - 1)
+    return ids, len(ids), len(ids) < count
+
+
+def search_total(client, s, queues):
+    """How many tasks match ``s`` when counts alone tell (one tag and nothing else but queues,
+    or queues and states alone), else None."""
+    p = client.pipeline(transaction=False)
+    if _tag_only(s):
+        for q in queues:
+            p.zcard(keys.tag_key(q, s.tags[0]))
+        return sum(p.execute())
+    if not s.only_sets:
+        return None
+    for q in queues:
+        p.zcard(keys.queue_key(q, "results"))
+    kept = p.execute()
+    total = 0
+    for q, results in zip(queues, kept):
+        counts = queue_counts(client, q)
+        per_state = {
+            "pending": counts["runnable"],
+            "waiting": counts["waiting"],
+            "delayed": counts["delayed"],
+            "active": counts["active"],
+            "failed": counts["failed"],
+            "completed": results,
+        }
+        total += sum(per_state[state] for state in (s.states or SEARCH_STATES))
+    return total
+
+
+def _tag_only(s):
+    return len(s.tags) == 1 and not (s.states or s.errors or s.workers or s.words) and s.before_ms is s.after_ms is None
+
+
+def search(client, text_or_search, cursor=None, scan_limit=10000, page_size=50, ids_only=False):
+    """Run a search (a text for ``parse_search``, or a ``Search``) for one request: look at
+    at most ``scan_limit`` entries (tasks read in pipelines of at most 500), from ``cursor`` (a
+    previous page's), and stop early once ``page_size`` tasks matched. Returns a ``SearchPage``
+    whose ``cursor`` goes on where this one stopped ("search further"). ``ids_only``: its
+    ``tasks`` are ids, and a search by queue and state (or one tag) alone reads no task."""
+    s = parse_search(text_or_search) if isinstance(text_or_search, str) else text_or_search
+    blind = ids_only and (s.only_sets or _tag_only(s)) and "waiting" not in s.states
+    queues = list(dict.fromkeys(s.queues)) if s.queues else known_queues(client)
+    sources = _sources(s, queues)
+    index, offset = _parse_cursor(cursor, len(sources))
+    found, scanned = [], 0
+    while index < len(sources) and scanned < scan_limit and len(found) < page_size:
+        queue, kind, key = sources[index]
+        ids, looked, done = _read_source(client, queue, kind, key, offset, min(500, scan_limit - scanned))
+        if blind and kind != "lockwaits":  # every entry matches: no task to read
+            ids = [_decode(i) for i in ids[: page_size - len(found)]]
+            found += ids
+            if len(ids) < looked:
+                looked, done = len(ids), False
+            scanned += looked
+            offset += looked
+            if done:
+                index, offset = index + 1, 0
+            continue
+        p = client.pipeline(transaction=False)
+        for tid in ids:
+            p.hgetall(keys.task_key(queue, _decode(tid)))
+        for i, (tid, h) in enumerate(zip(ids, p.execute())):
+            t = Task.from_hash(_decode(tid), queue, h)
+            if t is not None and _matches(s, t, set(t.tags or ())):
+                found.append(t.id if ids_only else t)
+                if len(found) >= page_size and kind != "lockwaits" and i + 1 < len(ids):
+                    looked, done = i + 1, False  # stop right after it: the cursor goes on from there
+                    break
+        scanned += looked
+        offset += looked
+        if done:
+            index, offset = index + 1, 0
+    total = search_total(client, s, queues) if not cursor else None
+    next_cursor = f"{index}.{offset}" if index < len(sources) else None
+    return SearchPage(found, next_cursor, scanned, total)
+
+
+def _parse_cursor(cursor, n):
+    if cursor in (None, ""):
+        return 0, 0
+    try:
+        index, offset = (int(part) for part in str(cursor).split("."))
+    except ValueError:
+        raise SearchError(f"{cursor!r} is not a search cursor") from None
+    if not (0 <= index <= n and offset >= 0):
+        raise SearchError(f"{cursor!r} is not a search cursor")
+    return index, offset
+
+
+# -- history -----------------------------------------------------------------------------------
+
+#: The spans a history shows: (bucket minutes, buckets).
+HISTORY_SPANS = {"1h": (1, 60), "24h": (15, 96), "7d": (60, 168)}
+DEPTH_MINUTES, DEPTH_HOURS = 1440, 168
+
+
+def depth_sample(counts, now_ms):
+    """The fields a depth sample writes (``sample_depth``): its minute and hour, and the depth
+    (tasks waiting to run: pending, waiting for a lock, and delayed)."""
+    return now_ms // 60000, now_ms // 3600000, counts["pending"] + counts["delayed"]
+
+
+def depth_writes(pipe, queue, minute, hour, depth):
+    """Queue on ``pipe`` (sync or asyncio) the commands that record one sample: the first
+    sample of a minute (and of an hour) wins; the samples 24 h (7 days) old go."""
+    key = keys.queue_key(queue, "depth")
+    pipe.hsetnx(key, f"m{minute}", depth)
+    pipe.hsetnx(key, f"h{hour}", depth)
+    pipe.hdel(key, f"m{minute - DEPTH_MINUTES}", f"h{hour - DEPTH_HOURS}")
+    pipe.hlen(key)
+
+
+def sweep_depth(client, queue, minute, hour):
+    """Drop samples left past their age by a gap (no worker for a while): bounded by the cap."""
+    key = keys.queue_key(queue, "depth")
+    old = []
+    for f in client.hkeys(key):
+        f = _decode(f)
+        kind, at = f[:1], int(f[1:]) if f[1:].isdigit() else 0
+        if (
+            (kind == "m" and at <= minute - DEPTH_MINUTES)
+            or (kind == "h" and at <= hour - DEPTH_HOURS)
+            or kind not in "mh"
+        ):
+            old.append(f)
+    if old:
+        client.hdel(key, *old)
+
+
+def sample_depth(client, queue):
+    """Record the depth of ``queue`` now (once a minute at most; a worker's heartbeat calls the
+    asyncio twin of this)."""
+    minute, hour, depth = depth_sample(queue_counts(client, queue), server_ms(client))
+    p = client.pipeline(transaction=False)
+    depth_writes(p, queue, minute, hour, depth)
+    if p.execute()[-1] > DEPTH_MINUTES + DEPTH_HOURS + 8:
+        sweep_depth(client, queue, minute, hour)
+
+
+def history(client, queue, span="1h", now_ms=None):
+    """Throughput, failures and depth of ``queue`` over ``span`` ("1h", "24h" or "7d"), oldest
+    first: {span, bucket_minutes, start_ms, completed: [...], failed: [...], depth: [... or None]}.
+    1 h and 24 h read the per-minute counters (24 h summed by quarter hours), 7 d the hourly
+    ones; depth is the sample at each bucket's start (None where none was taken)."""
+    if span not in HISTORY_SPANS:
+        raise ValueError(f"span must be one of {', '.join(HISTORY_SPANS)}, not {span!r}")
+    width, n = HISTORY_SPANS[span]
+    now_ms = server_ms(client) if now_ms is None else now_ms
+    tkey, dkey = keys.queue_key(queue, "throughput"), keys.queue_key(queue, "depth")
+    if span == "7d":
+        h_now = now_ms // 3600000
+        hours = list(range(h_now - n + 1, h_now + 1))
+        p = client.pipeline(transaction=False)
+        p.hmget(tkey, [f"{k}{h}" for h in hours for k in ("C", "F")])
+        p.hmget(dkey, [f"h{h}" for h in hours])
+        counters, depth = p.execute()
+        completed = [int(counters[2 * i] or 0) for i in range(n)]
+        failed = [int(counters[2 * i + 1] or 0) for i in range(n)]
+        start_ms = hours[0] * 3600000
+    else:
+        m_now = now_ms // 60000
+        first = (m_now // width) * width - (n - 1) * width
+        minutes = list(range(first, first + n * width))
+        p = client.pipeline(transaction=False)
+        p.hmget(tkey, [f"{k}{m}" for m in minutes for k in ("c", "f")])
+        p.hmget(dkey, [f"m{m}" for m in minutes[::width]])
+        counters, depth = p.execute()
+        completed = [sum(int(counters[2 * j] or 0) for j in range(i * width, (i + 1) * width)) for i in range(n)]
+        failed = [sum(int(counters[2 * j + 1] or 0) for j in range(i * width, (i + 1) * width)) for i in range(n)]
+        start_ms = first * 60000
+    return {
+        "span": span,
+        "bucket_minutes": width,
+        "start_ms": start_ms,
+        "completed": completed,
+        "failed": failed,
+        "depth": [None if d is None else int(d) for d in depth],
+    }
+
+
+def duration_percentiles(client, queue, quantiles=(0.5, 0.9, 0.99)):
+    """Run-duration percentiles of ``queue`` (seconds), estimated from the histogram the scripts
+    keep (linear within a bucket; the open last bucket gives its lower bound): {count, mean,
+    p50, p90, p99}, or None before the first run."""
+    found = durations(client, [queue]).get(queue)
+    if not found:
+        return None
+    buckets, total_s = found
+    count = buckets[-1][1]
+    if not count:
+        return None
+    out = {"count": count, "mean": total_s / count}
+    bounds = [0.0, *(_durations.BUCKETS)]
+    for q in quantiles:
+        rank, previous = q * count, 0
+        for i, (_, cumulative) in enumerate(buckets):
+            if cumulative >= rank:
+                low = bounds[i] if i < len(bounds) else bounds[-1]
+                if i >= len(_durations.BUCKETS):  # past the last bound: its lower bound
+                    value = low
+                else:
+                    high = _durations.BUCKETS[i]
+                    inside = cumulative - previous
+                    value = low + (high - low) * ((rank - previous) / inside if inside else 1)
+                out[f"p{round(q * 100):g}"] = value
+                break
+            previous = cumulative
+    return out

@@ -14,8 +14,14 @@ due   due time (ms)                                            fa    failed at (
 cb    webhook callback URL                                     m     meta (opaque text)
 x     cancel asked while running                               y     'b' if the payload is bytes
 res   kept result                                              fin   finished at (ms)
-tc    trace context: W3C traceparent (+ newline, tracestate)
+tc    trace context: W3C traceparent (+ newline, tracestate)  tg    tags, one per line
+pg    progress: a fraction, 0 to 1                             pm    progress message
 ====  =======================================================  ====  ===========================
+
+A running handler reports with ``task.progress(0.4, "rendered 40 of 100 pages")`` and
+``task.log("line")`` (from sync and async handlers, and in a handler process): the worker sends
+them to Redis in small batches (``worker.progress``); the log is a ring of the last 1,000 lines
+(``keys.TASK_LOG_MAX``), kept while the task lives and with a failed task.
 
 ``tc`` is set at enqueue when OpenTelemetry is on and the enqueue's span has a valid context
 (``tracing``); it is delivered with the task, so its runs continue the enqueue's trace.
@@ -24,7 +30,7 @@ States: pending, delayed, waiting (for a lock), active, failed, completed (only 
 result lasts). Finished tasks are otherwise deleted.
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 
@@ -53,6 +59,11 @@ def _int(value, default=None):
 
 def _float(value, default=None):
     return default if value in (None, b"") else float(value)
+
+
+#: A progress message and a log line are cut at these lengths.
+PROGRESS_MESSAGE_MAX = 500
+LOG_LINE_MAX = 2000
 
 
 @dataclass
@@ -88,8 +99,44 @@ class Task:
     cancel_requested: bool = False
     #: The enqueue's trace context (``tc``), from which the worker's run span continues.
     trace_context: str | None = None
+    #: Tags (``enqueue(..., tags=[...])``), indexed per queue.
+    tags: list | None = None
+    #: The last progress the handler reported (0 to 1), and its message.
+    progress_value: float | None = None
+    progress_message: str | None = None
     #: Set by the worker (from its event loop thread) when the task is cancelled or times out.
     _cancelled: bool = False
+    #: Where ``progress`` and ``log`` go: set by the worker on the tasks it runs (None elsewhere).
+    _sink: object = field(default=None, repr=False, compare=False)
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state.pop("_sink", None)  # a worker's sink stays in its process (a handler process has its own)
+        return state
+
+    def progress(self, fraction, message=""):
+        """Report how far the handler is: ``fraction`` from 0 to 1, and a short message (shown
+        live on the dashboard and in the HTTP API's task). Cheap: sent in batches."""
+        from .errors import InvalidInput
+
+        if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0 <= fraction <= 1:
+            raise InvalidInput(f"progress must be a number from 0 to 1, not {fraction!r}")
+        if not isinstance(message, str):
+            raise InvalidInput(f"the progress message must be a string, not {message!r}")
+        self.progress_value, self.progress_message = float(fraction), message[:PROGRESS_MESSAGE_MAX]
+        if self._sink is not None:
+            self._sink.put(self, fraction=self.progress_value, message=self.progress_message)
+
+    def log(self, line):
+        """Append a line to the task's log (a text with newlines makes several lines; each is cut
+        at 2,000 characters). The last 1,000 lines are kept while the task lives."""
+        from .errors import InvalidInput
+
+        if not isinstance(line, str):
+            raise InvalidInput(f"a log line must be a string, not {line!r}")
+        lines = [part[:LOG_LINE_MAX] for part in (line.splitlines() or [""])]
+        if self._sink is not None:
+            self._sink.put(self, lines=lines)
 
     @property
     def cancelled(self):
@@ -127,6 +174,9 @@ class Task:
             result=g(b"res"),
             cancel_requested=g(b"x") is not None,
             trace_context=_text(g(b"tc")),
+            tags=_text(g(b"tg")).split("\n") if g(b"tg") else [],
+            progress_value=_float(g(b"pg")),
+            progress_message=_text(g(b"pm")),
         )
 
     def as_dict(self):
@@ -143,4 +193,10 @@ class Task:
             value = getattr(self, name)
             out[name] = value.isoformat() if value else None
         out["cancel_requested"] = self.cancel_requested
+        out["tags"] = list(self.tags or [])
+        out["progress"] = (
+            None
+            if self.progress_value is None
+            else {"fraction": self.progress_value, "message": self.progress_message or ""}
+        )
         return out

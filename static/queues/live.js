@@ -82,21 +82,24 @@
 
   async function submit(ev) {
     const form = ev.target;
-    if (form.method.toLowerCase() !== "post") return;
+    if ((form.getAttribute("method") || "").toLowerCase() !== "post") return;
     ev.preventDefault();
     const button = form.querySelector("button");
     if (button) button.disabled = true;
     // Forms sent by the socket carry no CSRF field: the page's token is added (and sent as a header).
     const body = new URLSearchParams(new FormData(form));
+    const by = ev.submitter; // the button pressed (a bulk form has one per action)
+    if (by && by.name && !body.has(by.name)) body.append(by.name, by.value);
     if (!body.has("csrfmiddlewaretoken")) body.append("csrfmiddlewaretoken", root.dataset.csrf);
     try {
-      const resp = await fetch(form.action, {
+      const resp = await fetch(form.getAttribute("action"), { // not form.action: a field may be named so
         method: "POST", body, credentials: "same-origin",
         headers: { Accept: "application/json", "X-CSRFToken": root.dataset.csrf },
       });
       let answer = {};
       try { answer = await resp.json(); } catch (e) { answer = { message: "The action failed (" + resp.status + ")." }; }
       showFlash(answer.message || (resp.ok ? "Done." : "Refused (" + resp.status + ")."), resp.ok && answer.ok !== false);
+      if (resp.ok && answer.url) { location.href = answer.url; return; } // a bulk action's progress page
       if (resp.ok && socket && socket.readyState === WebSocket.OPEN) socket.send(JSON.stringify({ resync: true }));
     } catch (e) {
       showFlash("The action could not be sent: " + e, false);
@@ -105,7 +108,56 @@
     }
   }
 
+  // Search results: "choose all on this page", and how many are chosen (announced politely).
+  function chosenChanged() {
+    const form = document.getElementById("wq-bulk");
+    const out = document.getElementById("wq-chosen");
+    if (!form || !out) return;
+    const all = document.getElementById("wq-all");
+    const n = form.querySelectorAll('input[name="ids"]:checked').length;
+    out.textContent = all && all.checked ? "all matching tasks" : n + " chosen";
+  }
+
+  function setupSearch() {
+    const page = document.getElementById("wq-select-page");
+    const form = document.getElementById("wq-bulk");
+    if (!form) return;
+    if (page) page.addEventListener("change", () => {
+      for (const box of form.querySelectorAll('input[name="ids"]')) box.checked = page.checked;
+      chosenChanged();
+    });
+    form.addEventListener("change", chosenChanged);
+    chosenChanged();
+  }
+
+  // A bulk action's page: its progress, read every 300 ms until it ends.
+  function followJob() {
+    const box = document.getElementById("wq-job");
+    if (!box) return;
+    const bar = document.getElementById("wq-job-bar"), text = document.getElementById("wq-job-text");
+    const verbs = { cancel: "cancelled", retry: "queued again", delete: "deleted" };
+    async function poll() {
+      let job;
+      try {
+        const resp = await fetch(box.dataset.job, { headers: { Accept: "application/json" }, credentials: "same-origin" });
+        job = await resp.json();
+      } catch (e) { setTimeout(poll, 1000); return; }
+      if (!job.ok) { text.textContent = job.message; return; }
+      if (job.total) { bar.max = job.total; bar.value = job.done || 0; }
+      const verb = verbs[job.action] || "done";
+      text.dataset.phase = job.phase;
+      if (job.phase === "finding") text.textContent = "Finding the tasks: " + job.found + " so far…";
+      else if (job.phase === "acting") text.textContent = job.done + " of " + job.total + " done, " + job.changed + " " + verb + "…";
+      else if (job.phase === "done") text.textContent = "Done: " + job.changed + " of " + job.total + " " + verb + ".";
+      else text.textContent = "Failed: " + job.error;
+      if (!job.finished) setTimeout(poll, 300);
+    }
+    poll();
+  }
+
   document.addEventListener("DOMContentLoaded", () => {
+    setupSearch();
+    followJob();
     root = document.getElementById("wq-dashboard");
     if (!root) return;
     banner = document.getElementById("wq-banner");

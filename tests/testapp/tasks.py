@@ -106,6 +106,21 @@ handler("bylock", lock=lambda task: task.payload.split(":")[0])(run_sync)
 handler("stuck", timeout=2, retries=2, backoff=0.1)(run_sync)
 
 
+# -- limits (tests/test_limits_workers.py) -------------------------------------------------------
+
+
+def customer_of(task):
+    """The partition of a limits test's task: its payload's "c"."""
+    return str(_directives(task.payload).get("c", "none"))
+
+
+handler("lim-conc", concurrency=2)(run_sync)
+handler("lim-rate", rate=(5, 2))(run_sync)
+handler("lim-fair", partition=customer_of, partition_concurrency=1)(run_sync)
+handler("lim-kill", concurrency=2)(run_sync)
+handler("lim-set", concurrency=1)(run_sync)
+
+
 # -- isolated handlers (tests/test_isolation.py, tests/test_processes.py) -------------------------
 
 
@@ -175,6 +190,47 @@ for name in ("p1", "p2", "p3"):
 handler("pspin", isolation="process", timeout=2)(run_isolated)
 handler("pcrash", isolation="process", retries=1, backoff=0.1)(run_isolated)
 handler("plock", isolation="process", timeout=1, lock="one")(run_isolated)
+
+
+# -- Reporting handlers (tests/test_progress.py, the dashboard's browser tests) -----------------
+# Directives: steps (default 3); gate true: before each step wait for an item on the list
+# test:gate:<id> (else pause: seconds per step); fail true: raise after the last step. Each step
+# logs "step i of n" and reports progress i/n with the message "did i of n".
+
+
+def run_reporting(task):
+    d = _directives(task.payload)
+    start, steps, client = time.time(), int(d.get("steps", 3)), get_default().client
+    for i in range(1, steps + 1):
+        if d.get("gate"):
+            client.blpop(f"test:gate:{task.id}", timeout=60)
+        else:
+            time.sleep(float(d.get("pause", 0)))
+        task.log(f"step {i} of {steps}")
+        task.progress(i / steps, f"did {i} of {steps}")
+    if d.get("fail"):
+        raise ValueError("failed after its steps")
+    _record(task, start, "ok")
+
+
+async def run_reporting_async(task):
+    d = _directives(task.payload)
+    start, steps = time.time(), int(d.get("steps", 3))
+    for i in range(1, steps + 1):
+        if d.get("gate"):
+            await asyncio.to_thread(get_default().client.blpop, f"test:gate:{task.id}", 60)
+        else:
+            await asyncio.sleep(float(d.get("pause", 0)))
+        task.log(f"step {i} of {steps}")
+        task.progress(i / steps, f"did {i} of {steps}")
+    if d.get("fail"):
+        raise ValueError("failed after its steps")
+    _record(task, start, "ok")
+
+
+handler("prog", retries=0)(run_reporting)
+handler("aprog", retries=0)(run_reporting_async)
+handler("pprog", retries=0, isolation="process")(run_reporting)
 
 
 # -- Stress handlers (tests/test_stress_*.py) ------------------------------------------------

@@ -1,7 +1,8 @@
 """The queue page: pending (paged), delayed, in process, failed, locks, failure history."""
 
+from ...engine import readmodel
 from ...engine.errors import InvalidInput
-from .. import queries
+from .. import queries, sections
 from ..access import staff_required
 from ..feeds import parse_page
 from .common import BadInput, check_queue, client, handles_bad_input, live_path, render_page
@@ -25,5 +26,30 @@ def queue(request, name):
             "queue": name,
             "snap": snapshot,
             "live": live_path("queue", name, page=page if page > 1 else None),
+        },
+    )
+
+
+@staff_required
+@handles_bad_input
+def history(request, name):
+    """Throughput and failures over 1 h / 24 h / 7 d, depth over time and run-duration
+    percentiles, drawn as SVG on the server (no script, no chart library)."""
+    check_queue(name)
+    span = request.GET.get("span") or "1h"
+    if span not in readmodel.HISTORY_SPANS:
+        raise BadInput(f"span must be one of {', '.join(readmodel.HISTORY_SPANS)}.")
+    snapshot = queries.history(client(), name, span)
+    return render_page(
+        request,
+        "queues/history.html",
+        {
+            "title": f"History of {name}",
+            "queue": name,
+            "snap": snapshot,
+            "span": span,
+            "spans": list(readmodel.HISTORY_SPANS),
+            "bars": sections.chart(snapshot["history"]),
+            "depth": sections.depth_line(snapshot["history"]),
         },
     )

@@ -8,7 +8,8 @@
 3. Then, for each frame its worker sends (a task, and the run span's trace context, made current
    around the handler): runs the queue's handler and sends back one
    frame: ``("ok", result, rss)``, ``("retry", seconds, message, rss)`` or
-   ``("error", description, traceback, rss)``. End of file (its worker retires it, or is gone):
+   ``("error", description, traceback, rss)``. Before it, the handler's ``task.progress`` and
+   ``task.log`` calls each send a ``("report", fraction, message, lines)`` frame (``_Reports``). End of file (its worker retires it, or is gone):
    it exits 0.
 
 It never returns into the code it was forked from: it ends with ``os._exit``, so nothing it
@@ -27,6 +28,7 @@ import resource
 import signal
 import struct
 import sys
+import threading
 import traceback
 
 from .. import tracing
@@ -107,6 +109,19 @@ class _Serving:
     task = None  # the task running now: SIGTERM marks it cancelled
 
 
+class _Reports:
+    """An isolated handler's ``task.progress`` and ``task.log``: frames up the socket to its
+    worker, which sends them on to Redis (a lock: a handler may report from its own threads)."""
+
+    def __init__(self, sock):
+        self.sock, self.lock = sock, threading.Lock()
+
+    def put(self, task, fraction=None, message=None, lines=None):
+        data = frame(("report", fraction, message, lines))
+        with self.lock:
+            self.sock.sendall(data)
+
+
 def serve(sock, parent, specs, child_init=None, measure_memory=False):
     """Serve tasks from ``sock`` until it closes; never returns."""
     code = 0
@@ -117,6 +132,7 @@ def serve(sock, parent, specs, child_init=None, measure_memory=False):
         if child_init is not None:
             child_init()
         stream = sock.makefile("rb")
+        reports = _Reports(sock)
         sock.sendall(frame(("ready", os.getpid())))
         while True:
             try:
@@ -124,6 +140,7 @@ def serve(sock, parent, specs, child_init=None, measure_memory=False):
                 queue, task, trace = pickle.loads(_read(stream, size))
             except EOFError:
                 break
+            task._sink = reports
             with tracing.attached_carried(trace):  # the worker's run span, current here too
                 reply = _run(specs[queue], task)
             _flush()

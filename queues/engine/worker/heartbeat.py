@@ -18,7 +18,7 @@ import time
 
 import redis
 
-from .. import commands, keys
+from .. import commands, keys, readmodel, scripts
 from ..backoff import Backoff
 from ..codes import Code
 from ..connection import NETWORK_ERRORS, raise_if_cancelling
@@ -27,6 +27,9 @@ from .reporter import default
 
 log = logging.getLogger("worqr.worker")
 
+#: Seconds between two depth samples of a worker (twice a minute: one per minute is kept).
+DEPTH_EVERY = 30.0
+
 
 class Heart:
     def __init__(self, worker):
@@ -34,6 +37,8 @@ class Heart:
         self.instance = os.urandom(8).hex()  # tells this process from another of the same name
         self.last_beat = time.monotonic()
         self.registered_once = False
+        self._cpu_mark = (time.monotonic(), _cpu_seconds())
+        self.sampled_at = 0.0  # when the queues' depth was last sampled (monotonic)
 
     @property
     def ttl(self):
@@ -58,8 +63,32 @@ class Heart:
                 "failed": w.reporter.failed,
                 "active": len(w.deliveries),
                 "ttl_ms": int(self.ttl * 1000),
+                "rss_mb": round(_rss_mb(), 1),
+                "cpu": self._cpu_percent(),
             }
         )
+
+    def _cpu_percent(self):
+        """The process's CPU use since the last beat, in percent of one core."""
+        now, used = time.monotonic(), _cpu_seconds()
+        then, before = self._cpu_mark
+        self._cpu_mark = (now, used)
+        return round(100 * (used - before) / (now - then), 1) if now - then > 0.05 else 0.0
+
+    def gone_entry(self, how):
+        """What the list of gone workers keeps about this one (``keys.GONE_WORKERS``)."""
+        w = self.w
+        return {
+            "name": w.name,
+            "how": how,
+            "host": socket.gethostname(),
+            "pid": os.getpid(),
+            "queues": w.queues,
+            "concurrency": w.concurrency,
+            "started_at": w.started_at,
+            "processed": w.reporter.processed,
+            "failed": w.reporter.failed,
+        }
 
     # -- registration ----------------------------------------------------------------------
 
@@ -123,6 +152,7 @@ class Heart:
                 grace=c.timeout_grace,
                 default_timeout=w.specs[q].timeout,
                 fresh=not self.registered_once,
+                limits=w.specs[q].limits,
             ).arun(w.redis)
             if back:
                 log.warning("worqr: %d task(s) of an earlier worker named %s went back to %s", back, w.name, q)
@@ -144,10 +174,10 @@ class Heart:
                 key_alive = await w.redis.set(
                     keys.heartbeat_key(w.name), self._info(), px=int(self.ttl * 1000), xx=True
                 )
-                reaped = []
+                reaped, reaped_others = [], False
                 for q in w.queues:
                     spec = w.specs[q]
-                    status, _, _ = await commands.heartbeat(
+                    status, dead, _ = await commands.heartbeat(
                         q,
                         w.name,
                         ttl=c.heartbeat_ttl,
@@ -160,6 +190,12 @@ class Heart:
                     ).arun(w.redis)
                     if status == Code.NOT_REGISTERED:
                         reaped.append(q)
+                    reaped_others = reaped_others or dead > 0
+                if reaped_others:
+                    await self.note_reaped()
+                if time.monotonic() - self.sampled_at >= DEPTH_EVERY:
+                    self.sampled_at = time.monotonic()
+                    await self.sample_depth()
                 if not reaped:
                     self.last_beat = time.monotonic()
             except NETWORK_ERRORS as exc:
@@ -173,12 +209,67 @@ class Heart:
                 w.lost_registration([])
                 await self._reregister()
 
+    async def remember_gone(self, entry):
+        """Add ``entry`` to the list of gone workers (``keys.GONE_WORKERS``), at Redis's time."""
+        r = self.w.redis
+        seconds, micros = await r.time()
+        entry = dict(entry, at=int(seconds) * 1000 + int(micros) // 1000)
+        async with r.pipeline(transaction=False) as p:
+            p.lpush(keys.GONE_WORKERS, json.dumps(entry))
+            p.ltrim(keys.GONE_WORKERS, 0, keys.GONE_WORKERS_MAX - 1)
+            await p.execute()
+
+    async def sample_depth(self):
+        """Record each served queue's depth for the dashboard's history (the first sample of a
+        minute wins, whichever worker takes it; ``readmodel.depth_writes``)."""
+        r = self.w.redis
+        seconds, micros = await r.time()
+        now_ms = int(seconds) * 1000 + int(micros) // 1000
+        for q in self.w.queues:
+            counts = readmodel._counts(await scripts.arun(r, "counts", q))
+            minute, hour, depth = readmodel.depth_sample(counts, now_ms)
+            async with r.pipeline(transaction=False) as p:
+                readmodel.depth_writes(p, q, minute, hour, depth)
+                size = (await p.execute())[-1]
+            if size > readmodel.DEPTH_MINUTES + readmodel.DEPTH_HOURS + 8:
+                await asyncio.to_thread(readmodel.sweep_depth, self.w.connection.client, q, minute, hour)
+
+    async def note_reaped(self):
+        """Workers were reaped: those of the registry whose heartbeat key is gone are remembered
+        as gone (once: only the caller whose SREM removes the name records it)."""
+        r = self.w.redis
+        names = [n.decode() for n in await r.smembers(keys.WORKER_REGISTRY)]
+        async with r.pipeline(transaction=False) as p:
+            for n in names:
+                p.exists(keys.heartbeat_key(n))
+            alive = await p.execute()
+        for name, exists in zip(names, alive):
+            if not exists and await r.srem(keys.WORKER_REGISTRY, name):
+                await self.remember_gone({"name": name, "how": "reaped"})
+
     async def _reregister(self):
         try:
             await self.register_until_done()
         except WorkerNameTaken as exc:
             log.error("worqr: %s; stopping", exc)
             self.w.fatal(exc)
+
+
+def _cpu_seconds():
+    t = os.times()
+    return t.user + t.system
+
+
+def _rss_mb():
+    """The process's resident memory in MB (Linux), else its peak."""
+    try:
+        with open("/proc/self/statm", "rb") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+    except OSError:
+        import resource
+        import sys
+
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / (2**20 if sys.platform == "darwin" else 2**10)
 
 
 def _pid_namespace():

@@ -38,6 +38,7 @@ from .control import Listener
 from .fetch import Fetcher
 from .heartbeat import Heart
 from .pool import ThreadPool
+from .progress import ProgressSink
 from .reporter import Reporter
 from .scheduler import Scheduler
 
@@ -148,6 +149,7 @@ class Worker:
         self.loop = asyncio.get_running_loop()
         self.changed, self.stop_event, self.subscribed = asyncio.Event(), asyncio.Event(), asyncio.Event()
         self.reporter, self.fetcher, self.heart = Reporter(self), Fetcher(self), Heart(self)
+        self.progress = ProgressSink(self)  # task.progress() and task.log() of running handlers
         self.pool = ThreadPool(self.concurrency)
         self.redis = self.connection.async_client(max_connections=self.concurrency + 8)
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -163,7 +165,7 @@ class Worker:
                 await self.procs.start()
             await self.heart.register_until_done()
             listener = Listener(self.redis, keys.worker_channel(self.name), self.on_control, self.on_subscribed)
-            helpers = [asyncio.ensure_future(c) for c in (listener.run(), self.heart.run())]
+            helpers = [asyncio.ensure_future(c) for c in (listener.run(), self.heart.run(), self.progress.run())]
             self.scheduler = Scheduler(self, self.schedules)  # schedules (periodic tasks)
             helpers.append(asyncio.ensure_future(self.scheduler.run()))
             log.info("worqr: worker %s serving %s with %d slot(s)", self.name, ", ".join(self.queues), self.concurrency)
@@ -278,6 +280,7 @@ class Worker:
             self.changed.clear()
             await wait_event(self.changed, max(0.0, began + self.grace - time.monotonic()))
             await self.reporter.flush()
+        await self.progress.flush()  # what handlers logged stays with the tasks given back
         left = sorted((d for d in self.deliveries.values() if not d.reported), key=lambda d: d.started)
         for d in left:
             d.reported = True
@@ -299,6 +302,7 @@ class Worker:
                 await commands.unregister(q, self.name, "worker_left").arun(self.redis)
             await self.redis.delete(keys.heartbeat_key(self.name))
             await self.redis.srem(keys.WORKER_REGISTRY, self.name)
+            await self.heart.remember_gone(self.heart.gone_entry("stopped"))
         except NETWORK_ERRORS as exc:
             log.error("worqr: could not deregister (%s); the reaper will recover our tasks", exc)
 

@@ -125,6 +125,7 @@ async def run(worker, d):
                 worker.reporter.done(d, "cancelled", "")
             return
         func = spec.func
+        task._sink = worker.progress  # task.progress() and task.log() (an isolated one's come up its socket)
         if worker.tracing:  # the run span; the handler runs with it as its current span
             d.span = tracing.start_run(task, worker.name)
             func = tracing.bind(d.span, func, d.is_async)
@@ -141,9 +142,11 @@ async def run(worker, d):
             d.cancel_locally()
             if not d.reported:
                 d.reported = True
+                await worker.progress.flush_task(task)
                 await worker.reporter.failure(d, f"TaskTimeout: ran longer than its timeout of {timeout:g} s", "")
             await asyncio.wait((d.handle,))  # the slot (and a lock) stay taken until it really ends
             return
+        await worker.progress.flush_task(task)  # its log goes before its outcome (kept if it failed)
         await _report(worker, d)
     except Exception:  # a bug here must not kill the worker; the task is recovered by lease
         log.exception("worqr: error while running task %s", task.id)

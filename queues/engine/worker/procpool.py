@@ -182,6 +182,11 @@ class ProcessPool:
         p.watcher = asyncio.ensure_future(self._watch(p))
 
     def _said(self, p, message):
+        if message[0] == "report":  # ("report", fraction, message, lines): task.progress / task.log
+            if p.run is not None and p.run.task._sink is not None:
+                _, fraction, text, lines = message
+                p.run.task._sink.put(p.run.task, fraction=fraction, message=text, lines=lines)
+            return
         if p.pid is None:  # its first words: ("ready", pid)
             p.pid = message[1]
             self.early_deaths = 0

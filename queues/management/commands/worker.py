@@ -45,6 +45,9 @@ def _count(value, auto=False):
 
 class Command(BaseCommand):
     help = "Run a worker: serves the queues in the order given (earlier = higher priority)."
+    #: Only worqr's own checks: the others (URLs above all) would import the dashboard, the API,
+    #: the admin and prometheus_client into every worker process (about 15 MiB).
+    requires_system_checks = ["worqr"]
 
     def add_arguments(self, parser):
         parser.add_argument("queues", nargs="*", help="queues to serve (default: every queue with a handler)")

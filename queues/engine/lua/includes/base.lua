@@ -18,6 +18,19 @@ local function lock_key(lk) return PREFIX .. '@@lock@@:' .. lk end
 local function lock_wait_key(lk) return PREFIX .. '@@lockwait@@:' .. lk end
 local function worker_tasks_key(w) return PREFIX .. '@@worker@@:' .. w end
 local function held_key(w) return PREFIX .. '@@held@@:' .. w end
+local function tag_key(t) return PREFIX .. '@@tag@@:' .. t end
+local function log_key(id) return PREFIX .. '@@log@@:' .. id end
+
+-- Remove what hangs off a task besides its hash: its entries in the tag index (tags are kept
+-- in its field 'tg', one per line) and its log. Called wherever a task is deleted, cancelled or
+-- completes, so neither ever outlives the task.
+local function forget(id, tk)
+  local tg = rcall('HGET', tk, 'tg')
+  if tg then
+    for t in string.gmatch(tg, '[^\n]+') do rcall('ZREM', tag_key(t), id) end
+  end
+  rcall('DEL', log_key(id))
+end
 
 -- Publish one event (a table) on the queue's event channel. Lists of ids are capped so a
 -- bulk transition stays one small message; 'n' always carries the full count.

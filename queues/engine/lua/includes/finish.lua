@@ -27,6 +27,7 @@ local function finish_tasks(worker, n, result_ttl, base, now)
         out[#out + 1] = @@CANCELLED@@
       else
         clear_unique(id, f[6])
+        forget(id, tk)
         if result ~= '' then
           rcall('HSET', tk, 's', 'completed', 'res', result, 'fin', now)
           rcall('PEXPIRE', tk, result_ttl)

@@ -21,6 +21,7 @@ local function remove_inactive(id, now)
     return false, s
   end
   clear_unique(id, f[3])
+  forget(id, tk)
   rcall('DEL', tk)
   if s == 'pending' and lk and rcall('HGET', K.lockheads, lk) == id then
     rcall('HDEL', K.lockheads, lk)

@@ -1,0 +1,120 @@
+"""Search (the box on every page) and bulk actions on what it finds.
+
+``GET search/?q=...&cursor=...``: one bounded step of the search (``readmodel.search``, at most
+``WORQR["SEARCH_SCAN_LIMIT"]`` entries looked at), its tasks with checkboxes, and "Search
+further" (the next cursor) while there is more to look at. A task id alone goes to its page.
+
+``POST search/bulk/``: ``action`` (cancel, retry, delete), ``confirm=yes``, and either ``ids``
+(the boxes ticked) or ``all=1`` with ``q`` (every task the search finds). Same permissions as the
+single actions; CSRF-checked; answered with the job's page (or JSON ``{ok, job, url}``).
+``GET search/bulk/<job>/``: the job's progress (JSON for the page's script).
+"""
+
+from django.http import JsonResponse
+from django.shortcuts import redirect
+from django.urls import reverse
+
+from ...conf import search_scan_limit
+from ...engine import keys, readmodel
+from ...engine.readmodel import SearchError
+from .. import access, bulk, queries
+from ..access import post_only, staff_required, wants_json
+from .common import BadInput, client, handles_bad_input, render_page
+
+#: Ids a bulk form may name (more: use "all matching").
+MAX_IDS = 1000
+
+
+@staff_required
+@handles_bad_input
+def search(request):
+    text = (request.GET.get("q") or "").strip()
+    cursor = request.GET.get("cursor") or None
+    if keys.queue_from_task_id(text) is not None:
+        return redirect(reverse("queues:task", args=[text]))
+    c = client()
+    page = None
+    if text:
+        try:
+            page = readmodel.search(c, text, cursor=cursor, scan_limit=search_scan_limit())
+        except SearchError as exc:
+            raise BadInput(f"Search: {exc}.") from None
+    snapshot = {"view": "search", "now_ms": queries.server_ms(c)}
+    return render_page(
+        request,
+        "queues/search.html",
+        {
+            "title": "Search",
+            "snap": snapshot,
+            "q": text,
+            "cursor": cursor,
+            "results": [queries.task_row(t) for t in page.tasks] if page else [],
+            "page": page,
+            "scan_limit": search_scan_limit(),
+            "bulk_actions": [
+                a for a in ("retry", "cancel", "delete") if access.can_act(request.user, bulk.PERMISSIONS[a])
+            ],
+        },
+    )
+
+
+def _refuse(request, status, message):
+    if wants_json(request):
+        return JsonResponse({"ok": False, "message": message}, status=status)
+    raise BadInput(message, status=status)
+
+
+@post_only
+@staff_required
+@handles_bad_input
+def bulk_start(request):
+    action = request.POST.get("action", "")
+    if action not in bulk.PERMISSIONS:
+        return _refuse(request, 400, f"Unknown bulk action {action[:40]!r}: cancel, retry or delete.")
+    if not access.can_act(request.user, bulk.PERMISSIONS[action]):
+        return _refuse(request, 403, f"This action needs the queues.{bulk.PERMISSIONS[action]} permission.")
+    if request.POST.get("confirm") != "yes":
+        return _refuse(request, 400, "Tick the confirmation box to act on these tasks.")
+    c = client()
+    if request.POST.get("all") == "1":
+        text = (request.POST.get("q") or "").strip()
+        if not text:
+            return _refuse(request, 400, "An empty search finds nothing to act on.")
+        try:
+            readmodel.parse_search(text)
+        except SearchError as exc:
+            return _refuse(request, 400, f"Search: {exc}.")
+        job = bulk.start(c, request.user, action, search=text, scan_limit=search_scan_limit())
+    else:
+        ids = list(dict.fromkeys(request.POST.getlist("ids")))
+        if not ids:
+            return _refuse(request, 400, "Choose tasks first (tick their boxes), or all matching.")
+        if len(ids) > MAX_IDS:
+            return _refuse(request, 400, f"At most {MAX_IDS} tasks by id: use all matching for more.")
+        bad = [i for i in ids if keys.queue_from_task_id(i) is None]
+        if bad:
+            return _refuse(request, 400, f"{bad[0][:60]!r} is not a task id.")
+        job = bulk.start(c, request.user, action, ids=ids)
+    url = reverse("queues:bulk", args=[job])
+    if wants_json(request):
+        return JsonResponse({"ok": True, "job": job, "url": url, "message": f"Bulk {action} started."}, status=202)
+    return redirect(url)
+
+
+@staff_required
+@handles_bad_input
+def bulk_status(request, job):
+    info = bulk.status(client(), job)
+    if info is None:
+        if wants_json(request):
+            return JsonResponse(
+                {"ok": False, "message": "No such bulk action (or it ended over a day ago)."}, status=404
+            )
+        raise BadInput("No such bulk action (or it ended over a day ago).", status=404)
+    if wants_json(request) or request.GET.get("format") == "json":
+        return JsonResponse({"ok": True, **info})
+    return render_page(
+        request,
+        "queues/bulk.html",
+        {"title": f"Bulk {info['action']}", "snap": {"view": "bulk"}, "job": info, "verb": bulk.VERBS[info["action"]]},
+    )

@@ -1,0 +1,62 @@
+"""Bulk actions: cancel, retry or delete many tasks (chosen ids, or every task a search finds),
+in batches, each batch one script call per queue, reporting progress as it goes.
+
+1. Find: the ids are collected first (a search is read page by page, each read bounded by the
+   scan limit), so acting on tasks never shifts the lists still to be read.
+2. Act: ``BATCH`` ids per script call (``retry`` and ``delete`` take many ids; a cancel is one
+   call per task, pipelined), so Redis is never held for long and other clients go on.
+
+``progress(phase, done, total, changed)`` is called after each step; the caller keeps it where
+the dashboard shows it (``keys.bulk_job_key``).
+"""
+
+from collections import defaultdict
+
+from . import commands, keys, readmodel, scripts
+from .codes import Code
+
+#: The actions and the code that counts a task as changed.
+ACTIONS = {"cancel": (Code.REMOVED, Code.STOPPING), "retry": (Code.REQUEUED,), "delete": (Code.DELETED,)}
+BATCH = 500
+
+
+def find_ids(client, search, scan_limit=10000, progress=None):
+    """Every id ``search`` (a text or ``readmodel.Search``) finds, read ``scan_limit`` entries at
+    a time."""
+    found, cursor, scanned = [], None, 0
+    while True:
+        page = readmodel.search(client, search, cursor=cursor, scan_limit=scan_limit, page_size=10**9, ids_only=True)
+        found += page.tasks
+        scanned += page.scanned
+        if progress is not None:
+            progress("finding", len(found), None, 0)
+        if not page.cursor:
+            return list(dict.fromkeys(found))
+        cursor = page.cursor
+
+
+def apply(client, action, ids, progress=None):
+    """Do ``action`` ("cancel", "retry" or "delete") to ``ids``; returns how many changed (tasks
+    no longer there, or in a state the action does not apply to, are skipped)."""
+    if action not in ACTIONS:
+        raise ValueError(f"unknown bulk action {action!r}")
+    ok = ACTIONS[action]
+    by_queue = defaultdict(list)
+    for task_id in ids:
+        queue = keys.queue_from_task_id(task_id)
+        if queue is not None:
+            by_queue[queue].append(task_id)
+    total, done, changed = len(ids), 0, 0
+    for queue, queue_ids in by_queue.items():
+        for start in range(0, len(queue_ids), BATCH):
+            batch = queue_ids[start : start + BATCH]
+            if action == "cancel":
+                calls = [("cancel", queue, commands.cancel(queue, i).args) for i in batch]
+                codes = [Code(c) for c in scripts.run_pipelined(client, calls)]
+            else:
+                codes = getattr(commands, action)(queue, batch).run(client)
+            changed += sum(1 for c in codes if c in ok)
+            done += len(batch)
+            if progress is not None:
+                progress("acting", done, total, changed)
+    return changed

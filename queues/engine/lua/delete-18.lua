@@ -1,0 +1,34 @@
+-- Delete tasks in any state but active (pending, delayed, waiting on a lock, failed, or a kept
+-- result), each in O(1).
+-- Keys: pending front delayed active deadlines failed stats idle unique lockwaits lockheads results limits starts partitions ring pactive pwait
+-- @include inactive
+-- Input: ARGV[3] n, then n ids
+-- Output: one code per id: DELETED, UNKNOWN, or ACTIVE (cancel it instead)
+-- Events: 'deleted' {ids}
+local n = tonumber(ARGV[3])
+local now = now_ms()
+local out, deleted = {}, {}
+for i = 1, n do
+  local id = ARGV[3 + i]
+  local tk = task_key(id)
+  local s = rcall('HGET', tk, 's')
+  if not s then
+    out[i] = @@UNKNOWN@@
+  elseif s == 'active' then
+    out[i] = @@ACTIVE@@
+  else
+    if s == 'completed' then  -- a kept result: the task already counts as completed
+      rcall('ZREM', K.results, id)
+      rcall('DEL', tk)
+    else
+      remove_inactive(id, now)
+      deleted[#deleted + 1] = id
+    end
+    out[i] = @@DELETED@@
+  end
+end
+if #deleted > 0 then
+  rcall('HINCRBY', K.stats, 'deleted', #deleted)
+  publish({e = 'deleted', ids = deleted, n = #deleted})
+end
+return out

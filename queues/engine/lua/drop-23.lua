@@ -1,0 +1,73 @@
+-- Drop the queue: up to `limit` tasks per call, then, when none is left, every key of the
+-- queue. Workers holding its tasks are told to stop them (their reports are then refused).
+-- Callers loop until it returns 0.
+-- Keys: pending front delayed active deadlines failed failures stats throughput meta workers idle unique lockwaits lockheads results durations limits starts partitions ring pactive pwait
+-- @include limits
+-- Input: ARGV[3] limit
+-- Output: 1 while tasks are left, 0 when the queue is gone
+-- Events: 'dropped' once at the end
+local limit = tonumber(ARGV[3])
+local looked = 0
+local function unlink_all(ids)
+  for _, id in ipairs(ids) do
+    forget(id, task_key(id))
+    rcall('UNLINK', task_key(id))
+  end
+  looked = looked + #ids
+end
+for _, id in ipairs(rcall('ZRANGE', K.active, 0, limit - 1)) do
+  local f = rcall('HMGET', task_key(id), 'w', 'lk', 'l')
+  if f[1] then rcall('PUBLISH', CONTROL .. f[1], 'c ' .. QUEUE .. ' ' .. id) end
+  if f[2] and rcall('GET', lock_key(f[2])) == id .. ':' .. (f[3] or '') then rcall('DEL', lock_key(f[2])) end
+  rcall('ZREM', K.active, id)
+  unlink_all({id})
+end
+while looked < limit do
+  local first = rcall('ZRANGE', K.lockwaits, 0, 0)[1]
+  if not first then break end
+  local ids = rcall('LPOP', lock_wait_key(first), limit - looked)
+  if ids then unlink_all(ids) end
+  if rcall('LLEN', lock_wait_key(first)) == 0 then rcall('ZREM', K.lockwaits, first) end
+end
+for _, set in ipairs({K.delayed, K.failed, K.results}) do
+  if looked < limit then
+    local ids = rcall('ZRANGE', set, 0, limit - looked - 1)
+    if #ids > 0 then
+      unlink_all(ids)
+      rcall('ZREM', set, unpack(ids))
+    end
+  end
+end
+for _, list in ipairs({K.front, K.pending}) do
+  if looked < limit then
+    local ids = rcall('LPOP', list, limit - looked)
+    if ids then unlink_all(ids) end
+  end
+end
+while looked < limit do
+  local pks = rcall('HRANDFIELD', K.partitions, 10)
+  if #pks == 0 then break end
+  for _, pk in ipairs(pks) do
+    if looked < limit then
+      local ids = rcall('LPOP', plist_key(pk), limit - looked)
+      if ids then unlink_all(ids) end
+      if rcall('LLEN', plist_key(pk)) == 0 then rcall('HDEL', K.partitions, pk) end
+    end
+  end
+end
+if looked >= limit or rcall('EXISTS', K.active, K.lockwaits, K.delayed, K.failed, K.results, K.front, K.pending,
+    K.partitions) > 0 then
+  return 1
+end
+for _, w in ipairs(rcall('ZRANGE', K.workers, 0, -1)) do
+  local held = rcall('HGETALL', held_key(w))
+  for i = 1, #held, 2 do
+    if rcall('GET', lock_key(held[i + 1])) == held[i] then rcall('DEL', lock_key(held[i + 1])) end
+  end
+  rcall('DEL', worker_tasks_key(w), held_key(w))
+end
+rcall('UNLINK', K.pending, K.front, K.delayed, K.active, K.deadlines, K.failed, K.failures, K.stats,
+  K.throughput, K.meta, K.workers, K.idle, K.unique, K.lockwaits, K.lockheads, K.results, K.durations,
+  K.limits, K.starts, K.ring, K.pactive, K.pwait)
+publish({e = 'dropped'})
+return 0

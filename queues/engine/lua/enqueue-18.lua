@@ -1,0 +1,113 @@
+-- Add one or many tasks to the queue: runnable at the tail of pending (FIFO), on its lock's
+-- wait list if that lock is held or already has a runnable task first in line, or delayed
+-- until a due time. Idle workers are handed a task each inside their wake-up.
+-- Keys: pending front delayed active deadlines stats meta idle unique lockwaits lockheads leases limits starts partitions ring pactive pwait
+-- @include take
+-- Input: ARGV[3] n, ARGV[4] when: '' (runnable now), '+<ms>' (a delay) or '@<ms>' (an absolute
+--   due time, Unix ms), ARGV[5] retries, ARGV[6] timeout s, ARGV[7] backoff s, ARGV[8] lock key,
+--   ARGV[9] callback URL, ARGV[10] meta (opaque text), ARGV[11] trace context (W3C traceparent,
+--   then tracestate after a newline; delivered with the task), ARGV[12] partition key (runnable
+--   tasks are listed in their partition, served round-robin), ARGV[13] tags (one per line,
+--   indexed in the tag index) -- each '' when not given -- then n quadruples: id, payload,
+--   unique key ('' for none), 'b' if the payload was bytes.
+-- Output: {queue_was_new (0/1), now (ms), id1, id2, ...}. A unique key already held gives the
+--   holder's id; an id that already exists is left as it is (enqueue is idempotent by id).
+-- Events: 'enqueued' {n, ids, delayed}, 'waiting' {ids}, and 'started' for tasks handed
+--   straight to idle workers (one each, in their wake-up message); wakes up to n idle workers
+--   in all, as many as the limits let start (or re-arms sleepers' timers for delayed tasks).
+local now = now_ms()
+local n = tonumber(ARGV[3])
+local due = 0
+if ARGV[4] ~= '' then
+  due = tonumber(string.sub(ARGV[4], 2))
+  if string.sub(ARGV[4], 1, 1) == '+' then due = now + due end
+  if due <= now then due = 0 end
+end
+local lk = false
+if ARGV[8] ~= '' then lk = ARGV[8] end
+local opts = {}
+local pk = false
+if ARGV[12] ~= '' then pk = ARGV[12] end
+for i, name in ipairs({'r', 't', 'b', 'lk', 'cb', 'm', 'tc', 'pk', 'tg'}) do
+  if ARGV[4 + i] ~= '' then
+    opts[#opts + 1] = name
+    opts[#opts + 1] = ARGV[4 + i]
+  end
+end
+local is_new = 0
+if rcall('HSETNX', K.meta, 'created', now) == 1 then is_new = 1 end
+local out = {is_new, now}
+-- Each new task is written with one HSET, its state included; the lists get one push each.
+local added, runnable, waiting = {}, {}, {}
+local turn_taken = not lk  -- with a lock: whether the lock's turn was settled (one task may have it)
+local state = 'pending'
+if due > 0 then state = 'delayed' end
+for i = 0, n - 1 do
+  local j = 14 + 4 * i
+  local id, payload, uk, kind = ARGV[j], ARGV[j + 1], ARGV[j + 2], ARGV[j + 3]
+  local holder = false
+  if uk ~= '' then holder = rcall('HGET', K.unique, uk) end
+  local tk = task_key(id)
+  if holder then
+    out[#out + 1] = holder
+  elseif rcall('EXISTS', tk) == 1 then
+    out[#out + 1] = id
+  else
+    local s = state
+    if due == 0 and lk then
+      if not turn_taken and claim_turn(lk, id) then s = 'pending' else s = 'waiting' end
+      turn_taken = true
+    end
+    local fields = {'p', payload, 'c', now, 's', s}
+    if kind ~= '' then fields[#fields + 1] = 'y'; fields[#fields + 1] = kind end
+    if due > 0 then fields[#fields + 1] = 'due'; fields[#fields + 1] = due end
+    if uk ~= '' then
+      rcall('HSET', K.unique, uk, id)
+      fields[#fields + 1] = 'u'; fields[#fields + 1] = uk
+    end
+    for _, v in ipairs(opts) do fields[#fields + 1] = v end
+    rcall('HSET', tk, unpack(fields))
+    for t in string.gmatch(ARGV[13], '[^\n]+') do rcall('ZADD', tag_key(t), now, id) end
+    if s == 'waiting' then waiting[#waiting + 1] = id elseif s == 'pending' then runnable[#runnable + 1] = id end
+    added[#added + 1] = id
+    out[#out + 1] = id
+  end
+end
+local function push_all(key, ids)
+  for i = 1, #ids, 1000 do rcall('RPUSH', key, unpack(ids, i, math.min(i + 999, #ids))) end
+end
+if #added > 0 then
+  rcall('HINCRBY', K.stats, 'enqueued', #added)
+  publish({e = 'enqueued', n = #added, ids = added, delayed = due > 0})
+  if due > 0 then
+    local earliest = next_due()
+    for i = 1, #added, 1000 do
+      local args = {}
+      for k = i, math.min(i + 999, #added) do args[#args + 1] = due; args[#args + 1] = added[k] end
+      rcall('ZADD', K.delayed, unpack(args))
+    end
+    if earliest < 0 or due < earliest then wake_for_due(due, now) end
+  end
+  if #waiting > 0 then
+    push_all(lock_wait_key(lk), waiting)
+    rcall('HINCRBY', K.stats, 'waiting', #waiting)
+    rcall('ZADD', K.lockwaits, 'NX', recheck_at(lk, now), lk)
+    publish({e = 'waiting', ids = waiting, n = #waiting})
+  end
+  if #runnable > 0 then
+    local n = #runnable
+    if pk then
+      push_all(plist_key(pk), runnable)
+      rcall('HINCRBY', K.stats, 'plisted', n)
+      if not ring_partition(pk) then n = 0 end  -- held back by its partition's limits
+    else
+      push_all(K.pending, runnable)
+    end
+    local room = queue_room(now)
+    if room < n then n = room end
+    -- Idle workers get a task each in the wake-up itself; the rest of them are just woken.
+    local pushed, none_idle = push_to_idle(n, now)
+    if not none_idle then wake(n - pushed) end
+  end
+end
+return out

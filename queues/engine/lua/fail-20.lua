@@ -1,0 +1,37 @@
+-- A worker reports a failed attempt. With attempts left the task is delayed by exponential
+-- backoff (backoff * 2^(attempt-1), capped, plus jitter); after the last it goes to the failed
+-- set. The failure goes into the history, trimmed in this script. With retry_after set, the
+-- attempt is given back and the task is delayed that long (a "too many requests" answer).
+-- Keys: pending front delayed active deadlines failed failures stats throughput idle unique lockwaits lockheads durations limits starts partitions ring pactive pwait
+-- @include failure
+-- Input: ARGV[3] worker, ARGV[4] id, ARGV[5] lease, ARGV[6] error, ARGV[7] traceback,
+--   ARGV[8] default retries, ARGV[9] default backoff s, ARGV[10] backoff max s,
+--   ARGV[11] jitter fraction (chosen by the caller), ARGV[12] history size,
+--   ARGV[13] retry_after s ('' for an ordinary failure), ARGV[14] keep ('k': the handler still
+--   runs, e.g. past its timeout: its lock stays held until the worker releases it)
+-- Output: CANCELLED, RETRYING, FAILED (for good), DEFERRED, or STALE (stale lease)
+-- Events: 'retrying' | 'failed' | 'cancelled' | 'deferred' {ids, error}
+local worker, id, lease = ARGV[3], ARGV[4], ARGV[5]
+local tk = task_key(id)
+local f = rcall('HMGET', tk, 'l', 's', 'lk', 'w', 'x', 'u', 'st')
+if f[1] ~= lease or f[2] ~= 'active' then return @@STALE@@ end
+local now = now_ms()
+leave_active(id, lease, f[3], f[4], ARGV[14] == 'k' and 'keep' or 'release', now)
+if f[7] then record_durations({math.max(0, now - tonumber(f[7])) / 1000}) end
+if f[5] then
+  drop_cancelled(id, tk, f[6])
+  publish({e = 'cancelled', ids = {id}})
+  return @@CANCELLED@@
+end
+if ARGV[13] ~= '' then
+  rcall('HINCRBY', tk, 'a', -1)
+  rcall('HDEL', tk, 'w', 'st')
+  delay_task(id, tk, now + math.floor(tonumber(ARGV[13]) * 1000), now)
+  publish({e = 'deferred', ids = {id}, error = string.sub(ARGV[6], 1, 200)})
+  return @@DEFERRED@@
+end
+return record_failure(id, tk, now, {
+  error = ARGV[6], traceback = ARGV[7], worker = worker, retries = tonumber(ARGV[8]),
+  backoff = tonumber(ARGV[9]), backoff_max = tonumber(ARGV[10]), jitter = tonumber(ARGV[11]),
+  hist = tonumber(ARGV[12]),
+})

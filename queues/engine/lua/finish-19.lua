@@ -1,0 +1,12 @@
+-- A worker reports tasks done (alone, when it has nothing to fetch: shutdown). Each (id, lease)
+-- is checked against the task's current lease: a stale one (the task was recovered and handed to
+-- someone else) is refused. A task asked to cancel while running counts as cancelled, its
+-- outcome discarded.
+-- Keys: pending front delayed active deadlines stats throughput idle unique lockwaits lockheads results durations limits starts partitions ring pactive pwait
+-- @include finish
+-- Input: ARGV[3] worker, ARGV[4] n, ARGV[5] result TTL ms, then n quadruples: id, lease, result
+--   ('' to keep none; else kept for the result TTL), keep ('k': the handler still runs, keep its
+--   lock until the worker releases it).
+-- Output: one code per task: COMPLETED, CANCELLED, or STALE (stale lease or not active).
+-- Events: 'completed' {w, ids, n}, 'cancelled' {ids}
+return finish_tasks(ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5]), 6, now_ms())
