@@ -13,8 +13,8 @@ from datetime import UTC, datetime
 
 from . import durations as _durations
 from . import keys, scripts
-from .task import Task, ms_to_datetime
 from .connection import is_cluster
+from .task import Task, ms_to_datetime
 
 _STAT_NAMES = (
     "enqueued",
