@@ -3,13 +3,14 @@
 # make test  - the whole test suite (installs what it needs first)
 # make bench - the benchmark, worqr beside RQ, Celery, Dramatiq, arq and huey
 # make profile - py-spy flame graphs of the producer and of a worker draining, and round-trip counts
+# make chaos - the chaos soak: 20,000 tasks over 4 workers under faults (CHAOS_ARGS: manage.py chaos --help)
 # make build - the package: dist/worqr-<version>.tar.gz and the wheel dist/worqr-<version>-py3-none-any.whl
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 PORT ?= 8000
 
-.PHONY: demo test bench profile build lint deps browser clean
+.PHONY: demo test bench profile build lint deps browser clean chaos
 
 $(VENV)/.installed: requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -45,11 +46,16 @@ bench: deps
 	$(PY) bench/scale.py $(SCALE_ARGS)
 	$(PY) bench/schedules.py $(SCHEDULE_ARGS)
 	$(PY) bench/tracing.py $(TRACING_ARGS)
+	$(PY) bench/batches.py $(BATCH_ARGS)
 	$(PY) bench/limits.py $(LIMITS_ARGS)
 	$(PY) bench/cluster.py $(CLUSTER_BENCH_ARGS)
 
 profile: deps
 	PY=$(abspath $(PY)) ./bench/profile.sh
+
+chaos: deps
+	$(PY) manage.py migrate -v0
+	nice $(PY) manage.py chaos $(CHAOS_ARGS)
 
 # The sdist, then the wheel built from it (the way pip builds from an sdist); uv makes the
 # isolated build environment quickly.

@@ -43,10 +43,11 @@ def _check_django_side_settings():
 
     from .conf import log_format, search_scan_limit, setting
     from .engine import tracing
+    from .outbox import databases
     from .webhooks import allowed_hosts, callback_timeout
 
     errors = []
-    for check in (allowed_hosts, callback_timeout, log_format, search_scan_limit):
+    for check in (allowed_hosts, callback_timeout, log_format, search_scan_limit, databases):
         try:
             check()
         except ImproperlyConfigured as exc:

@@ -15,7 +15,7 @@ from django.template.loader import render_to_string
 
 #: view -> section -> the snapshot keys it shows
 SECTIONS = {
-    "overview": {"totals": ("totals", "workers"), "queues": ("queues",), "throughput": ("throughput",)},
+    "overview": {"totals": ("totals", "workers", "outbox"), "queues": ("queues",), "throughput": ("throughput",)},
     "queue": {
         "state": ("counts",),
         "pause": ("counts",),
@@ -23,13 +23,22 @@ SECTIONS = {
         "active": ("active",),
         "pending": ("pending",),
         "delayed": ("delayed",),
+        "blocked": ("blocked",),
         "failed": ("failed",),
         "failure_groups": ("failure_groups",),
         "locks": ("locks",),
         "limits": ("limits",),
         "throughput": ("throughput",),
     },
-    "task": {"task": ("task",), "progress": ("task",), "log": ("log",), "failures": ("failures",)},
+    "task": {
+        "task": ("task",),
+        "progress": ("task",),
+        "log": ("log",),
+        "failures": ("failures",),
+        "relatives": ("parents", "children"),
+    },
+    "batches": {"batches": ("batches",)},
+    "batch": {"batch": ("batch",), "batch_tasks": ("tasks",)},
     "workers": {"workers": ("workers",), "gone": ("gone",)},
     "worker": {"worker": ("worker", "gone"), "worker_tasks": ("tasks",)},
     "schedules": {"schedules": ("schedules",)},

@@ -3,12 +3,13 @@
 import hashlib
 import math
 import os
+import time
 from datetime import UTC, datetime
 
-from . import commands, keys, readmodel, tracing
+from . import commands, keys, readmodel, tracing, workflows
 from .codes import Code
-from .connection import get_default
-from .errors import ConfigurationError, InvalidInput, InvalidTask, PayloadTooLarge
+from .connection import NETWORK_ERRORS, get_default
+from .errors import ConfigurationError, InvalidInput, InvalidTask, PayloadTooLarge, RedisUnavailable
 from .limits import check_concurrency, parse_rate
 from .registry import get_handler
 from .task import Task
@@ -76,15 +77,22 @@ class Queue:
         if len(raw) > config.max_payload_bytes:
             _too_large(raw, config)
         spec = get_handler(self.name)
-        if (spec is not None and spec.lock is not None) or tracing.enabled(config):
+        if (spec is not None and (spec.lock is not None or spec.limits.partition is not None)) or tracing.enabled(
+            config
+        ):
             return self.enqueue_many([payload])[0]
-        client = connection.client
-        is_new, task_id = commands.enqueue_one(client, self.name, new_task_id(self.name), raw)
+        task_id = new_task_id(self.name)
+        try:
+            is_new, task_id = commands.enqueue_one(connection.enqueue_client, self.name, task_id, raw)
+        except NETWORK_ERRORS:
+            # The long way retries for ENQUEUE_RETRY_FOR with this id remembered: had the lost
+            # call been applied, the retry adds nothing.
+            return self.enqueue_many([payload], ids=[task_id])[0]
         if is_new:
-            client.sadd(keys.KNOWN_QUEUES, self.name)
+            connection.client.sadd(keys.KNOWN_QUEUES, self.name)
         return task_id
 
-    def enqueue_many(self, payloads, *, ids=None, **options):
+    def enqueue_many(self, payloads, *, ids=None, after=None, on_parent_failure="cancel", **options):
         """Add tasks, atomically in steps of 5,000; returns their ids in order.
 
         Options: ``delay`` (seconds) or ``eta`` (a datetime) defers them; ``retries``,
@@ -92,17 +100,38 @@ class Queue:
         they take while running; ``unique=True`` derives a unique key from each payload (or pass
         the key as a string): while a task with that key is pending or running, enqueueing
         returns its id; ``callback`` (a URL) and ``meta`` (text) are kept with the task.
-        ``ids`` gives the tasks' ids (made with ``new_task_id``) instead of fresh ones.
+        ``ids`` gives the tasks' ids (made with ``new_task_id``) instead of fresh ones; an id
+        already enqueued (even if its task has finished since, within ``ENQUEUE_DEDUP_FOR``) is
+        then not enqueued again.
+
+        Redis unreachable: retried for ``WORQR["ENQUEUE_RETRY_FOR"]`` seconds (2 by default),
+        then ``RedisUnavailable`` is raised (the tasks of that call not acknowledged by Redis
+        were not added). A retry after an unanswered call cannot add a task twice.
+
+        ``after`` (task ids, of any queues, at most 1,000) makes the tasks ``blocked`` until every
+        one of those parents has completed; if a parent ends otherwise (failed for good,
+        cancelled, deleted) they are cancelled (``on_parent_failure="cancel"``, the default) or
+        run anyway (``"run"``). See ``workflows``.
         """
         payloads = list(payloads)
         if ids is not None:
             ids = list(ids)
             if len(ids) != len(payloads) or any(keys.queue_from_task_id(i) != self.name for i in ids):
                 raise InvalidTask(f"ids must be one task id of queue {self.name!r} per payload")
+        extra = {k: options.pop(k) for k in ("_batch", "_batch_callback", "_once") if k in options}
+        parents = workflows.check_after(after, on_parent_failure, ids)
         batches = self._prepare(payloads, **options)
         if batches is None:  # the handler's lock or partition function gave different keys
-            return self._enqueue_grouped(payloads, ids, options)
-        return self._enqueue(batches, ids).ids
+            grouped = dict(options, after=after, on_parent_failure=on_parent_failure, **extra)
+            return self._enqueue_grouped(payloads, ids, grouped)
+        ids = ids if ids is not None else [new_task_id(self.name) for _ in payloads]
+        deps = ""
+        if parents:
+            deps = workflows.link(self.client, parents, ids, on_parent_failure)
+        enqueued = self._enqueue(batches, ids, deps=deps, **extra)
+        if parents:
+            workflows.drain(self.client, self.name)  # tasks cancelled at once: their batch is told
+        return enqueued.ids
 
     def _enqueue_grouped(self, payloads, ids, options):
         """Enqueue payloads whose lock or partition keys differ: one call per key, ids in order."""
@@ -122,24 +151,51 @@ class Queue:
                 out[i] = task_id
         return out
 
-    def _enqueue(self, batches, ids=None):
-        """Run the checked enqueue; returns ``commands.Enqueued`` (ids, and Redis time)."""
+    def _enqueue(
+        self, batches, ids=None, deps="", _batch="", _batch_callback="", _once="", *, retry_for=None, remember=None
+    ):
+        """Run the checked enqueue; returns ``commands.Enqueued`` (ids, and Redis time). Given
+        ``ids`` are remembered (see ``enqueue_many``) unless ``remember=False``; ``retry_for``
+        overrides the setting."""
         when, opts, items = batches
         items = [((ids[i] if ids is not None else new_task_id(self.name)), *rest) for i, rest in enumerate(items)]
+        extra = dict(parents=deps, batch=_batch, batch_callback=_batch_callback, once=_once)
         names = ("retries", "timeout", "backoff", "lock", "callback", "meta", "partition", "tags")
         options = dict(zip(names, opts, strict=True))
+        remember = ids is not None if remember is None else remember
         if not tracing.enabled(self.connection.config):
-            return self._send(when, options, items)
+            return self._send(when, options, items, remember=remember, retry_for=retry_for, extra=extra)
         with tracing.enqueue_span(self.name, len(items)) as (span, trace):
-            enqueued = self._send(when, options, items, trace)
+            enqueued = self._send(when, options, items, trace, remember=remember, retry_for=retry_for, extra=extra)
             tracing.enqueued(span, enqueued.ids)
             return enqueued
 
-    def _send(self, when, options, items, trace=""):
+    def _send(self, when, options, items, trace="", *, remember=False, retry_for=None, extra=None):
         out, now, new = [], 0, False
+        config = self.connection.config
+        retry_for = config.enqueue_retry_for if retry_for is None else retry_for
+        deadline = time.monotonic() + retry_for
         for start in range(0, len(items), _BATCH):
             batch = items[start : start + _BATCH]
-            reply = commands.enqueue(self.name, batch, when=when, trace=trace, **options).run(self.client)
+            pause, attempt = 0.05, 0
+            while True:
+                # A retry remembers the ids: had the lost call been applied, this one adds nothing.
+                keep = config.enqueue_dedup_for if remember or attempt else 0
+                call = commands.enqueue(
+                    self.name, batch, when=when, trace=trace, remember=keep, **options, **(extra or {})
+                )
+                try:
+                    reply = call.run(self.connection.enqueue_client)
+                    break
+                except NETWORK_ERRORS as exc:
+                    if time.monotonic() + pause > deadline:
+                        raise RedisUnavailable(
+                            f"queue {self.name}: Redis unreachable, gave up after retrying for "
+                            f"{retry_for:g} s (WORQR['ENQUEUE_RETRY_FOR']): {exc}; "
+                            f"{len(items) - start} of {len(items)} tasks not added"
+                        ) from exc
+                    time.sleep(pause)
+                    pause, attempt = min(pause * 2, 0.5), attempt + 1
             new = new or reply.is_new_queue
             out += reply.ids
             now = reply.now_ms
@@ -147,8 +203,11 @@ class Queue:
             self.client.sadd(keys.KNOWN_QUEUES, self.name)
         return commands.Enqueued(new, now, out)
 
-    def validate(self, payloads, **options):
+    def validate(self, payloads, *, after=None, on_parent_failure="cancel", **options):
         """Raise what ``enqueue_many`` would raise for these payloads and options; adds nothing."""
+        parents = workflows.check_after(after, on_parent_failure, None)
+        if parents:
+            workflows.check_parents_exist(self.client, parents)
         self._prepare(list(payloads), **options)
 
     def _prepare(
@@ -359,6 +418,8 @@ class Queue:
         if code == Code.UNKNOWN:
             return None
         commands.check(code, "cancel", self.name, task_id)
+        if code == Code.REMOVED:
+            workflows.drain(self.client, self.name)
         return "stopping" if code == Code.STOPPING else "removed"
 
     def retry(self, task_id):
@@ -378,6 +439,7 @@ class Queue:
         """Delete a task in any state but active."""
         code = commands.delete(self.name, [self._check_id(task_id)]).run(self.client)[0]
         commands.check(code, "delete", self.name, task_id)
+        workflows.drain(self.client, self.name)
         return True
 
     def pause(self):
@@ -396,6 +458,7 @@ class Queue:
         while more:
             deleted, more = commands.purge(self.name, _BATCH).run(self.client)
             total += deleted
+        workflows.drain_all(self.client, self.name)
         return total
 
     def drop(self):
