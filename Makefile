@@ -28,8 +28,15 @@ browser:
 	@command -v redis-server >/dev/null 2>&1 || { \
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null; fi; true; }
 
+# The engine, worker, crash, lock, lifecycle, dashboard-live, API, metrics and Tasks-backend tests
+# run a second time on a real Redis Cluster of 3 masters + 3 replicas (tests/cluster_servers.py).
+CLUSTER_TESTS ?= tests/test_cluster.py tests/test_enqueue.py tests/test_worker.py tests/test_locks.py \
+	tests/test_lifecycle.py tests/test_worker_crash.py tests/test_dashboard_live.py tests/test_api.py \
+	tests/test_metrics.py tests/test_tasks_backend.py
+
 test: deps browser lint
 	$(PY) -m pytest -q
+	WORQR_TEST_REDIS=cluster $(PY) -m pytest -q $(CLUSTER_TESTS)
 
 demo: deps
 	PY=$(PY) PORT=$(PORT) ./scripts/demo.sh
@@ -41,6 +48,7 @@ bench: deps
 	$(PY) bench/tracing.py $(TRACING_ARGS)
 	$(PY) bench/batches.py $(BATCH_ARGS)
 	$(PY) bench/limits.py $(LIMITS_ARGS)
+	$(PY) bench/cluster.py $(CLUSTER_BENCH_ARGS)
 
 profile: deps
 	PY=$(abspath $(PY)) ./bench/profile.sh

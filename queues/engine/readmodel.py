@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 
 from . import durations as _durations
 from . import keys, scripts
+from .connection import is_cluster
 from .task import Task, ms_to_datetime
 
 _STAT_NAMES = (
@@ -563,10 +564,13 @@ def limits(client, queue, busiest=10):
     a rate), ``held_back`` (runnable tasks the queue's own limits hold back now), and
     ``partitions``: listed (with tasks runnable), in the ring, held back, and the busiest."""
     lk = keys.queue_key(queue, "limits")
-    p = client.pipeline(transaction=True)
-    p.hgetall(lk)
-    p.time()
-    raw, (secs, micros) = p.execute()
+    if is_cluster(client):  # a cluster transaction takes no keyless command: TIME goes alone
+        raw, (secs, micros) = client.hgetall(lk), client.time()
+    else:
+        p = client.pipeline(transaction=True)
+        p.hgetall(lk)
+        p.time()
+        raw, (secs, micros) = p.execute()
     h = {_decode(k): _decode(v) for k, v in raw.items()}
     now = secs * 1000 + micros // 1000
     in_force = {name: None for name, _, _ in _LIMIT_FIELDS + _PARTITION_FIELDS}
