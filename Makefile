@@ -37,6 +37,7 @@ bench: deps
 	$(PY) bench/scale.py $(SCALE_ARGS)
 	$(PY) bench/schedules.py $(SCHEDULE_ARGS)
 	$(PY) bench/tracing.py $(TRACING_ARGS)
+	$(PY) bench/limits.py $(LIMITS_ARGS)
 
 # The sdist, then the wheel built from it (the way pip builds from an sdist); uv makes the
 # isolated build environment quickly.

@@ -21,7 +21,10 @@ class QueuesConfig(AppConfig):
         except ConfigurationError:
             return  # reported by the system check queues.E001
         setup()
-        autodiscover_modules("tasks")
+        try:
+            autodiscover_modules("tasks")
+        except ConfigurationError as exc:  # a bad @handler option: reported by the system check
+            checks.HANDLER_ERRORS.append(exc)
         if getattr(settings, "TASKS", None):  # handlers of the Tasks framework backend's queues
             from .backends import register_handlers
 

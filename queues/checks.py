@@ -5,6 +5,26 @@ from django.core.checks import Warning as CheckWarning
 
 from .engine.errors import ConfigurationError
 
+#: Errors raised by ``@handler`` while the apps' ``tasks`` modules were imported at start-up (a
+#: bad option: concurrency, rate, partition...), reported as queues.E030 by the check below.
+HANDLER_ERRORS = []
+
+
+@register()
+def check_handlers(app_configs, **kwargs):
+    """A bad ``@handler`` option (its queue and option named) stops ``manage.py`` at start-up."""
+    from .engine.limits import check_limits
+    from .engine.registry import all_handlers
+
+    errors = [Error(str(exc), hint="Fix the @handler options.", id="queues.E030") for exc in HANDLER_ERRORS]
+    for queue, spec in all_handlers().items():
+        lim = spec.limits
+        try:
+            check_limits(queue, lim.concurrency, lim.rate, lim.partition, lim.partition_concurrency, lim.partition_rate)
+        except ConfigurationError as exc:
+            errors.append(Error(str(exc), hint="Fix the @handler options.", id="queues.E030", obj=f"queue {queue}"))
+    return errors
+
 
 @register()
 def check_worqr_settings(app_configs, **kwargs):

@@ -11,6 +11,12 @@
 - the histogram ``worqr_task_duration_seconds`` (``queues.engine.durations``: runs of Tasks framework
   tasks, until the engine records every run);
 
+for queues with limits (README "Limits"), the gauges ``worqr_queue_limit`` (label ``limit``:
+concurrency, rate, partition_concurrency, partition_rate: the number in force; a rate's starts
+per window, its window in ``worqr_queue_limit_window_seconds``), ``worqr_queue_limit_use``
+(``limit``: concurrency = active tasks, rate = starts in the window now) and
+``worqr_queue_held_back`` (runnable tasks the queue's limits hold back now);
+
 ``worqr_workers_online``, and per schedule (labels ``schedule``, ``queue``): the counters
 ``worqr_schedule_runs_total`` (label ``kind``: tick, catchup, trigger) and
 ``worqr_schedule_skipped_total`` (label ``reason``: overlap, missed), the histogram
@@ -84,8 +90,41 @@ class WorqrCollector:
         for queue, (buckets, total) in readmodel.durations(self.client, names).items():
             histogram.add_metric([queue], buckets, total)
         yield histogram
+        yield from limit_metrics(self.client, names)
         yield GaugeMetricFamily("worqr_workers_online", "Workers with a live heartbeat.", value=len(workers))
         yield from schedule_metrics(readmodel.schedules(self.client))
+
+
+def limit_metrics(client, names):
+    """The limits' metric families, for the queues that have limits (see the module doc)."""
+    limited = readmodel.limited_queues(client, names)
+    limit = GaugeMetricFamily("worqr_queue_limit", "A limit in force on the queue.", labels=["queue", "limit"])
+    window = GaugeMetricFamily(
+        "worqr_queue_limit_window_seconds", "The window of a rate in force.", labels=["queue", "limit"]
+    )
+    use = GaugeMetricFamily(
+        "worqr_queue_limit_use",
+        "A limit's current use: active tasks (concurrency), starts in the window (rate).",
+        labels=["queue", "limit"],
+    )
+    held = GaugeMetricFamily(
+        "worqr_queue_held_back", "Runnable tasks the queue's limits hold back now.", labels=["queue"]
+    )
+    for name in limited:
+        lim = readmodel.limits(client, name, busiest=0)
+        for kind in ("concurrency", "partition_concurrency"):
+            if lim[kind] is not None:
+                limit.add_metric([name, kind], lim[kind])
+        for kind in ("rate", "partition_rate"):
+            if lim[kind] is not None:
+                limit.add_metric([name, kind], lim[kind][0])
+                window.add_metric([name, kind], lim[kind][1])
+        if lim["concurrency"] is not None:
+            use.add_metric([name, "concurrency"], lim["active"])
+        if lim["rate"] is not None:
+            use.add_metric([name, "rate"], lim["starts_in_window"])
+        held.add_metric([name], lim["held_back"])
+    yield from (limit, window, use, held)
 
 
 def schedule_metrics(schedules):

@@ -19,6 +19,7 @@ ACTION_PERMISSIONS = {
     "pause_queue": "Can pause and resume queues",
     "purge_queue": "Can purge a queue's pending tasks",
     "manage_schedules": "Can pause, resume and trigger schedules",
+    "manage_limits": "Can change and reset queues' limits",
 }
 
 

@@ -1,7 +1,12 @@
 """A reference model of one queue, in plain Python, for the randomized model check
 (tests/test_model_check.py): what every script should do to the queue's state, written
 independently of the Lua. Time never passes in it (no task becomes due, no lock or heartbeat
-expires): the check drives the scripts with long TTLs.
+expires, no rate window opens): the check drives the scripts with long TTLs and windows.
+
+Limits: the queue's concurrency and rate (every start counts while a rate is set; the window
+never passes), and per partition. A partitioned task is listed in its partition; the runnable
+partitions are served round-robin from the ring. As in Redis, a removed task's entry stays on
+its partition's list (skipped when reached), and the ring may hold stale entries.
 """
 
 from collections import OrderedDict, deque
@@ -14,10 +19,22 @@ class ModelError(AssertionError):
 
 
 class Task:
-    __slots__ = ("id", "state", "lock", "unique", "lease", "attempts", "retries", "worker", "cancel", "started")
+    __slots__ = (
+        "id",
+        "state",
+        "lock",
+        "unique",
+        "lease",
+        "attempts",
+        "retries",
+        "worker",
+        "cancel",
+        "started",
+        "part",
+    )
 
-    def __init__(self, task_id, lock, unique, retries):
-        self.id, self.lock, self.unique, self.retries = task_id, lock, unique, retries
+    def __init__(self, task_id, lock, unique, retries, part=None):
+        self.id, self.lock, self.unique, self.retries, self.part = task_id, lock, unique, retries, part
         self.state, self.lease, self.attempts, self.worker, self.cancel, self.started = None, 0, 0, None, False, None
 
 
@@ -39,6 +56,86 @@ class QueueModel:
         #: the workers Redis woke during the operation being modelled (read from their channels
         #: before the model runs it): which idle workers a wake-up pops is random in Redis
         self.to_wake = set()
+        # limits in force (None: none): concurrency, rate starts, per partition the same
+        self.limits = dict(c=None, rn=None, pc=None, prn=None)
+        self.starts = 0  # starts logged while a rate was set (the window never passes)
+        self.pstarts = {}  # partition -> starts logged while a partition rate was set
+        self.plists = {}  # partition -> deque of ids (entries of removed tasks included)
+        self.pstate = {}  # partition -> 'r' (in the ring), 'b' (concurrency), 'w' (rate)
+        self.ring = deque()  # partitions, stale entries included
+        self.pactive = {}  # partition -> active tasks
+
+    # -- limits ------------------------------------------------------------------------------
+
+    def active_count(self, leaving=None):
+        return sum(1 for t in self.tasks.values() if t.state == "active" and t is not leaving)
+
+    def room(self, leaving=None):
+        room = float("inf")
+        if self.limits["c"] is not None:
+            room = self.limits["c"] - self.active_count(leaving)
+        if self.limits["rn"] is not None:
+            room = min(room, self.limits["rn"] - self.starts)
+        return max(room, 0)
+
+    def listed_runnable(self):
+        return len(self.front) + len(self.pending) + len(self.ring)
+
+    def ring_partition(self, part):
+        s = self.pstate.get(part)
+        if s == "r":
+            return True
+        if s is not None:
+            return False
+        self.pstate[part] = "r"
+        self.ring.append(part)
+        return True
+
+    def next_partitioned(self):
+        """An id, False (held back or stale), or None (ring empty), as the script."""
+        if not self.ring:
+            return None
+        part = self.ring.popleft()
+        if self.pstate.get(part) != "r":
+            return False
+        if self.limits["pc"] is not None and self.pactive.get(part, 0) >= self.limits["pc"]:
+            self.pstate[part] = "b"
+            return False
+        if self.limits["prn"] is not None and self.pstarts.get(part, 0) >= self.limits["prn"]:
+            self.pstate[part] = "w"
+            return False
+        lst = self.plists[part]
+        tid = lst.popleft()
+        if lst:
+            self.ring.append(part)
+        else:
+            del self.plists[part]
+            del self.pstate[part]
+        return tid
+
+    def limits_left(self, t):
+        wakeup = False
+        if t.part is not None:
+            self.pactive[t.part] -= 1
+            if self.pactive[t.part] <= 0:
+                del self.pactive[t.part]
+            if self.pstate.get(t.part) == "b":
+                self.pstate[t.part] = "r"
+                self.ring.append(t.part)
+                wakeup = True
+        c = self.limits["c"]
+        if not wakeup and c is not None and self.active_count(t) == c - 1 and self.listed_runnable() > 0:
+            wakeup = True
+        if wakeup:
+            self.wake(1)
+
+    def set_limits(self, values):
+        """``values``: the limits in force after the call (overrides and handler's settled)."""
+        self.limits = dict(values)
+        for part in sorted(p for p, s in self.pstate.items() if s == "w"):
+            self.pstate[part] = "r"
+            self.ring.append(part)
+        self.wake(min(len(self.idle), self.listed_runnable(), self.room()))
 
     def new_lease(self):
         self.leases += 1
@@ -69,8 +166,15 @@ class QueueModel:
                 return False
             self.heads[t.lock] = t.id
         t.state = "pending"
+        if t.part is not None:
+            return self.list_in_partition(t, where == "front")
         self.front.appendleft(t.id) if where == "front" else self.pending.append(t.id)
         return True
+
+    def list_in_partition(self, t, first):
+        lst = self.plists.setdefault(t.part, deque())
+        lst.appendleft(t.id) if first else lst.append(t.id)
+        return self.ring_partition(t.part)
 
     def promote_waiter(self, lock):
         if lock in self.heads or lock in self.holder:
@@ -84,6 +188,10 @@ class QueueModel:
         t = self.tasks[tid]
         self.heads[lock] = tid
         t.state = "pending"
+        if t.part is not None:
+            if self.list_in_partition(t, True):
+                self.wake(1)
+            return
         self.front.append(tid)
         self.wake(1)
 
@@ -95,6 +203,7 @@ class QueueModel:
 
     def leave_active(self, t, lease, mode):
         self.owned[t.worker].discard(t.id)
+        self.limits_left(t)
         if t.lock is None:
             return
         holder = f"{t.id}:{lease}"
@@ -134,13 +243,21 @@ class QueueModel:
 
     def take(self, worker, count):
         taken = []
+        count = min(count, self.room())
         while len(taken) < count:
             if self.front:
                 tid = self.front.popleft()
             elif self.pending:
                 tid = self.pending.popleft()
             else:
-                break
+                tid = self.next_partitioned()
+                if tid is None:
+                    break
+                if tid is False:
+                    continue
+                t = self.tasks.get(tid)
+                if t is None or t.state != "pending":
+                    continue  # the entry of a removed task
             t = self.tasks[tid]
             if t.lock is not None:
                 if self.heads.get(t.lock) == tid:
@@ -152,14 +269,29 @@ class QueueModel:
             if t.lock is not None:
                 self.holder[t.lock] = f"{tid}:{t.lease}"
             t.state, t.worker = "active", worker
+            if self.limits["rn"] is not None:
+                self.starts += 1
+            if t.part is not None:
+                self.pactive[t.part] = self.pactive.get(t.part, 0) + 1
+                if self.limits["prn"] is not None:
+                    self.pstarts[t.part] = self.pstarts.get(t.part, 0) + 1
             self.take_seq += 1
             t.started = self.take_seq
             self.owned.setdefault(worker, set()).add(tid)
             taken.append((tid, t.lease))
+        c, pc = self.limits["c"], self.limits["pc"]
+        if taken and c is not None and self.active_count() > c:
+            raise ModelError(f"{self.active_count()} active tasks started past the concurrency {c}")
+        for tid, _ in taken:
+            part = self.tasks[tid].part
+            if part is not None and pc is not None and self.pactive[part] > pc:
+                raise ModelError(f"partition {part} started past its concurrency {pc}")
         return taken
 
     def remove_inactive(self, t):
-        if t.state == "pending":
+        if t.state == "pending" and t.part is not None:
+            pass  # its entry stays on its partition's list, skipped when reached
+        elif t.state == "pending":
             (self.front if t.id in self.front else self.pending).remove(t.id)
         elif t.state == "waiting":
             self.waits[t.lock].remove(t.id)
@@ -172,7 +304,7 @@ class QueueModel:
 
     # -- operations (each returns what the script should reply) -----------------------------
 
-    def enqueue(self, ids, lock, unique, delayed, retries, handed):
+    def enqueue(self, ids, lock, unique, delayed, retries, handed, part=None):
         """``handed``: the (worker, id, lease) hand-overs Redis published, in order. Returns the
         ids replied."""
         out, runnable = [], 0
@@ -180,7 +312,7 @@ class QueueModel:
             if unique is not None and unique in self.unique:
                 out.append(self.unique[unique])
                 continue
-            t = self.tasks[tid] = Task(tid, lock, unique, retries)
+            t = self.tasks[tid] = Task(tid, lock, unique, retries, part)
             if unique is not None:
                 self.unique[unique] = tid
             self.stats["enqueued"] += 1
@@ -189,6 +321,7 @@ class QueueModel:
             elif self.make_runnable(t, "tail"):
                 runnable += 1
             out.append(tid)
+        runnable = min(runnable, self.room())
         pushed = 0
         if runnable and not self.paused:
             for worker, tid, lease in handed:
@@ -198,6 +331,11 @@ class QueueModel:
                 if self.take(worker, 1) != [(tid, lease)]:
                     raise ModelError(f"hand-over of {tid}:{lease} to {worker} is not the task first in line")
                 pushed += 1
+            if pushed < runnable and self.idle:
+                # the script tried one more idle worker and found nothing to take for it (the
+                # limits held the rest back); that attempt still parked the partitions it met
+                if self.take(None, 1):
+                    raise ModelError("an idle worker was not handed a task the model would take")
         elif handed:
             raise ModelError("a hand-over while paused or with nothing runnable")
         self.wake(runnable - pushed)
@@ -324,14 +462,19 @@ class QueueModel:
             for tid in self.waits.pop(lock):
                 self.forget(self.tasks[tid])
                 n += 1
-        for tid in [*self.front, *self.pending]:
-            t = self.tasks[tid]
+        listed = [*self.front, *self.pending, *(i for lst in self.plists.values() for i in lst)]
+        for tid in listed:
+            t = self.tasks.get(tid)
+            if t is None or t.state != "pending":
+                continue  # the entry of a removed task
             if t.lock is not None and self.heads.get(t.lock) == tid:
                 del self.heads[t.lock]
             self.forget(t)
             n += 1
         self.front.clear()
         self.pending.clear()
+        self.plists.clear()
+        self.pstate.clear()  # the ring's entries stay, stale
         self.stats["deleted"] += n
         return n
 

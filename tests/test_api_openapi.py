@@ -89,6 +89,16 @@ def specific(c):
         ("/api/queues/{name}/resume", "post", 200): lambda: a.post("/api/queues/t1/resume"),
         ("/api/queues/{name}/resume", "post", 400): lambda: a.post("/api/queues/bad{q/resume"),
         ("/api/queues/{name}/resume", "post", 404): lambda: a.post("/api/queues/nosuch/resume"),
+        ("/api/queues/{name}/limits", "get", 200): lambda: a.get("/api/queues/t1/limits"),
+        ("/api/queues/{name}/limits", "get", 400): lambda: a.get("/api/queues/bad{q/limits"),
+        ("/api/queues/{name}/limits", "get", 404): lambda: a.get("/api/queues/nosuch/limits"),
+        ("/api/queues/{name}/limits", "put", 200): lambda: a.call("PUT", "/api/queues/t1/limits", {"concurrency": 3}),
+        ("/api/queues/{name}/limits", "put", 400): lambda: a.call("PUT", "/api/queues/t1/limits", {"rate": "x"}),
+        ("/api/queues/{name}/limits", "put", 404): lambda: a.call("PUT", "/api/queues/nosuch/limits", {}),
+        ("/api/queues/{name}/limits", "put", 413): lambda: a.call("PUT", "/api/queues/t1/limits", c.big()),
+        ("/api/queues/{name}/limits", "put", 415): lambda: a.call(
+            "PUT", "/api/queues/t1/limits", "x", content_type="text/plain"
+        ),
         ("/api/schedules", "get", 200): lambda: a.get("/api/schedules"),
         ("/api/schedules/{name}", "get", 200): lambda: a.get("/api/schedules/sch"),
         ("/api/schedules/{name}", "get", 400): lambda: a.get("/api/schedules/bad{s"),

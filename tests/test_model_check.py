@@ -1,6 +1,7 @@
 """Randomized model check of the engine's scripts: seeded random sequences of operations (enqueue
-with and without locks and unique keys, start with acknowledgements, finish, fail, give back,
-release, cancel, delete, retry, purge, worker death, pause) run against the real scripts on the
+with and without locks, unique keys and partitions, start with acknowledgements, finish, fail,
+give back, release, cancel, delete, retry, purge, worker death, pause, limits set and reset) run
+against the real scripts on the
 test Redis and against the reference model in tests/model.py; after every step the whole state
 is compared, and the invariants are checked on Redis alone:
 
@@ -8,7 +9,9 @@ is compared, and the invariants are checked on Redis alone:
 - the runnable order (front, then pending), each lock's wait list, holder and runnable head, the
   locks kept for handlers still running, the idle set, what each worker holds;
 - counts: completed + failed + cancelled + deleted + pending + delayed + active == enqueued;
-- locks: no two active tasks share one, and each active task with a lock holds it.
+- locks: no two active tasks share one, and each active task with a lock holds it;
+- limits: never more active tasks than the concurrency, nor per partition; the partitions' lists,
+  states, the ring and the logs of starts as the model has them.
 
 Reproduce a failure with its seed: ``WORQR_MODEL_SEED=<seed> pytest tests/test_model_check.py``.
 ``WORQR_SOAK=1`` runs more seeds and steps.
@@ -30,6 +33,8 @@ Q = "mc"
 WORKERS = ("w1", "w2", "w3")
 LOCKS = ("A", "B", "C")
 TAGS = ("t1", "t2")
+PARTS = ("P1", "P2", "P3")
+HOUR_MS = 3_600_000  # rate windows: no window passes during a run
 LONG = 3600.0  # s: no lock, heartbeat or delay expires during a run
 SOAK = os.environ.get("WORQR_SOAK") == "1"
 STEPS = 4000 if SOAK else 900
@@ -88,6 +93,7 @@ class Driver:
         rng, m = self.rng, self.m
         n = rng.choice((1, 1, 1, 2, 3))
         lock = rng.choice((None, None, *LOCKS))
+        part = rng.choice((None, None, *PARTS))
         unique = rng.choice((None,) * 6 + ("u1", "u2"))
         delayed = rng.random() < 0.1
         retries = rng.choice((0, 0, 1))
@@ -105,12 +111,13 @@ class Driver:
                 backoff=str(LONG),
                 lock=lock or "",
                 tags=tags,
+                partition=part or "",
             ).run(self.client),
-            lambda handed: m.enqueue(ids, lock, unique, delayed, retries, handed),
+            lambda handed: m.enqueue(ids, lock, unique, delayed, retries, handed, part),
         )
         assert reply.ids == expected
         self.delivered += [(w, i, lease) for w, i, lease in self.handed]
-        self.log.append(("enqueue", ids, lock, unique, delayed))
+        self.log.append(("enqueue", ids, lock, unique, delayed, part))
 
     def _acks(self, worker):
         mine = self.m.active_of(worker)
@@ -330,6 +337,33 @@ class Driver:
         assert codes == [Code.OK if ok else Code.STALE]
         self.log.append(("progress", w, tid, lease))
 
+    def op_limits(self):
+        """Override the limits (a rate counts every start: its window never passes), or reset."""
+        rng, m = self.rng, self.m
+        if rng.random() < 0.2:
+            values = dict(c=None, rn=None, pc=None, prn=None)
+            self.run(lambda: commands.set_limits(Q, reset=True).run(self.client), lambda _: m.set_limits(values))
+            self.log.append(("limits", "reset"))
+            return
+        values = dict(
+            c=rng.choice((None, 1, 2, 4)),
+            rn=rng.choice((None, None, m.starts + 1, m.starts + 5)),
+            pc=rng.choice((None, 1, 2)),
+            prn=rng.choice((None, None, 3, 10)),
+        )
+
+        def rate(n):
+            return ("-", "-") if n is None else (str(n), str(HOUR_MS))
+
+        args = (
+            "-" if values["c"] is None else str(values["c"]),
+            *rate(values["rn"]),
+            "-" if values["pc"] is None else str(values["pc"]),
+            *rate(values["prn"]),
+        )
+        self.run(lambda: commands.set_limits(Q, args).run(self.client), lambda _: m.set_limits(values))
+        self.log.append(("limits", values))
+
     def op_pause(self):
         paused = self.rng.random() < 0.5
         self.run(lambda: commands.pause(Q, paused).run(self.client), lambda _: self.m.pause(paused))
@@ -352,6 +386,7 @@ class Driver:
         ("pause", 2),
         ("stale", 5),
         ("progress", 3),
+        ("limits", 3),
     )
 
     def step(self):
@@ -404,12 +439,25 @@ def check(client, m):
     logs = {k.decode().rsplit(":", 1)[1] for k in client.scan_iter(match=keys.task_log_key(Q, "*"), count=1000)}
     assert logs <= live, f"logs of tasks gone: {sorted(logs - live)}"
 
+    assert [r.decode() for r in client.lrange(keys.queue_key(Q, "ring"), 0, -1)] == list(m.ring), "the ring"
+    pstate = {k.decode(): v.decode() for k, v in client.hgetall(keys.queue_key(Q, "partitions")).items()}
+    assert pstate == m.pstate, "the partitions' states"
+    for part in PARTS:
+        listed = [i.decode() for i in client.lrange(keys.partition_list_key(Q, part), 0, -1)]
+        assert listed == list(m.plists.get(part, [])), f"the list of partition {part}"
+        logged = client.zcard(keys.partition_starts_key(Q, part))
+        assert logged == m.pstarts.get(part, 0), f"starts logged for partition {part}"
+    pactive = {k.decode(): int(v) for k, v in client.zrange(keys.queue_key(Q, "pactive"), 0, -1, withscores=True)}
+    assert pactive == m.pactive, "active tasks per partition"
+    assert client.zcard(keys.queue_key(Q, "starts")) == m.starts, "starts logged"
+    live_listed = sum(1 for lst in m.plists.values() for i in lst if i in m.tasks and m.tasks[i].state == "pending")
+
     c = readmodel.queue_counts(client, Q)
     waiting = sum(len(q) for q in m.waits.values())
     expected = dict(
-        pending=len(m.front) + len(m.pending) + waiting,
+        pending=len(m.front) + len(m.pending) + live_listed + waiting,
         waiting=waiting,
-        runnable=len(m.front) + len(m.pending),
+        runnable=len(m.front) + len(m.pending) + live_listed,
         delayed=len(m.in_state("delayed")),
         active=len(m.in_state("active")),
         failed=len(m.in_state("failed")),

@@ -241,3 +241,115 @@ def create_options(body, spec=CREATE_TASK):
     """``(queue, payload, enqueue kwargs)`` from a create body, or raise BadRequest."""
     options = spec.parse(body)
     return options.pop("queue"), options.pop("payload"), options
+
+
+# -- PUT /api/queues/<name>/limits ------------------------------------------------------------
+
+#: Limits the body may set: absent leaves one as it is, ``null`` means "no limit".
+LIMIT_NAMES = ("concurrency", "rate", "partition_concurrency", "partition_rate")
+#: Fields of GET's answer a PUT may send back unchanged: read, never written.
+LIMITS_READ_ONLY = (
+    "name",
+    "handler",
+    "overrides",
+    "active",
+    "starts_in_window",
+    "held_back",
+    "runnable",
+    "partitions",
+)
+
+
+def _limit_concurrency(name, value):
+    from ..engine.limits import CONCURRENCY_MAX
+
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= CONCURRENCY_MAX:
+        raise BadRequest(f"{name}: must be an integer from 1 to {CONCURRENCY_MAX}, or null", name)
+    return value
+
+
+def _limit_rate(name, value):
+    from ..engine.errors import ConfigurationError
+    from ..engine.limits import parse_rate
+
+    if isinstance(value, list) and len(value) == 2 and isinstance(value[0], float) and value[0].is_integer():
+        value = [int(value[0]), value[1]]
+    if isinstance(value, list) and any(isinstance(v, Huge) for v in value):
+        raise BadRequest(f"{name}: number out of range", name)
+    if not isinstance(value, (str, list)):
+        raise BadRequest(f'{name}: must be [starts, seconds], a string like "100/m", or null', name)
+    try:
+        return parse_rate("", name, value)
+    except ConfigurationError as exc:
+        raise BadRequest(f"{name}: {str(exc).split(': ', 1)[1]}", name) from None
+
+
+def limits_body(data):
+    """``(reset, {limit: value or None})`` from a PUT body, or raise BadRequest naming the field."""
+    if not isinstance(data, dict):
+        raise BadRequest(f"the body must be a JSON object, not {json_type(data)}")
+    known = (*LIMIT_NAMES, "reset", *LIMITS_READ_ONLY)
+    for name in data:
+        if name not in known:
+            raise BadRequest(f"unknown field {shown(name)}; the fields are {', '.join(LIMIT_NAMES)}, reset", name)
+    reset = data.get("reset", False)
+    if reset is None:
+        reset = False
+    if not isinstance(reset, bool):
+        raise BadRequest(f"reset: must be true or false, not {json_type(reset)}", "reset")
+    out = {}
+    for name in LIMIT_NAMES:
+        if name not in data:
+            continue
+        value = data[name]
+        if value is None:
+            out[name] = None
+        elif name.endswith("concurrency"):
+            out[name] = _limit_concurrency(name, value)
+        else:
+            out[name] = _limit_rate(name, value)
+    return reset, out
+
+
+def limits_schema():
+    """The JSON Schema of a PUT body (what ``limits_body`` accepts)."""
+    from ..engine.limits import CONCURRENCY_MAX, RATE_STARTS_MAX, RATE_WINDOW_MAX
+
+    concurrency = {"type": ["integer", "null"], "minimum": 1, "maximum": CONCURRENCY_MAX}
+    rate = {
+        "oneOf": [
+            {
+                "type": "array",
+                "prefixItems": [
+                    {"type": "integer", "minimum": 1, "maximum": RATE_STARTS_MAX},
+                    {"type": "number", "minimum": 0.001, "maximum": RATE_WINDOW_MAX},
+                ],
+                "items": False,
+                "minItems": 2,
+                "maxItems": 2,
+            },
+            {"type": "string", "pattern": "^[1-9][0-9]{0,5}/[smh]$"},
+            {"type": "null"},
+        ],
+        "description": '[starts, seconds] or "<starts>/s", "/m", "/h"; null: no limit',
+    }
+    properties = {
+        "concurrency": dict(concurrency, description="active tasks at once, all workers together; null: no limit"),
+        "rate": rate,
+        "partition_concurrency": dict(concurrency, description="per partition key"),
+        "partition_rate": dict(rate, description="per partition key"),
+        "reset": {
+            "type": ["boolean", "null"],
+            "description": "drop every override first (back to the handler's values), then set those given",
+        },
+    }
+    properties.update({name: {"description": "read-only: ignored"} for name in LIMITS_READ_ONLY})
+    return {
+        "type": "object",
+        "additionalProperties": False,
+        "required": [],
+        "properties": properties,
+        "description": "Fields absent stay as they are; GET's answer may be sent back as it is.",
+    }

@@ -11,7 +11,7 @@ fail with a 5xx, and every answer must match its documented status and schema).
 from django.http import JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 
-from .bodies import BY_ID, CREATE_TASK, QUEUE_SCHEMA, SEED_CREATE, TASK_ID_SCHEMA
+from .bodies import BY_ID, CREATE_TASK, QUEUE_SCHEMA, SEED_CREATE, TASK_ID_SCHEMA, limits_schema
 from .errors import MethodNotAllowed
 from .http import error_response
 
@@ -96,6 +96,24 @@ _PATHS = {
     },
     "/api/queues/{name}/resume": {
         "post": _op("Resume a paused queue", "pause_queue", (200, 400, 404, *_READ), _ref("Paused"), params=("name",)),
+    },
+    "/api/queues/{name}/limits": {
+        "get": _op(
+            "Read a queue's limits (concurrency, rate, per partition) and their current use",
+            "view_dashboard",
+            (200, 400, 404, *_READ),
+            _ref("Limits"),
+            params=("name",),
+        ),
+        "put": _op(
+            "Override a queue's limits (durable, for every worker at once; null: no limit), or reset "
+            "them to the handler's values; answers the limits now",
+            "manage_limits",
+            (200, 404, *_WRITE),
+            _ref("Limits"),
+            "SetLimits",
+            params=("name",),
+        ),
     },
     "/api/schedules": {
         "get": _op(
@@ -257,6 +275,22 @@ _RESPONSES = {
         required=["name", "queue", "paused", "next_run"],
     ),
     "SchedulePaused": _object({"name": _STR, "paused": {"type": "boolean"}}),
+    "Limits": _object(
+        {
+            "name": _STR,
+            "concurrency": {"type": ["integer", "null"]},
+            "rate": {"type": ["array", "null"], "description": "[starts, seconds]"},
+            "partition_concurrency": {"type": ["integer", "null"]},
+            "partition_rate": {"type": ["array", "null"], "description": "[starts, seconds]"},
+            "handler": {"type": "object", "description": "the handler's values, as workers registered them"},
+            "overrides": {"type": "object", "description": "the overrides set (null: no limit)"},
+            "active": _INT,
+            "starts_in_window": {"type": ["integer", "null"]},
+            "held_back": _INT,
+            "runnable": _INT,
+            "partitions": {"type": "object"},
+        }
+    ),
     "Triggered": _object({"name": _STR, "id": _STR}),
 }
 
@@ -270,6 +304,7 @@ def describe():
             description="POST /api/tasks in the seed's names: topic, content, retry (for queue, payload, retries).",
         ),
         "ById": BY_ID.schema(),
+        "SetLimits": limits_schema(),
     }
     return {
         "openapi": "3.1.0",

@@ -14,6 +14,7 @@ urlpatterns = [
     path("queues/<str:name>", views.queue, name="queue"),
     path("queues/<str:name>/pause", views.pause, name="pause"),
     path("queues/<str:name>/resume", views.resume, name="resume"),
+    path("queues/<str:name>/limits", views.limits, name="limits"),
     path("schedules", schedules.schedule_list, name="schedules"),
     path("schedules/<str:name>", schedules.schedule, name="schedule"),
     path("schedules/<str:name>/pause", schedules.pause, name="schedule-pause"),

@@ -1,4 +1,5 @@
-"""The endpoints: tasks (create, read, cancel/delete) and queues (list, read, pause, resume).
+"""The endpoints: tasks (create, read, cancel/delete) and queues (list, read, pause, resume,
+limits).
 
 Reads go through the engine's read model and ``Queue``; every state change writes an AuditLog
 row with the token in the same database transaction as the change is made, so a change that
@@ -16,7 +17,7 @@ from ..engine import Queue, readmodel
 from ..models import AuditLog
 from ..quoting import shown
 from .auth import require
-from .bodies import CREATE_TASK, create_options, queue_name
+from .bodies import CREATE_TASK, create_options, limits_body, queue_name
 from .errors import NotFound
 from .http import endpoint, json_body, respond
 
@@ -180,3 +181,28 @@ def resume(request, token, name):
     with audited(token, "resume", q.name):
         q.resume()
     return respond({"name": q.name, "paused": False})
+
+
+def limits_json(q):
+    return dict(q.limits(), name=q.name)
+
+
+@endpoint(GET="view_dashboard", PUT="manage_limits")
+def limits(request, token, name):
+    """GET the queue's limits and their use; PUT overrides (null: no limit; reset: drop them first)."""
+    q = known_queue(name)
+    if request.method == "GET":
+        return respond(limits_json(q))
+    reset, given = limits_body(json_body(request))
+    if given or reset:
+        detail = json.dumps(
+            {"reset": reset, **{k: (None if v is None else _shown_limit(v)) for k, v in given.items()}},
+            sort_keys=True,
+        )
+        with audited(token, "set_limits", q.name, detail=detail):
+            q.set_limits(reset=reset, **given)
+    return respond(limits_json(q))
+
+
+def _shown_limit(value):
+    return [value.starts, value.seconds] if hasattr(value, "starts") else value

@@ -250,9 +250,33 @@ def queue(client, name, page=1, cache=None):
             "tasks": [task_row(t) for t in readmodel.failed(client, name, 0, PER_PAGE)],
         },
         "locks": readmodel.locks(client, name),
+        "limits": limits_view(readmodel.limits(client, name)),
         "failure_groups": (cache or FailureCache()).groups_for(client, name),
         "throughput": throughput(client, [name], now_ms=now),
     }
+
+
+def _rate_text(rate):
+    """[starts, seconds] as the limits form writes it: "5,2"."""
+    if rate is None:
+        return ""
+    starts, seconds = rate
+    return f"{starts},{int(seconds) if float(seconds).is_integer() else seconds}"
+
+
+def limits_view(limits):
+    """The queue's limits as the queue page shows them: each limit with its use, and the form's values."""
+    out = dict(limits)
+    out["limited"] = any(
+        limits[k] is not None for k in ("concurrency", "rate", "partition_concurrency", "partition_rate")
+    )
+    out["form"] = {
+        "concurrency": limits["concurrency"] or "",
+        "rate": _rate_text(limits["rate"]),
+        "partition_concurrency": limits["partition_concurrency"] or "",
+        "partition_rate": _rate_text(limits["partition_rate"]),
+    }
+    return out
 
 
 def task(client, task_id, full=False, payload_limit=4000):

@@ -26,6 +26,7 @@ SECTIONS = {
         "failed": ("failed",),
         "failure_groups": ("failure_groups",),
         "locks": ("locks",),
+        "limits": ("limits",),
         "throughput": ("throughput",),
     },
     "task": {"task": ("task",), "progress": ("task",), "log": ("log",), "failures": ("failures",)},

@@ -20,6 +20,7 @@ urlpatterns = [
     path("q/<str:name>/resume/", actions.queue_resume, name="queue-resume"),
     path("q/<str:name>/purge/", actions.queue_purge, name="queue-purge"),
     path("q/<str:name>/retry-all/", actions.queue_retry_all, name="queue-retry-all"),
+    path("q/<str:name>/limits/", actions.queue_limits, name="queue-limits"),
     path("search/", search.search, name="search"),
     path("search/bulk/", search.bulk_start, name="bulk-start"),
     path("search/bulk/<str:job>/", search.bulk_status, name="bulk"),

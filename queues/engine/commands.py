@@ -87,15 +87,27 @@ def _enqueued(reply):
 
 
 def enqueue(
-    queue, items, *, when="", retries="", timeout="", backoff="", lock="", callback="", meta="", trace="", tags=()
+    queue,
+    items,
+    *,
+    when="",
+    retries="",
+    timeout="",
+    backoff="",
+    lock="",
+    callback="",
+    meta="",
+    trace="",
+    partition="",
+    tags=(),
 ):
     """Add tasks. ``items``: (id, payload bytes, unique key or '', 'b' if bytes else '').
     ``when``: '' now, '+<ms>' a delay, '@<ms>' a due time (Unix ms). Options are text, '' when
-    not given; ``trace`` is the trace context delivered with the tasks (``tracing``); ``tags``
-    (checked by ``keys.check_tags``) go into the queue's tag index. Returns ``Enqueued``; an id
-    whose task exists already is left as it is."""
+    not given; ``trace`` is the trace context delivered with the tasks (``tracing``);
+    ``partition`` their partition key; ``tags`` (checked by ``keys.check_tags``) go into the
+    queue's tag index. Returns ``Enqueued``; an id whose task exists already is left as it is."""
     flat = [x for item in items for x in item]
-    args = (len(items), when, retries, timeout, backoff, lock, callback, meta, trace, "\n".join(tags), *flat)
+    args = (len(items), when, retries, timeout, backoff, lock, callback, meta, trace, partition, "\n".join(tags), *flat)
     return Call("enqueue", queue, args, _enqueued)
 
 
@@ -233,10 +245,12 @@ def release(queue, worker, holders):
     return Call("release", queue, (worker, len(holders), *(x for pair in holders for x in pair)))
 
 
-def register(queue, worker, *, ttl, lock_ttl, grace, default_timeout, fresh):
+def register(queue, worker, *, ttl, lock_ttl, grace, default_timeout, fresh, limits=None):
     """Record ``worker`` as serving ``queue``; ``fresh``: a new process (an earlier worker of that
-    name, presumed dead, is failed first). Returns how many of its tasks went back."""
-    args = (worker, _ms(ttl), _ms(lock_ttl), _ms(grace), default_timeout or 0, "1" if fresh else "0")
+    name, presumed dead, is failed first). ``limits``: its handler's (``limits.Limits``; None: no
+    limits). Returns how many of its tasks went back."""
+    limit_args = limits.script_args() if limits is not None else ("",) * 6
+    args = (worker, _ms(ttl), _ms(lock_ttl), _ms(grace), default_timeout or 0, "1" if fresh else "0", *limit_args)
     return Call("register", queue, args, int)
 
 
@@ -289,6 +303,12 @@ def retry(queue, ids):
 def pause(queue, paused):
     """Pause (True) or resume; returns whether the state changed."""
     return Call("pause", queue, ("1" if paused else "0",), bool)
+
+
+def set_limits(queue, overrides=None, *, reset=False):
+    """Override the queue's limits (``overrides``: six values as ``Limits.script_args`` gives them,
+    each a number, '-' for none or '' to leave as is), after dropping every override if ``reset``."""
+    return Call("set_limits", queue, ("reset" if reset else "set", *(overrides or ("",) * 6)), int)
 
 
 def purge(queue, limit):

@@ -37,6 +37,19 @@ Queue keys (``QUEUE_KINDS``; the type is in brackets):
                          ``le:+Inf`` holds the rest), ``count`` and ``sum`` (seconds)
 - ``schedules``  [zset]  the periodic tasks (schedules) whose runs go to this queue (score: the
                          next run, ms; ``+inf`` while paused or disabled)
+- ``limits``     [hash]  the queue's limits (README "Limits"): the handler's values as workers
+                         registered them (``hc``, ``hrn``/``hrw``, ``hpc``, ``hprn``/``hprw``), the
+                         operator's overrides (``oc``... ``-`` for "none"), and the values in force
+                         (``c``, ``rn``/``rw``, ``pc``, ``prn``/``prw``; absent: no limit); ``ro``
+                         when the rate window opens again after a hold-back (ms)
+- ``starts``     [zset]  the sliding window log of starts (member: the lease, score: Redis time,
+                         ms), kept only while a rate is set; expires with its window
+- ``partitions`` [hash]  partition key -> its state while it has tasks listed: ``r`` in the
+                         ring, ``b`` held back by its concurrency (re-ringed when a slot frees),
+                         ``w`` held back by its rate (in ``pwait``)
+- ``ring``       [list]  the runnable partitions, served round-robin (one task per turn)
+- ``pactive``    [zset]  partition key -> its active tasks (entries at 0 removed)
+- ``pwait``      [zset]  partitions held back by their rate (score: when their window opens, ms)
 
 Keys built inside a script from the queue's prefix and a kind below (``SUBKEY_KINDS``):
 
@@ -46,6 +59,8 @@ Keys built inside a script from the queue's prefix and a kind below (``SUBKEY_KI
                                still runs (``<id>:<lease>`` -> lock key), until it really stops
 - ``lock:<key>``      [string] the holder of a lock, ``<id>:<lease>``, always with an expiry
 - ``lockwait:<key>``  [list]   ids of tasks waiting for that lock, in order
+- ``plist:<key>``     [list]   the runnable tasks of one partition, oldest first
+- ``pstarts:<key>``   [zset]   one partition's sliding window log of starts (as ``starts``)
 - ``schedule:<name>`` [hash]   one schedule: its settings as synced (``spec``, JSON, and its
                                version ``v``) and its state (``paused``, ``last``, ``last_id``,
                                ``last_tick``, counters and the lateness histogram; ``schedules.py``)
@@ -108,6 +123,12 @@ QUEUE_KINDS = (
     "depth",
     "leases",
     "schedules",
+    "limits",
+    "starts",
+    "partitions",
+    "ring",
+    "pactive",
+    "pwait",
 )
 
 #: Kinds of the keys a script builds from the queue's prefix: ``<prefix><kind>:<suffix>``.
@@ -118,6 +139,8 @@ SUBKEY_KINDS = {
     "lock": "lock",
     "lockwait": "lockwait",
     "schedule": "schedule",
+    "plist": "plist",
+    "pstarts": "pstarts",
     "tag": "tag",
     "log": "log",
 }
@@ -246,6 +269,16 @@ def lock_key(queue, lock):
 
 def lock_wait_key(queue, lock):
     return subkey(queue, "lockwait", lock)
+
+
+def partition_list_key(queue, partition):
+    """``worqr:{<queue>}:plist:<key>``: the runnable tasks of one partition."""
+    return subkey(queue, "plist", partition)
+
+
+def partition_starts_key(queue, partition):
+    """``worqr:{<queue>}:pstarts:<key>``: one partition's log of starts (its rate window)."""
+    return subkey(queue, "pstarts", partition)
 
 
 def schedule_key(queue, name):

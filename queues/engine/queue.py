@@ -8,13 +8,18 @@ from datetime import UTC, datetime
 from . import commands, keys, readmodel, tracing
 from .codes import Code
 from .connection import get_default
-from .errors import InvalidInput, InvalidTask, PayloadTooLarge
+from .errors import ConfigurationError, InvalidInput, InvalidTask, PayloadTooLarge
+from .limits import check_concurrency, parse_rate
 from .registry import get_handler
 from .task import Task
 
 #: Tasks per enqueue call (each call is atomic), and entries per purge, drop or retry call: so
 #: that no script call holds Redis for long (under a few ms each, measured with 300,000 tasks).
 _BATCH = 500
+
+
+#: set_limits: an option not given (None means "no limit").
+_UNSET = object()
 
 
 def new_task_id(queue):
@@ -72,16 +77,33 @@ class Queue:
             if len(ids) != len(payloads) or any(keys.queue_from_task_id(i) != self.name for i in ids):
                 raise InvalidTask(f"ids must be one task id of queue {self.name!r} per payload")
         batches = self._prepare(payloads, **options)
-        if batches is None:  # a handler's lock function gave different locks: one call per lock
-            ids = ids or [None] * len(payloads)
-            return [self.enqueue_many([p], ids=None if i is None else [i], **options)[0] for p, i in zip(payloads, ids)]
+        if batches is None:  # the handler's lock or partition function gave different keys
+            return self._enqueue_grouped(payloads, ids, options)
         return self._enqueue(batches, ids).ids
+
+    def _enqueue_grouped(self, payloads, ids, options):
+        """Enqueue payloads whose lock or partition keys differ: one call per key, ids in order."""
+        spec = get_handler(self.name)
+        ids = ids or [new_task_id(self.name) for _ in payloads]
+        groups = {}
+        for i, payload in enumerate(payloads):
+            lock = options.get("lock")
+            if lock is None and callable(spec.lock):
+                lock = self._lock_of(spec.lock, payload)
+            part = self._partition_of(spec.limits.partition, payload) if spec.limits.partition else None
+            groups.setdefault((lock, part), []).append(i)
+        out = [None] * len(payloads)
+        for indexes in groups.values():
+            got = self.enqueue_many([payloads[i] for i in indexes], ids=[ids[i] for i in indexes], **options)
+            for i, task_id in zip(indexes, got):
+                out[i] = task_id
+        return out
 
     def _enqueue(self, batches, ids=None):
         """Run the checked enqueue; returns ``commands.Enqueued`` (ids, and Redis time)."""
         when, opts, items = batches
         items = [((ids[i] if ids is not None else new_task_id(self.name)), *rest) for i, rest in enumerate(items)]
-        names = ("retries", "timeout", "backoff", "lock", "callback", "meta", "tags")
+        names = ("retries", "timeout", "backoff", "lock", "callback", "meta", "partition", "tags")
         options = dict(zip(names, opts, strict=True))
         if not tracing.enabled(self.connection.config):
             return self._send(when, options, items)
@@ -122,7 +144,7 @@ class Queue:
         tags=None,
     ):
         """Check everything; returns (when, options, [(payload, unique key, kind)]), or None when
-        a handler's lock function puts the payloads under different locks."""
+        a handler's lock or partition function puts the payloads under different keys."""
         config = self.connection.config
         when = self._when(delay, eta)
         opts = self._options(retries, timeout, backoff, lock, callback, meta)
@@ -158,6 +180,11 @@ class Queue:
                 if len(locks) > 1:
                     return None
                 opts[3] = locks.pop()
+        if spec is not None and spec.limits.partition is not None and payloads:
+            parts = {self._partition_of(spec.limits.partition, p) for p in payloads}
+            if len(parts) > 1:
+                return None
+            opts[6] = parts.pop()
         return when, opts, args
 
     @staticmethod
@@ -166,6 +193,23 @@ class Queue:
         key = lock_fn(probe)
         if not isinstance(key, str):
             raise InvalidTask(f"the handler's lock function returned {key!r}, not a string")
+        return key
+
+    def _partition_of(self, partition_fn, payload):
+        """The partition key the handler's function gives a task of ``payload``: InvalidTask
+        naming the queue if it raises or gives anything but a string of 1 to 200 characters."""
+        probe = Task(id="", queue=self.name, payload=payload, state="pending")
+        try:
+            key = partition_fn(probe)
+        except Exception as exc:
+            raise InvalidTask(
+                f"queue {self.name!r}: the handler's partition function raised {type(exc).__name__}: {exc}"
+            ) from exc
+        if not isinstance(key, str) or not key or len(key) > keys.LOCK_KEY_MAX:
+            raise InvalidTask(
+                f"queue {self.name!r}: the handler's partition function returned {key!r}, "
+                f"not a string of 1 to {keys.LOCK_KEY_MAX} characters"
+            )
         return key
 
     @staticmethod
@@ -185,7 +229,7 @@ class Queue:
 
     @staticmethod
     def _options(retries, timeout, backoff, lock, callback, meta):
-        out = [""] * 6
+        out = [""] * 7
         if retries is not None:
             out[0] = str(_number("retries", retries, integer=True))
         if timeout is not None:
@@ -225,6 +269,60 @@ class Queue:
 
     def is_paused(self):
         return readmodel.is_paused(self.client, self.name)
+
+    def limits(self):
+        """The queue's limits and their current use: ``concurrency``, ``rate`` ([starts, seconds]),
+        ``partition_concurrency``, ``partition_rate`` (None: no limit), ``handler`` and
+        ``overrides`` (where they come from), ``active``, ``starts_in_window``, ``held_back``,
+        ``runnable`` and ``partitions`` (README "Limits")."""
+        return readmodel.limits(self.client, self.name)
+
+    def set_limits(
+        self,
+        *,
+        concurrency=_UNSET,
+        rate=_UNSET,
+        partition_concurrency=_UNSET,
+        partition_rate=_UNSET,
+        reset=False,
+    ):
+        """Override the handler's limits, durably and for every worker at once (their next start
+        obeys): each option given is a value, or None for "no limit"; those not given keep their
+        override if any. ``reset=True`` drops every override first (back to the handler's values),
+        then sets those given. Returns ``limits()``. A bad value raises InvalidInput naming the
+        queue and option, and changes nothing."""
+        given = {
+            "concurrency": concurrency,
+            "rate": rate,
+            "partition_concurrency": partition_concurrency,
+            "partition_rate": partition_rate,
+        }
+        given = {k: v for k, v in given.items() if v is not _UNSET}
+        if reset is not True and reset is not False:
+            raise InvalidInput(f"queue {self.name!r}: reset must be True or False, not {reset!r}")
+        if not given and not reset:
+            raise InvalidInput(f"queue {self.name!r}: set_limits needs a limit to set, or reset=True")
+        args = [""] * 6
+        try:
+            for name, at, check in (
+                ("concurrency", 0, check_concurrency),
+                ("partition_concurrency", 3, check_concurrency),
+            ):
+                if name in given:
+                    value = given[name]
+                    args[at] = "-" if value is None else str(check(self.name, name, value))
+            for name, at in (("rate", 1), ("partition_rate", 4)):
+                if name in given:
+                    if given[name] is None:
+                        args[at], args[at + 1] = "-", "-"
+                    else:
+                        r = parse_rate(self.name, name, given[name])
+                        args[at], args[at + 1] = str(r.starts), str(r.window_ms)
+        except ConfigurationError as exc:
+            raise InvalidInput(str(exc).replace("handler ", "queue ", 1)) from None
+        commands.set_limits(self.name, args, reset=reset).run(self.client)
+        self.client.sadd(keys.KNOWN_QUEUES, self.name)
+        return self.limits()
 
     # -- managing --------------------------------------------------------------------------
 

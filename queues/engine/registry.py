@@ -6,6 +6,7 @@ from dataclasses import dataclass, replace
 
 from . import keys
 from .errors import ConfigurationError
+from .limits import NO_LIMITS, Limits, check_limits
 
 _handlers = {}
 
@@ -24,11 +25,32 @@ class HandlerSpec:
     lock: object = None  # a lock key, or a function of the task returning one
     keep_result: bool = False
     isolation: str | None = None  # "thread" or "process"; None: the worker's default (--isolation)
+    limits: Limits = NO_LIMITS  # concurrency, rate, partition (README "Limits")
 
 
-def handler(queue, *, retries=None, timeout=None, backoff=None, lock=None, keep_result=False, isolation=None):
-    """Register the decorated function (sync or ``async def``) as the handler of ``queue``."""
+def handler(
+    queue,
+    *,
+    retries=None,
+    timeout=None,
+    backoff=None,
+    lock=None,
+    keep_result=False,
+    isolation=None,
+    concurrency=None,
+    rate=None,
+    partition=None,
+    partition_concurrency=None,
+    partition_rate=None,
+):
+    """Register the decorated function (sync or ``async def``) as the handler of ``queue``.
+
+    Limits, for every worker together: ``concurrency`` (active tasks at once), ``rate`` (starts in
+    any window: ``(100, 60)`` or ``"100/m"``, ``"10/s"``, ``"500/h"``); ``partition`` (a function of
+    the task giving its key, run at enqueue) with ``partition_concurrency`` / ``partition_rate``
+    per key. A bad option raises ConfigurationError naming the queue and the option."""
     keys.check_queue_name(queue)
+    limits = check_limits(queue, concurrency, rate, partition, partition_concurrency, partition_rate)
     if retries is not None and (isinstance(retries, bool) or not isinstance(retries, int) or retries < 0):
         raise ConfigurationError(f"handler {queue!r}: retries must be an integer >= 0")
     if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0):
@@ -62,6 +84,7 @@ def handler(queue, *, retries=None, timeout=None, backoff=None, lock=None, keep_
             lock,
             keep_result,
             isolation,
+            limits,
         )
         return func
 

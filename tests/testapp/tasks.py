@@ -106,6 +106,21 @@ handler("bylock", lock=lambda task: task.payload.split(":")[0])(run_sync)
 handler("stuck", timeout=2, retries=2, backoff=0.1)(run_sync)
 
 
+# -- limits (tests/test_limits_workers.py) -------------------------------------------------------
+
+
+def customer_of(task):
+    """The partition of a limits test's task: its payload's "c"."""
+    return str(_directives(task.payload).get("c", "none"))
+
+
+handler("lim-conc", concurrency=2)(run_sync)
+handler("lim-rate", rate=(5, 2))(run_sync)
+handler("lim-fair", partition=customer_of, partition_concurrency=1)(run_sync)
+handler("lim-kill", concurrency=2)(run_sync)
+handler("lim-set", concurrency=1)(run_sync)
+
+
 # -- isolated handlers (tests/test_isolation.py, tests/test_processes.py) -------------------------
 
 

@@ -122,3 +122,50 @@ def _queue_action(action):
 
 task_cancel, task_retry, task_delete = (_task_action(a) for a in TASK_ACTIONS)
 queue_pause, queue_resume, queue_purge, queue_retry_all = (_queue_action(a) for a in QUEUE_ACTIONS)
+
+
+# -- limits ------------------------------------------------------------------------------------
+
+#: The limits form's fields; blank means "no limit".
+LIMIT_FIELDS = ("concurrency", "rate", "partition_concurrency", "partition_rate")
+
+
+def _form_limit(name, raw):
+    """A limit from the form's text: blank is None (no limit); a rate is "100/m" or "<starts>,<seconds>"."""
+    raw = (raw or "").strip()
+    if not raw:
+        return None
+    if name.endswith("concurrency"):
+        if not raw.isdigit():
+            raise BadInput(f"{name}: must be a whole number from 1 up, or blank for no limit.")
+        return int(raw)
+    if "," in raw:
+        starts, _, seconds = raw.partition(",")
+        try:
+            return (int(starts.strip()), float(seconds.strip()))
+        except ValueError:
+            raise BadInput(f'{name}: give "<starts>,<seconds>" or "100/m", "10/s", "500/h".') from None
+    return raw
+
+
+@post_only
+@action_required("manage_limits")
+def queue_limits(request, name):
+    """Change the queue's limits (every field of the form; blank: no limit), or reset them."""
+    try:
+        check_queue(name)
+        q = Queue(name)
+        if request.POST.get("reset"):
+            q.set_limits(reset=True)
+            detail, message = "reset", f"Queue {name}: limits back to the handler's."
+        else:
+            given = {f: _form_limit(f, request.POST.get(f)) for f in LIMIT_FIELDS}
+            q.set_limits(**given)
+            detail = ", ".join(f"{k}={'none' if v is None else v}" for k, v in given.items())
+            message = f"Queue {name}: limits set ({detail})."
+    except InvalidInput as exc:
+        return _refused(request, BadInput(str(exc)))
+    except BadInput as exc:
+        return _refused(request, exc)
+    _audit(request, "set_limits", name, "", detail)
+    return _done(request, message, reverse("queues:queue", args=[name]))

@@ -152,6 +152,7 @@ class Heart:
                 grace=c.timeout_grace,
                 default_timeout=w.specs[q].timeout,
                 fresh=not self.registered_once,
+                limits=w.specs[q].limits,
             ).arun(w.redis)
             if back:
                 log.warning("worqr: %d task(s) of an earlier worker named %s went back to %s", back, w.name, q)

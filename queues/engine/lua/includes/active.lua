@@ -14,6 +14,7 @@ local function leave_active(id, lease, lk, w, lock_mode, now)
   rcall('ZREM', K.active, id)
   rcall('ZREM', K.deadlines, id)
   if w then rcall('SREM', worker_tasks_key(w), id) end
+  limits_left(rcall('HGET', task_key(id), 'pk'))
   if lk then
     if lock_mode == 'keep' and keep_lock(id, lease, lk, w) then return end
     release_lock(id, lease, lk, lock_mode == 'requeue', now)

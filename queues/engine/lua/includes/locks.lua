@@ -1,4 +1,4 @@
--- @include wake
+-- @include limits
 -- Locks. A task with a lock key runs only while it holds that lock (lock:<key> = '<id>:<lease>',
 -- always with an expiry). At most one runnable task per lock, its head (lockheads[<key>]); the
 -- others wait on the lock's wait list, in order, and become runnable one at a time, at the tail
@@ -38,13 +38,15 @@ local function make_runnable(id, tk, lk, where, now)
     return false
   end
   rcall('HSET', tk, 's', 'pending')
+  local pk = rcall('HGET', tk, 'pk')
+  if pk then return list_in_partition(id, pk, where == 'front') end
   if where == 'front' then rcall('LPUSH', K.front, id) else rcall('RPUSH', K.pending, id) end
   return true
 end
 
 -- Let the next waiter of lock lk run if the lock is free and it has no runnable head: it goes
--- to the tail of front (waiters whose turn came run in the order they came), and an idle
--- worker is woken. Returns 1 if a waiter became runnable.
+-- to the tail of front (waiters whose turn came run in the order they came; a partitioned one
+-- goes first in its partition), and an idle worker is woken. Returns 1 if a waiter became runnable.
 local function promote_waiter(lk, now)
   if rcall('HEXISTS', K.lockheads, lk) == 1 or rcall('EXISTS', lock_key(lk)) == 1 then return 0 end
   local wk = lock_wait_key(lk)
@@ -56,9 +58,11 @@ local function promote_waiter(lk, now)
       rcall('HINCRBY', K.stats, 'waiting', -1)
       rcall('HSET', K.lockheads, lk, id)
       rcall('HSET', tk, 's', 'pending')
-      rcall('RPUSH', K.front, id)
+      local pk = rcall('HGET', tk, 'pk')
+      local runnable = true
+      if pk then runnable = list_in_partition(id, pk, true) else rcall('RPUSH', K.front, id) end
       if rcall('LLEN', wk) == 0 then rcall('ZREM', K.lockwaits, lk) end
-      wake(1)
+      if runnable then wake(1) end
       return 1
     end
   end

@@ -9,6 +9,7 @@ local TAKE_SCAN_MAX = 1000
 
 -- Make due delayed tasks runnable (at most 1000 per call; the next call goes on).
 local function promote_due(now)
+  promote_partitions(now)
   local due = rcall('ZRANGEBYSCORE', K.delayed, '-inf', now, 'LIMIT', 0, 1000)
   for _, id in ipairs(due) do
     rcall('ZREM', K.delayed, id)
@@ -22,7 +23,42 @@ local function promote_due(now)
   if #due > 0 then publish({e = 'promoted', n = #due, ids = due}) end
 end
 
--- Take up to `count` runnable tasks, from the head of front then pending, for `worker`,
+-- Start task `id` (taken off its list) for `worker` unless it was removed since it was listed
+-- (or, never expected, its lock is held: it waits). Appends its fields to `out`; returns
+-- true if it started.
+local function start_task(worker, wk, id, nth, out, now, opts)
+  local tk = task_key(id)
+  local f = rcall('HMGET', tk, 'p', 'lk', 't', 'cb', 'm', 'r', 'y', 's', 'tc', 'pk')
+  if f[8] ~= 'pending' then
+    rcall('HINCRBY', K.stats, 'gone', -1)  -- removed (or run) since it was listed
+    return false
+  end
+  local lk = f[2]
+  if lk and rcall('HGET', K.lockheads, lk) == id then rcall('HDEL', K.lockheads, lk) end
+  if lk and rcall('EXISTS', lock_key(lk)) == 1 then
+    wait_for_lock(id, tk, lk, true, now)  -- never expected: a runnable head's lock is free
+    return false
+  end
+  local lease = new_lease()
+  rcall('HSET', tk, 'l', lease)
+  local attempt = rcall('HINCRBY', tk, 'a', 1)
+  if lk then rcall('SET', lock_key(lk), id .. ':' .. lease, 'PX', opts.lock_ttl) end
+  rcall('HSET', tk, 's', 'active', 'w', worker, 'st', now)
+  count_start(f[10], lease, now)
+  -- the fraction keeps the start order of one batch (a requeue restores it)
+  rcall('ZADD', K.active, now + math.min(nth, 999) / 1000, id)
+  rcall('SADD', wk, id)
+  local timeout = tonumber(f[3] or opts.default_timeout)
+  if timeout > 0 then rcall('ZADD', K.deadlines, now + timeout * 1000 + opts.grace, id) end
+  local i = #out
+  out[i + 1], out[i + 2], out[i + 3], out[i + 4] = id, f[1], tostring(lease), tostring(attempt)
+  out[i + 5], out[i + 6], out[i + 7], out[i + 8] = tostring(timeout), f[4] or '', f[5] or '', f[6] or ''
+  out[i + 9], out[i + 10] = f[7] or '', f[9] or ''
+  return true
+end
+
+-- Take up to `count` runnable tasks, from the head of front, then pending, then the ring of
+-- partitions (one task per partition per turn), for `worker`, as many as the limits allow,
 -- appending 10 fields per task to `out` (id, payload, lease, attempt, timeout, callback, meta,
 -- retries, payload kind, trace context). Each task taken gets a new lease (fencing token) and
 -- its lock, and is recorded as held by the worker. opts: lock_ttl (ms), grace (ms),
@@ -32,39 +68,17 @@ local function take_tasks(worker, count, out, now, opts)
   local taken = {}
   local wk = worker_tasks_key(worker)
   local looked = 0
+  local room, opens = queue_room(now)
+  note_rate_hold(opens, now)
+  if room < count then count = room end
   while #taken < count do
     if looked >= TAKE_SCAN_MAX then return taken, true end
     local id = rcall('LPOP', K.front)
     if not id then id = rcall('LPOP', K.pending) end
-    if not id then break end
+    if not id then id = next_partitioned(now) end  -- false: a partition held back (or a stale entry)
+    if id == nil then break end
     looked = looked + 1
-    local tk = task_key(id)
-    local f = rcall('HMGET', tk, 'p', 'lk', 't', 'cb', 'm', 'r', 'y', 's', 'tc')
-    if f[8] ~= 'pending' then
-      rcall('HINCRBY', K.stats, 'gone', -1)  -- removed (or run) since it was listed
-    else
-      local lk = f[2]
-      if lk and rcall('HGET', K.lockheads, lk) == id then rcall('HDEL', K.lockheads, lk) end
-      if lk and rcall('EXISTS', lock_key(lk)) == 1 then
-        wait_for_lock(id, tk, lk, true, now)  -- never expected: a runnable head's lock is free
-      else
-        local lease = new_lease()
-        rcall('HSET', tk, 'l', lease)
-        local attempt = rcall('HINCRBY', tk, 'a', 1)
-        if lk then rcall('SET', lock_key(lk), id .. ':' .. lease, 'PX', opts.lock_ttl) end
-        rcall('HSET', tk, 's', 'active', 'w', worker, 'st', now)
-        -- the fraction keeps the start order of one batch (a requeue restores it)
-        rcall('ZADD', K.active, now + math.min(#taken, 999) / 1000, id)
-        rcall('SADD', wk, id)
-        local timeout = tonumber(f[3] or opts.default_timeout)
-        if timeout > 0 then rcall('ZADD', K.deadlines, now + timeout * 1000 + opts.grace, id) end
-        taken[#taken + 1] = id
-        local i = #out
-        out[i + 1], out[i + 2], out[i + 3], out[i + 4] = id, f[1], tostring(lease), tostring(attempt)
-        out[i + 5], out[i + 6], out[i + 7], out[i + 8] = tostring(timeout), f[4] or '', f[5] or '', f[6] or ''
-        out[i + 9], out[i + 10] = f[7] or '', f[9] or ''
-      end
-    end
+    if id and start_task(worker, wk, id, #taken, out, now, opts) then taken[#taken + 1] = id end
   end
   if #taken > 0 then publish({e = 'started', w = worker, ids = taken, n = #taken}) end
   return taken, false

@@ -2,7 +2,7 @@
 -- task is marked, and the worker holding it is told over its control channel; that worker stops
 -- it and its outcome is discarded (finish/fail/stop then drop it as cancelled). A worker that
 -- missed the message finds the mark when it takes stock after (re)subscribing.
--- Keys: pending front delayed active deadlines failed stats idle unique lockwaits lockheads
+-- Keys: pending front delayed active deadlines failed stats idle unique lockwaits lockheads limits starts partitions ring pactive pwait
 -- @include inactive
 -- Input: ARGV[3] id
 -- Output: REMOVED, STOPPING (it is active), UNKNOWN, or FINISHED (failed or completed: delete it)

@@ -2,7 +2,7 @@
 -- backoff (backoff * 2^(attempt-1), capped, plus jitter); after the last it goes to the failed
 -- set. The failure goes into the history, trimmed in this script. With retry_after set, the
 -- attempt is given back and the task is delayed that long (a "too many requests" answer).
--- Keys: pending front delayed active deadlines failed failures stats throughput idle unique lockwaits lockheads durations
+-- Keys: pending front delayed active deadlines failed failures stats throughput idle unique lockwaits lockheads durations limits starts partitions ring pactive pwait
 -- @include failure
 -- Input: ARGV[3] worker, ARGV[4] id, ARGV[5] lease, ARGV[6] error, ARGV[7] traceback,
 --   ARGV[8] default retries, ARGV[9] default backoff s, ARGV[10] backoff max s,

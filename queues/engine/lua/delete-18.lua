@@ -1,6 +1,6 @@
 -- Delete tasks in any state but active (pending, delayed, waiting on a lock, failed, or a kept
 -- result), each in O(1).
--- Keys: pending front delayed active deadlines failed stats idle unique lockwaits lockheads results
+-- Keys: pending front delayed active deadlines failed stats idle unique lockwaits lockheads results limits starts partitions ring pactive pwait
 -- @include inactive
 -- Input: ARGV[3] n, then n ids
 -- Output: one code per id: DELETED, UNKNOWN, or ACTIVE (cancel it instead)

@@ -1,18 +1,20 @@
 -- Add one or many tasks to the queue: runnable at the tail of pending (FIFO), on its lock's
 -- wait list if that lock is held or already has a runnable task first in line, or delayed
 -- until a due time. Idle workers are handed a task each inside their wake-up.
--- Keys: pending front delayed active deadlines stats meta idle unique lockwaits lockheads leases
+-- Keys: pending front delayed active deadlines stats meta idle unique lockwaits lockheads leases limits starts partitions ring pactive pwait
 -- @include take
 -- Input: ARGV[3] n, ARGV[4] when: '' (runnable now), '+<ms>' (a delay) or '@<ms>' (an absolute
 --   due time, Unix ms), ARGV[5] retries, ARGV[6] timeout s, ARGV[7] backoff s, ARGV[8] lock key,
 --   ARGV[9] callback URL, ARGV[10] meta (opaque text), ARGV[11] trace context (W3C traceparent,
---   then tracestate after a newline; delivered with the task), ARGV[12] tags (one per line,
---   indexed in the tag index) -- each '' when not given -- then n quadruples: id, payload, unique key ('' for none), 'b' if the payload was bytes.
+--   then tracestate after a newline; delivered with the task), ARGV[12] partition key (runnable
+--   tasks are listed in their partition, served round-robin), ARGV[13] tags (one per line,
+--   indexed in the tag index) -- each '' when not given -- then n quadruples: id, payload,
+--   unique key ('' for none), 'b' if the payload was bytes.
 -- Output: {queue_was_new (0/1), now (ms), id1, id2, ...}. A unique key already held gives the
 --   holder's id; an id that already exists is left as it is (enqueue is idempotent by id).
 -- Events: 'enqueued' {n, ids, delayed}, 'waiting' {ids}, and 'started' for tasks handed
 --   straight to idle workers (one each, in their wake-up message); wakes up to n idle workers
---   in all (or re-arms sleepers' timers for delayed tasks).
+--   in all, as many as the limits let start (or re-arms sleepers' timers for delayed tasks).
 local now = now_ms()
 local n = tonumber(ARGV[3])
 local due = 0
@@ -24,7 +26,9 @@ end
 local lk = false
 if ARGV[8] ~= '' then lk = ARGV[8] end
 local opts = {}
-for i, name in ipairs({'r', 't', 'b', 'lk', 'cb', 'm', 'tc', 'tg'}) do
+local pk = false
+if ARGV[12] ~= '' then pk = ARGV[12] end
+for i, name in ipairs({'r', 't', 'b', 'lk', 'cb', 'm', 'tc', 'pk', 'tg'}) do
   if ARGV[4 + i] ~= '' then
     opts[#opts + 1] = name
     opts[#opts + 1] = ARGV[4 + i]
@@ -39,7 +43,7 @@ local turn_taken = not lk  -- with a lock: whether the lock's turn was settled (
 local state = 'pending'
 if due > 0 then state = 'delayed' end
 for i = 0, n - 1 do
-  local j = 13 + 4 * i
+  local j = 14 + 4 * i
   local id, payload, uk, kind = ARGV[j], ARGV[j + 1], ARGV[j + 2], ARGV[j + 3]
   local holder = false
   if uk ~= '' then holder = rcall('HGET', K.unique, uk) end
@@ -63,7 +67,7 @@ for i = 0, n - 1 do
     end
     for _, v in ipairs(opts) do fields[#fields + 1] = v end
     rcall('HSET', tk, unpack(fields))
-    for t in string.gmatch(ARGV[12], '[^\n]+') do rcall('ZADD', tag_key(t), now, id) end
+    for t in string.gmatch(ARGV[13], '[^\n]+') do rcall('ZADD', tag_key(t), now, id) end
     if s == 'waiting' then waiting[#waiting + 1] = id elseif s == 'pending' then runnable[#runnable + 1] = id end
     added[#added + 1] = id
     out[#out + 1] = id
@@ -91,10 +95,19 @@ if #added > 0 then
     publish({e = 'waiting', ids = waiting, n = #waiting})
   end
   if #runnable > 0 then
-    push_all(K.pending, runnable)
+    local n = #runnable
+    if pk then
+      push_all(plist_key(pk), runnable)
+      rcall('HINCRBY', K.stats, 'plisted', n)
+      if not ring_partition(pk) then n = 0 end  -- held back by its partition's limits
+    else
+      push_all(K.pending, runnable)
+    end
+    local room = queue_room(now)
+    if room < n then n = room end
     -- Idle workers get a task each in the wake-up itself; the rest of them are just woken.
-    local pushed = push_to_idle(#runnable, now)
-    wake(#runnable - pushed)
+    local pushed = push_to_idle(n, now)
+    wake(n - pushed)
   end
 end
 return out

@@ -1,6 +1,6 @@
 -- Put failed tasks back at the tail of the queue with their attempts reset (on their lock's
 -- wait list if the lock is taken).
--- Keys: pending front delayed failed stats idle unique lockwaits lockheads
+-- Keys: pending front delayed active failed stats idle unique lockwaits lockheads limits starts partitions ring pactive pwait
 -- @include locks
 -- Input: ARGV[3] n, then n ids
 -- Output: one code per id: REQUEUED, UNKNOWN, or NOT_FAILED

@@ -1,7 +1,7 @@
 -- A worker's handlers whose outcome was recorded while they still ran (a timeout, a cancel of a
 -- sync handler) have now really stopped: release the locks it kept for them, so the next task
 -- waiting on each lock may run. Locks no longer held by those deliveries are left alone.
--- Keys: pending front delayed stats idle lockwaits lockheads
+-- Keys: pending front delayed active stats idle lockwaits lockheads limits starts partitions ring pactive pwait
 -- @include locks
 -- Input: ARGV[3] worker, ARGV[4] n, then n pairs: id, lease
 -- Output: 1

@@ -1,8 +1,8 @@
 -- Drop the queue: up to `limit` tasks per call, then, when none is left, every key of the
 -- queue. Workers holding its tasks are told to stop them (their reports are then refused).
 -- Callers loop until it returns 0.
--- Keys: pending front delayed active deadlines failed failures stats throughput meta workers idle unique lockwaits lockheads results durations
--- @include base
+-- Keys: pending front delayed active deadlines failed failures stats throughput meta workers idle unique lockwaits lockheads results durations limits starts partitions ring pactive pwait
+-- @include limits
 -- Input: ARGV[3] limit
 -- Output: 1 while tasks are left, 0 when the queue is gone
 -- Events: 'dropped' once at the end
@@ -44,7 +44,19 @@ for _, list in ipairs({K.front, K.pending}) do
     if ids then unlink_all(ids) end
   end
 end
-if looked >= limit or rcall('EXISTS', K.active, K.lockwaits, K.delayed, K.failed, K.results, K.front, K.pending) > 0 then
+while looked < limit do
+  local pks = rcall('HRANDFIELD', K.partitions, 10)
+  if #pks == 0 then break end
+  for _, pk in ipairs(pks) do
+    if looked < limit then
+      local ids = rcall('LPOP', plist_key(pk), limit - looked)
+      if ids then unlink_all(ids) end
+      if rcall('LLEN', plist_key(pk)) == 0 then rcall('HDEL', K.partitions, pk) end
+    end
+  end
+end
+if looked >= limit or rcall('EXISTS', K.active, K.lockwaits, K.delayed, K.failed, K.results, K.front, K.pending,
+    K.partitions) > 0 then
   return 1
 end
 for _, w in ipairs(rcall('ZRANGE', K.workers, 0, -1)) do
@@ -55,6 +67,7 @@ for _, w in ipairs(rcall('ZRANGE', K.workers, 0, -1)) do
   rcall('DEL', worker_tasks_key(w), held_key(w))
 end
 rcall('UNLINK', K.pending, K.front, K.delayed, K.active, K.deadlines, K.failed, K.failures, K.stats,
-  K.throughput, K.meta, K.workers, K.idle, K.unique, K.lockwaits, K.lockheads, K.results, K.durations)
+  K.throughput, K.meta, K.workers, K.idle, K.unique, K.lockwaits, K.lockheads, K.results, K.durations,
+  K.limits, K.starts, K.ring, K.pactive, K.pwait)
 publish({e = 'dropped'})
 return 0

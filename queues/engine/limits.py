@@ -1,0 +1,112 @@
+"""Limits: a queue's concurrency and rate, and the same per partition (README "Limits").
+
+Options are checked here (the handler's at registration and by the system check, the
+operator's in ``Queue.set_limits``); the scripts keep the counts (``lua/includes/limits.lua``).
+"""
+
+import math
+from dataclasses import dataclass
+
+from .errors import ConfigurationError
+
+#: "100/m" style rates: the window of each unit, in seconds.
+RATE_UNITS = {"s": 1, "m": 60, "h": 3600}
+#: The longest rate window (a day): the log of starts is kept that long.
+RATE_WINDOW_MAX = 86400
+#: The most starts one rate may allow per window (the log holds one entry per start).
+RATE_STARTS_MAX = 1_000_000
+CONCURRENCY_MAX = 1_000_000
+
+
+@dataclass(frozen=True)
+class Rate:
+    """At most ``starts`` starts in any window of ``seconds``."""
+
+    starts: int
+    seconds: float
+
+    @property
+    def window_ms(self):
+        return int(round(self.seconds * 1000))
+
+    def as_dict(self):
+        return {"starts": self.starts, "seconds": self.seconds}
+
+
+def _fail(queue, option, message):
+    raise ConfigurationError(f"handler {queue!r}: {option} {message}")
+
+
+def check_concurrency(queue, option, value):
+    """``value`` if it is an integer from 1 up, else ConfigurationError naming queue and option."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= CONCURRENCY_MAX:
+        _fail(queue, option, f"must be an integer from 1 to {CONCURRENCY_MAX}, not {value!r}")
+    return value
+
+
+def parse_rate(queue, option, value):
+    """A Rate from ``(starts, seconds)`` or ``"100/m"``, ``"10/s"``, ``"500/h"``; ConfigurationError
+    naming the queue and option when malformed."""
+    if isinstance(value, Rate):
+        starts, seconds = value.starts, value.seconds
+    elif isinstance(value, str):
+        count, sep, unit = value.strip().partition("/")
+        if not sep or unit.strip() not in RATE_UNITS or not count.strip().isdigit():
+            _fail(queue, option, f'must be (starts, seconds) or like "100/m", "10/s", "500/h", not {value!r}')
+        starts, seconds = int(count), RATE_UNITS[unit.strip()]
+    elif isinstance(value, (tuple, list)) and len(value) == 2:
+        starts, seconds = value
+    else:
+        _fail(queue, option, f'must be (starts, seconds) or like "100/m", "10/s", "500/h", not {value!r}')
+    if isinstance(starts, bool) or not isinstance(starts, int) or not 1 <= starts <= RATE_STARTS_MAX:
+        _fail(queue, option, f"must allow an integer number of starts from 1 to {RATE_STARTS_MAX}, not {starts!r}")
+    if (
+        isinstance(seconds, bool)
+        or not isinstance(seconds, (int, float))
+        or not math.isfinite(seconds)
+        or not 0.001 <= seconds <= RATE_WINDOW_MAX
+    ):
+        _fail(queue, option, f"window must be a number of seconds from 0.001 to {RATE_WINDOW_MAX}, not {seconds!r}")
+    return Rate(starts, seconds)
+
+
+@dataclass(frozen=True)
+class Limits:
+    """A handler's limits; ``partition`` is a function of the task giving its key."""
+
+    concurrency: int | None = None
+    rate: Rate | None = None
+    partition: object = None
+    partition_concurrency: int | None = None
+    partition_rate: Rate | None = None
+
+    def script_args(self):
+        """The six values the scripts take: concurrency, rate starts and window ms, and the same
+        per partition; '' for none."""
+        out = []
+        for c, r in ((self.concurrency, self.rate), (self.partition_concurrency, self.partition_rate)):
+            out += ["" if c is None else str(c)]
+            out += ["", ""] if r is None else [str(r.starts), str(r.window_ms)]
+        return tuple(out)
+
+
+def check_limits(queue, concurrency=None, rate=None, partition=None, partition_concurrency=None, partition_rate=None):
+    """The checked Limits of a handler's options; ConfigurationError naming the queue and option."""
+    if concurrency is not None:
+        check_concurrency(queue, "concurrency", concurrency)
+    if rate is not None:
+        rate = parse_rate(queue, "rate", rate)
+    if partition is not None and not callable(partition):
+        _fail(queue, "partition", f"must be a function of the task returning its key, not {partition!r}")
+    if partition_concurrency is not None:
+        check_concurrency(queue, "partition_concurrency", partition_concurrency)
+    if partition_rate is not None:
+        partition_rate = parse_rate(queue, "partition_rate", partition_rate)
+    if partition is None:
+        for name, value in (("partition_concurrency", partition_concurrency), ("partition_rate", partition_rate)):
+            if value is not None:
+                _fail(queue, name, "needs partition= (a function of the task giving its partition key)")
+    return Limits(concurrency, rate, partition, partition_concurrency, partition_rate)
+
+
+NO_LIMITS = Limits()

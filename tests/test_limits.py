@@ -1,0 +1,278 @@
+"""Limits driven through the scripts directly (no worker process): concurrency, rate, partitions
+served round-robin, overrides, and bad input."""
+
+import time
+
+import pytest
+
+from queues import Queue
+from queues.engine import commands, keys
+from queues.engine.codes import Code
+from queues.engine.errors import ConfigurationError, InvalidInput, InvalidTask
+from queues.engine.limits import check_limits, parse_rate
+from queues.engine.registry import handler
+from tests.engine_calls import GRACE, LOCK_TTL, finish
+
+WORKER = "w"
+
+
+def _noop(task):
+    return None
+
+
+def _customer(task):
+    return task.payload.split(":")[0]
+
+
+def _bad_partition(task):
+    if task.payload == "boom":
+        raise ValueError("no customer")
+    if task.payload == "int":
+        return 7
+    return "ok"
+
+
+handler("lim-part", partition=_customer)(_noop)
+handler("lim-pc", partition=_customer, partition_concurrency=1)(_noop)
+handler("lim-pr", partition=_customer, partition_rate=(2, 60))(_noop)
+handler("lim-badpart", partition=_bad_partition, partition_concurrency=1)(_noop)
+
+
+def register(client, queue, worker=WORKER, **limits):
+    spec = check_limits(queue, **limits)
+    commands.register(
+        queue, worker, ttl=60, lock_ttl=LOCK_TTL, grace=GRACE, default_timeout=0, fresh=False, limits=spec
+    ).run(client)
+
+
+def start(client, queue, count, worker=WORKER):
+    return commands.start(queue, worker, count, lock_ttl=LOCK_TTL, grace=GRACE, default_timeout=0, result_ttl=60).run(
+        client
+    )
+
+
+def test_concurrency_caps_starts_and_a_freed_slot_wakes_an_idle_worker(client):
+    """concurrency=2: a start takes at most 2; finishing one frees its slot and wakes an idle worker."""
+    q = Queue("lim-c")
+    register(client, "lim-c", concurrency=2)
+    register(client, "lim-c", worker="w2", concurrency=2)
+    q.enqueue_many([str(i) for i in range(5)])
+    got = start(client, "lim-c", 5)
+    assert len(got.tasks) == 2 and got.due_in_ms == -1
+    assert start(client, "lim-c", 5, worker="w2").tasks == []  # held back: w2 goes idle
+    assert client.sismember(keys.queue_key("lim-c", "idle"), "w2")
+    assert client.llen(keys.queue_key("lim-c", "pending")) == 3  # held-back tasks stay listed
+    p = client.pubsub()
+    p.subscribe(keys.worker_channel("w2"))
+    assert p.get_message(timeout=5)["type"] == "subscribe"
+    finish(client, got.tasks[0])
+    msg = p.get_message(timeout=5)
+    assert msg and msg["data"] == b"w lim-c"
+    p.close()
+    assert len(start(client, "lim-c", 5, worker="w2").tasks) == 1
+    limits = q.limits()
+    assert limits["concurrency"] == 2 and limits["active"] == 2 and limits["held_back"] == 2
+    assert limits["handler"]["concurrency"] == 2 and limits["overrides"] == {}
+
+
+def test_rate_is_a_sliding_window_by_redis_time(client):
+    """rate=(3, 0.4): 3 starts, then none until the oldest leaves the window (the due time given)."""
+    q = Queue("lim-r")
+    register(client, "lim-r", rate=(3, 0.4))
+    q.enqueue_many([str(i) for i in range(10)])
+    first = start(client, "lim-r", 10)
+    assert len(first.tasks) == 3
+    held = start(client, "lim-r", 10)
+    assert held.tasks == [] and 0 <= held.due_in_ms <= 400
+    assert q.limits()["starts_in_window"] == 3
+    time.sleep(held.due_in_ms / 1000 + 0.02)
+    assert len(start(client, "lim-r", 10).tasks) == 3
+    # the log never holds more than the window's starts, and expires with it
+    assert client.zcard(keys.queue_key("lim-r", "starts")) == 3
+    assert 0 < client.pttl(keys.queue_key("lim-r", "starts")) <= 400
+
+
+def test_partitions_are_served_round_robin(client):
+    """1,000 tasks of A then 3 of B: B's come out second, fourth and sixth, not after A's tail."""
+    q = Queue("lim-part")
+    register(client, "lim-part")
+    q.enqueue_many([f"A:{i}" for i in range(1000)])
+    q.enqueue_many([f"B:{i}" for i in range(3)])
+    assert q.counts()["runnable"] == 1003
+    got = start(client, "lim-part", 8).tasks
+    assert [t.payload for t in got] == ["A:0", "B:0", "A:1", "B:1", "A:2", "B:2", "A:3", "A:4"]
+    assert q.counts()["runnable"] == 995
+
+
+def test_partition_concurrency_holds_one_partition_back_not_the_others(client):
+    """partition_concurrency=1: one active task per customer; a finish lets that customer's next in."""
+    q = Queue("lim-pc")
+    register(client, "lim-pc", partition=_customer, partition_concurrency=1)
+    q.enqueue_many(["A:1", "A:2", "A:3", "B:1", "C:1"])
+    got = start(client, "lim-pc", 10).tasks
+    assert sorted(t.payload for t in got) == ["A:1", "B:1", "C:1"]
+    assert start(client, "lim-pc", 10).tasks == []
+    assert client.hget(keys.queue_key("lim-pc", "partitions"), "A") == b"b"  # parked, out of the ring
+    assert client.llen(keys.queue_key("lim-pc", "ring")) == 0
+    finish(client, next(t for t in got if t.payload == "A:1"))
+    assert [t.payload for t in start(client, "lim-pc", 10).tasks] == ["A:2"]
+    parts = q.limits()["partitions"]
+    assert parts["busiest"][0]["active"] == 1 and parts["listed"] == 1
+
+
+def test_partition_rate_parks_the_partition_until_its_window_opens(client):
+    """partition_rate=(2, 60): two starts per customer, the rest wait with the window's due time."""
+    q = Queue("lim-pr")
+    register(client, "lim-pr", partition=_customer, partition_rate=(2, 60))
+    q.enqueue_many(["A:1", "A:2", "A:3", "B:1"])
+    got = start(client, "lim-pr", 10)
+    assert sorted(t.payload for t in got.tasks) == ["A:1", "A:2", "B:1"]
+    again = start(client, "lim-pr", 10)
+    assert again.tasks == [] and 59_000 < again.due_in_ms <= 60_000
+    assert client.zscore(keys.queue_key("lim-pr", "pwait"), "A") is not None
+    Queue("lim-pr").set_limits(partition_rate=None)  # lifted: A is looked at again at once
+    assert [t.payload for t in start(client, "lim-pr", 10).tasks] == ["A:3"]
+
+
+def test_set_limits_overrides_durably_and_reset_goes_back(client):
+    """set_limits overrides the handler's values at once; reset=True brings them back."""
+    q = Queue("lim-set")
+    register(client, "lim-set", concurrency=1)
+    q.enqueue_many([str(i) for i in range(6)])
+    assert len(start(client, "lim-set", 6).tasks) == 1
+    out = q.set_limits(concurrency=3, rate="100/m")
+    assert out["concurrency"] == 3 and out["rate"] == [100, 60.0] and out["overrides"]["concurrency"] == 3
+    assert len(start(client, "lim-set", 6).tasks) == 2
+    assert q.set_limits(concurrency=None)["concurrency"] is None
+    assert len(start(client, "lim-set", 6).tasks) == 3
+    back = q.set_limits(reset=True)
+    assert back["concurrency"] == 1 and back["rate"] is None and back["overrides"] == {}
+    both = q.set_limits(rate=(5, 1))
+    both = q.set_limits(reset=True, concurrency=2)  # reset first, then set
+    assert both["concurrency"] == 2 and both["rate"] is None and both["overrides"] == {"concurrency": 2}
+    # a worker registering again keeps an override in force
+    q.set_limits(concurrency=5)
+    register(client, "lim-set", concurrency=1)
+    assert q.limits()["concurrency"] == 5
+
+
+def test_a_dead_workers_slots_come_back(client):
+    """Failing a dead worker puts its tasks back and frees their slots for the others."""
+    q = Queue("lim-dead")
+    register(client, "lim-dead", concurrency=2)
+    register(client, "lim-dead", worker="w2", concurrency=2)
+    q.enqueue_many(["1", "2", "3"])
+    assert len(start(client, "lim-dead", 3).tasks) == 2
+    assert start(client, "lim-dead", 3, worker="w2").tasks == []
+    assert commands.unregister("lim-dead", WORKER, "worker_failed").run(client) == 2
+    assert len(start(client, "lim-dead", 3, worker="w2").tasks) == 2
+
+
+def test_limits_hold_for_tasks_handed_to_idle_workers_at_enqueue(client):
+    """Enqueue hands tasks to idle workers only as far as the limits allow."""
+    q = Queue("lim-hand")
+    register(client, "lim-hand", concurrency=1)
+    register(client, "lim-hand", worker="w2", concurrency=1)
+    assert start(client, "lim-hand", 2).status == Code.OK
+    assert start(client, "lim-hand", 2, worker="w2").status == Code.OK  # both idle now
+    q.enqueue_many(["1", "2", "3"])
+    assert q.limits()["active"] == 1 and q.counts()["runnable"] == 2
+
+
+def test_a_limited_queue_without_limits_data_costs_nothing(client):
+    """An unlimited queue keeps no limits keys; a limited one keeps only its settings and logs."""
+    q = Queue("lim-none")
+    register(client, "lim-none")
+    q.enqueue("x")
+    start(client, "lim-none", 1)
+    for kind in ("limits", "starts", "partitions", "ring", "pactive", "pwait"):
+        assert not client.exists(keys.queue_key("lim-none", kind)), kind
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"concurrency": 0}, "concurrency must be an integer"),
+        ({"concurrency": 1.5}, "concurrency must be an integer"),
+        ({"concurrency": True}, "concurrency must be an integer"),
+        ({"rate": "10/d"}, "rate must be"),
+        ({"rate": (0, 60)}, "rate must allow"),
+        ({"rate": (10, 0)}, "window must be"),
+        ({"rate": (10,)}, "rate must be"),
+        ({"partition_concurrency": 1}, "partition_concurrency needs partition="),
+        ({"partition_rate": "1/s"}, "partition_rate needs partition="),
+        ({"partition": "customer"}, "partition must be a function"),
+    ],
+)
+def test_bad_handler_options_name_the_queue_and_option(options, message):
+    """A bad limit option of a handler raises ConfigurationError naming the queue and the option."""
+    with pytest.raises(ConfigurationError, match=message) as exc:
+        handler("lim-bad", **options)(_noop)
+    assert "'lim-bad'" in str(exc.value)
+
+
+def test_rate_strings():
+    """'100/m', '10/s' and '500/h' are rates; (N, seconds) too."""
+    assert parse_rate("q", "rate", "100/m").window_ms == 60_000
+    assert parse_rate("q", "rate", "10/s").starts == 10
+    assert parse_rate("q", "rate", "500/h").window_ms == 3_600_000
+    assert parse_rate("q", "rate", (5, 2)).window_ms == 2000
+
+
+def test_a_bad_partition_key_refuses_the_enqueue_and_writes_nothing(client):
+    """A partition function that raises or returns a non-string: InvalidTask naming the queue, nothing written."""
+    q = Queue("lim-badpart")
+    for payload in ("boom", "int"):
+        with pytest.raises(InvalidTask, match="'lim-badpart'.*partition function"):
+            q.enqueue(payload)
+        with pytest.raises(InvalidTask):
+            q.enqueue_many(["fine", payload])
+    assert client.dbsize() == 0
+
+
+def test_bad_set_limits_input_changes_nothing(client):
+    """set_limits refuses bad values, naming the queue and option, and writes nothing."""
+    q = Queue("lim-badset")
+    for kwargs in ({"concurrency": 0}, {"rate": "fast"}, {"reset": True, "concurrency": 2.5}, {}, {"reset": "yes"}):
+        with pytest.raises(InvalidInput, match="lim-badset"):
+            q.set_limits(**kwargs)
+    assert client.dbsize() == 0
+
+
+def test_the_system_check_reports_bad_handler_options():
+    """A bad @handler option met at start-up is a system check error (queues.E030) naming queue and option."""
+    from queues import checks
+
+    try:
+        handler("lim-check", concurrency=0)(_noop)
+    except ConfigurationError as exc:
+        checks.HANDLER_ERRORS.append(exc)
+    try:
+        errors = checks.check_handlers(None)
+    finally:
+        checks.HANDLER_ERRORS.clear()
+    assert [e.id for e in errors] == ["queues.E030"]
+    assert "'lim-check'" in errors[0].msg and "concurrency" in errors[0].msg
+
+
+def test_limits_combine_with_delays_retries_pause_and_locks(client):
+    """Delayed and retried tasks of a partition wait for its slot; pause stops all; a lock still holds."""
+    from tests.engine_calls import fail
+
+    q = Queue("lim-pc")
+    register(client, "lim-pc", partition=_customer, partition_concurrency=1)
+    first = q.enqueue("A:1")
+    q.enqueue("A:2", delay=0.05)
+    q.enqueue("B:1", lock="L")
+    q.enqueue("C:1", lock="L")
+    time.sleep(0.1)  # A:2 is due
+    got = start(client, "lim-pc", 10).tasks
+    assert sorted(t.payload for t in got) == ["A:1", "B:1"]  # A:2 held by A's slot, C:1 by the lock
+    a1 = next(t for t in got if t.id == first)
+    assert fail(client, a1, retries=1) == Code.RETRYING  # A:1 retries after its backoff (1 s)
+    assert [t.payload for t in start(client, "lim-pc", 10).tasks] == ["A:2"]
+    q.pause()
+    assert start(client, "lim-pc", 10).status == Code.PAUSED
+    q.resume()
+    finish(client, next(t for t in got if t.payload == "B:1"))
+    assert [t.payload for t in start(client, "lim-pc", 10).tasks] == ["C:1"]  # the lock's turn came

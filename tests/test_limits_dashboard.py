@@ -1,0 +1,76 @@
+"""The queue page's limits section and its form (manage_limits, CSRF, audit log)."""
+
+import pytest
+from django.test import Client
+from django.urls import reverse
+
+from queues import Queue
+from queues.models import AuditLog
+from tests.test_dashboard_views import make_user
+
+pytestmark = pytest.mark.django_db
+
+
+def test_the_queue_page_shows_limits_and_their_use(db):
+    """The limits section shows each limit in force and its use; the form only with manage_limits."""
+    Queue("t1").enqueue("x")
+    Queue("t1").set_limits(concurrency=3, rate="10/s")
+    web = Client()
+    web.force_login(make_user("viewer", perms=["view_dashboard"]))
+    page = web.get(reverse("queues:queue", args=["t1"])).content.decode()
+    assert 'id="wq-limits"' in page and "0 / 3 active" in page and "10 per 1.0 s" in page
+    assert "Change limits" not in page
+    web.force_login(make_user("op", perms=["view_dashboard", "manage_limits"]))
+    assert "Change limits" in web.get(reverse("queues:queue", args=["t1"])).content.decode()
+
+
+def test_the_form_sets_and_resets_limits_with_audit_rows(db):
+    """Posting the form overrides the limits (blank: none); reset drops the overrides; each is audited."""
+    Queue("t1").enqueue("x")
+    web = Client(enforce_csrf_checks=False)
+    web.force_login(make_user("op", perms=["view_dashboard", "manage_limits"]))
+    url = reverse("queues:queue-limits", args=["t1"])
+    r = web.post(url, {"concurrency": "2", "rate": "5,2", "partition_concurrency": "", "partition_rate": ""})
+    assert r.status_code == 302
+    limits = Queue("t1").limits()
+    assert limits["concurrency"] == 2 and limits["rate"] == [5, 2.0]
+    assert web.post(url, {"reset": "1"}).status_code == 302
+    assert Queue("t1").limits()["overrides"] == {}
+    rows = [(a.user.username, a.action, a.queue) for a in AuditLog.objects.order_by("id")]
+    assert rows == [("op", "set_limits", "t1")] * 2
+    assert web.post(url, {"concurrency": "0"}).status_code == 400
+    assert web.post(url, {"rate": "lots"}).status_code == 400
+    assert len(rows) == AuditLog.objects.count()
+
+
+def test_the_form_needs_manage_limits_and_a_csrf_token(db):
+    """Without manage_limits the post is refused; without the CSRF token too; nothing changes."""
+    Queue("t1").enqueue("x")
+    url = reverse("queues:queue-limits", args=["t1"])
+    web = Client()
+    web.force_login(make_user("viewer", perms=["view_dashboard"]))
+    assert web.post(url, {"concurrency": "2"}).status_code == 403
+    strict = Client(enforce_csrf_checks=True)
+    strict.force_login(make_user("op", perms=["view_dashboard", "manage_limits"]))
+    assert strict.post(url, {"concurrency": "2"}).status_code == 403
+    assert Queue("t1").limits()["overrides"] == {} and not AuditLog.objects.exists()
+
+
+def test_metrics_show_limits_use_and_held_back(db, client):
+    """/metrics has each limit in force, its use and the tasks held back, for limited queues only."""
+    from queues.metrics import render
+    from tests.test_limits import register, start
+
+    q = Queue("lim-met")
+    register(client, "lim-met", concurrency=1, rate=(10, 60))
+    q.enqueue_many(["a", "b", "c"])
+    start(client, "lim-met", 3)
+    Queue("t1").enqueue("x")
+    text = render(client).decode()
+    assert 'worqr_queue_limit{limit="concurrency",queue="lim-met"} 1.0' in text
+    assert 'worqr_queue_limit{limit="rate",queue="lim-met"} 10.0' in text
+    assert 'worqr_queue_limit_window_seconds{limit="rate",queue="lim-met"} 60.0' in text
+    assert 'worqr_queue_limit_use{limit="concurrency",queue="lim-met"} 1.0' in text
+    assert 'worqr_queue_limit_use{limit="rate",queue="lim-met"} 1.0' in text
+    assert 'worqr_queue_held_back{queue="lim-met"} 2.0' in text
+    assert 'queue="t1"' not in "".join(line for line in text.splitlines() if "limit" in line or "held_back" in line)
