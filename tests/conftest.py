@@ -16,8 +16,20 @@ from tests.redis_server import RedisServer
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "test-artifacts"
 
-_server = RedisServer().start()
-os.environ["WORQR_REDIS_URL"] = _server.url  # read by tests/settings.py and worker processes
+#: ``WORQR_TEST_REDIS=cluster`` runs the session on a real Redis Cluster (3 masters, 3
+#: replicas: ``tests.cluster_servers``) instead of one redis-server (``make test`` runs the
+#: engine, worker, lock, lifecycle and dashboard tests both ways).
+ON_CLUSTER = os.environ.get("WORQR_TEST_REDIS", "") == "cluster"
+
+if ON_CLUSTER:
+    from tests.cluster_servers import RedisCluster
+
+    _server, _cluster = None, RedisCluster().start()
+    _url = _cluster.url
+else:
+    _server, _cluster = RedisServer().start(), None
+    _url = _server.url
+os.environ["WORQR_REDIS_URL"] = _url  # read by tests/settings.py and worker processes
 
 
 def pytest_configure(config):
@@ -25,23 +37,36 @@ def pytest_configure(config):
 
 
 def pytest_unconfigure(config):
-    _server.stop()
+    for server in (_server, _cluster):
+        if server is not None:
+            server.stop()
 
 
 @pytest.fixture(scope="session")
 def redis_server():
+    """The one test redis-server (tests that stop or reconfigure it are skipped on a cluster)."""
+    if _server is None:
+        pytest.skip("needs the single test redis-server (this session runs on a Redis Cluster)")
     return _server
 
 
+@pytest.fixture(scope="session")
+def redis_cluster():
+    """The session's Redis Cluster, when it runs on one (WORQR_TEST_REDIS=cluster)."""
+    if _cluster is None:
+        pytest.skip("runs only on a Redis Cluster (WORQR_TEST_REDIS=cluster)")
+    return _cluster
+
+
 @pytest.fixture(autouse=True)
-def _engine(redis_server):
+def _engine():
     """Every test starts on an empty Redis, with the engine's connection pointing at it."""
     from queues.conf import build_config
     from queues.engine import connection
 
-    if redis_server.proc is None:
-        redis_server.start()
-    conn = connection.configure(build_config(), redis_server.url)
+    if _server is not None and _server.proc is None:
+        _server.start()
+    conn = connection.configure(build_config(), _url)
     conn.client.flushall()
     yield conn
 

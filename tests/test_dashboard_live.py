@@ -201,7 +201,7 @@ async def test_a_burst_of_5000_events_is_coalesced_into_a_few_messages(staff_coo
         await comm.disconnect()
 
 
-async def test_an_idle_view_sends_no_redis_commands(staff_cookie, client):
+async def test_an_idle_view_sends_no_redis_commands(staff_cookie, client, redis_server):
     """Once its snapshot is sent, an idle view issues no Redis command at all."""
     Queue("t1").enqueue("x")
     comm = communicator("/ws/queues/queue/t1/", ORIGIN, staff_cookie)

@@ -32,9 +32,9 @@ from tests.model import QueueModel
 Q = "mc"
 WORKERS = ("w1", "w2", "w3")
 LOCKS = ("A", "B", "C")
-TAGS = ("t1", "t2")
 PARTS = ("P1", "P2", "P3")
 HOUR_MS = 3_600_000  # rate windows: no window passes during a run
+TAGS = ("t1", "t2")
 LONG = 3600.0  # s: no lock, heartbeat or delay expires during a run
 SOAK = os.environ.get("WORQR_SOAK") == "1"
 STEPS = 4000 if SOAK else 900
@@ -110,8 +110,8 @@ class Driver:
                 retries=str(retries),
                 backoff=str(LONG),
                 lock=lock or "",
-                tags=tags,
                 partition=part or "",
+                tags=tags,
             ).run(self.client),
             lambda handed: m.enqueue(ids, lock, unique, delayed, retries, handed, part),
         )
@@ -324,19 +324,6 @@ class Driver:
         assert code == expected
         self.log.append(("stale", kind, w, tid, lease, keep))
 
-    def op_progress(self):
-        """A handler's report (progress and a log line), from a current or a stale delivery."""
-        if not self.delivered:
-            return
-        w, tid, lease = self.rng.choice(self.delivered)
-        t = self.m.tasks.get(tid)
-        ok = t is not None and t.state == "active" and t.lease == lease
-        codes, _ = self.run(
-            lambda: commands.progress(Q, [(tid, lease, 0.5, "half", ["a line"])]).run(self.client), lambda _: None
-        )
-        assert codes == [Code.OK if ok else Code.STALE]
-        self.log.append(("progress", w, tid, lease))
-
     def op_limits(self):
         """Override the limits (a rate counts every start: its window never passes), or reset."""
         rng, m = self.rng, self.m
@@ -364,6 +351,19 @@ class Driver:
         self.run(lambda: commands.set_limits(Q, args).run(self.client), lambda _: m.set_limits(values))
         self.log.append(("limits", values))
 
+    def op_progress(self):
+        """A handler's report (progress and a log line), from a current or a stale delivery."""
+        if not self.delivered:
+            return
+        w, tid, lease = self.rng.choice(self.delivered)
+        t = self.m.tasks.get(tid)
+        ok = t is not None and t.state == "active" and t.lease == lease
+        codes, _ = self.run(
+            lambda: commands.progress(Q, [(tid, lease, 0.5, "half", ["a line"])]).run(self.client), lambda _: None
+        )
+        assert codes == [Code.OK if ok else Code.STALE]
+        self.log.append(("progress", w, tid, lease))
+
     def op_pause(self):
         paused = self.rng.random() < 0.5
         self.run(lambda: commands.pause(Q, paused).run(self.client), lambda _: self.m.pause(paused))
@@ -385,8 +385,8 @@ class Driver:
         ("heartbeat", 2),
         ("pause", 2),
         ("stale", 5),
-        ("progress", 3),
         ("limits", 3),
+        ("progress", 3),
     )
 
     def step(self):

@@ -16,7 +16,7 @@ import asyncio
 import logging
 
 from ..conf import get_connection
-from ..engine.connection import NETWORK_ERRORS
+from ..engine.connection import NETWORK_ERRORS, apubsub
 
 log = logging.getLogger("worqr.dashboard")
 
@@ -147,8 +147,9 @@ class Hub:
         backoff, missed = 0.1, set()
         try:
             while self.listeners:
-                pubsub = redis.pubsub()
+                pubsub = None
                 try:
+                    pubsub = await apubsub(redis)
                     self.confirmed.clear()
                     # Set before the first await, so add() subscribes what this list misses.
                     self._pubsub, self._requested = pubsub, set(self.listeners)
@@ -180,7 +181,8 @@ class Hub:
                     if self._pubsub is pubsub:
                         self._pubsub = None
                     try:
-                        await asyncio.shield(pubsub.aclose())
+                        if pubsub is not None:
+                            await asyncio.shield(pubsub.aclose())
                     except Exception:  # best effort: the connection may already be gone
                         pass
         finally:

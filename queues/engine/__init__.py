@@ -9,6 +9,7 @@ from .errors import (
     InvalidState,
     InvalidTask,
     NoHandler,
+    NotReplicated,
     PayloadTooLarge,
     RetryLater,
     StaleLease,
@@ -40,6 +41,7 @@ __all__ = [
     "StaleLease",
     "WorkerLost",
     "NoHandler",
+    "NotReplicated",
     "RetryLater",
     "WorkerCrashed",
 ]

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from . import scripts
 from .codes import Code
-from .errors import InvalidState, StaleLease, TaskNotFound, WorkerLost
+from .errors import InvalidState, NotReplicated, StaleLease, TaskNotFound, WorkerLost
 from .task import Task, decode_payload
 
 
@@ -28,13 +28,20 @@ class Call:
     queue: str
     args: tuple
     parse: object = field(default=None, compare=False)
+    #: A write that must reach ``MIN_REPLICAS_ACK`` replicas: ``strict`` (raise NotReplicated
+    #: if it did not) or ``log`` (log it); None for the others (``scripts.run``).
+    durable: str = None
 
     def run(self, client):
-        reply = scripts.run(client, self.script, self.queue, *self.args)
+        try:
+            reply = scripts.run(client, self.script, self.queue, *self.args, durable=self.durable)
+        except NotReplicated as exc:
+            exc.reply = self.parse(exc.reply) if self.parse else exc.reply
+            raise
         return self.parse(reply) if self.parse else reply
 
     async def arun(self, client):
-        reply = await scripts.arun(client, self.script, self.queue, *self.args)
+        reply = await scripts.arun(client, self.script, self.queue, *self.args, durable=self.durable)
         return self.parse(reply) if self.parse else reply
 
 
@@ -108,7 +115,7 @@ def enqueue(
     queue's tag index. Returns ``Enqueued``; an id whose task exists already is left as it is."""
     flat = [x for item in items for x in item]
     args = (len(items), when, retries, timeout, backoff, lock, callback, meta, trace, partition, "\n".join(tags), *flat)
-    return Call("enqueue", queue, args, _enqueued)
+    return Call("enqueue", queue, args, _enqueued, durable="strict")
 
 
 # -- the worker's calls ----------------------------------------------------------------------
@@ -188,13 +195,13 @@ def start(queue, worker, count, *, lock_ttl, grace, default_timeout, result_ttl,
         len(acks),
         *_ack_args(acks),
     )
-    return Call("start", queue, args, parse)
+    return Call("start", queue, args, parse, durable="log" if acks else None)
 
 
 def finish(queue, worker, acks, *, result_ttl):
     """Acknowledge ``acks`` ((id, lease, result, keep) each): one code per task."""
     acks = list(acks)
-    return Call("finish", queue, (worker, len(acks), _ms(result_ttl), *_ack_args(acks)), _codes)
+    return Call("finish", queue, (worker, len(acks), _ms(result_ttl), *_ack_args(acks)), _codes, durable="log")
 
 
 def fail(
@@ -229,14 +236,14 @@ def fail(
         "" if retry_after is None else max(0.0, retry_after),
         "k" if keep else "",
     )
-    return Call("fail", queue, args, _code)
+    return Call("fail", queue, args, _code, durable="log")
 
 
 def stop(queue, worker, items):
     """Give tasks back first in line, in the order given: (id, lease, keep) each."""
     items = list(items)
     flat = tuple(x for task_id, lease, keep in items for x in (task_id, lease, "k" if keep else ""))
-    return Call("stop", queue, (worker, len(items), *flat), _codes)
+    return Call("stop", queue, (worker, len(items), *flat), _codes, durable="log")
 
 
 def release(queue, worker, holders):
@@ -352,13 +359,13 @@ def fire(queue, name, version, due_ms, next_ms, *, mode, grace_ms, task_id, meta
     """Fire the tick ``due_ms`` of schedule ``name``: enqueue its run as ``task_id`` and move it to
     ``next_ms``, unless another call did first. ``mode``: 'tick' or 'missed'. Returns ``Fired``."""
     args = (name, version, int(due_ms), int(next_ms), mode, int(grace_ms), task_id, meta)
-    return Call("fire", queue, args, _fired)
+    return Call("fire", queue, args, _fired, durable="log")
 
 
 def trigger(queue, name, task_id, meta, trace=""):
     """Enqueue one run of schedule ``name`` now (``trace``: the trigger's trace context): (OK or
     UNKNOWN, whether the queue was new)."""
-    return Call("trigger", queue, (name, task_id, meta, trace), lambda r: (Code(r[0]), bool(r[1])))
+    return Call("trigger", queue, (name, task_id, meta, trace), lambda r: (Code(r[0]), bool(r[1])), durable="strict")
 
 
 def schedule_sync(queue, name, document, version, next_ms, *, enabled, paused_since=None):

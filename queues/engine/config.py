@@ -43,6 +43,12 @@ class Config:
     #: Make OpenTelemetry spans (``engine.tracing``) when ``opentelemetry-api`` is importable; the
     #: application's SDK decides what is recorded and where it goes.
     opentelemetry: bool = True
+    #: When > 0, enqueue and the scripts that end a task WAIT until that many replicas have the
+    #: write, so that what was acknowledged survives a failover (0: don't wait, as plain Redis).
+    min_replicas_ack: int = 0
+    #: How long such a WAIT may take, in seconds; a write not replicated in time raises
+    #: NotReplicated to a producer (the worker logs it and goes on).
+    replicas_ack_timeout: float = 1.0
 
     def __post_init__(self):
         if self.heartbeat_interval <= 0 or self.heartbeat_ttl <= 0:
@@ -57,6 +63,8 @@ class Config:
             raise ConfigurationError("MAX_PAYLOAD_BYTES and FAILURE_HISTORY must be positive")
         if self.retries < 0 or self.backoff < 0 or self.backoff_max < 0 or self.timeout_grace < 0:
             raise ConfigurationError("RETRIES, BACKOFF, BACKOFF_MAX and TIMEOUT_GRACE must be >= 0")
+        if self.min_replicas_ack < 0 or not 0 < self.replicas_ack_timeout <= 3600:
+            raise ConfigurationError("MIN_REPLICAS_ACK must be >= 0 and REPLICAS_ACK_TIMEOUT between 0 and 3600 s")
         if not 0 <= self.kill_grace <= 3600:
             raise ConfigurationError("KILL_GRACE must be between 0 and 3600 seconds")
 

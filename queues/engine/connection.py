@@ -5,10 +5,17 @@ explicit ``Connection`` use that default. Responses are never decoded: payloads 
 """
 
 import asyncio
+import random
 import threading
+from dataclasses import dataclass, field
 
 import redis
 import redis.asyncio
+import redis.asyncio.client
+import redis.asyncio.cluster
+import redis.asyncio.sentinel
+import redis.cluster
+import redis.sentinel
 
 from .config import Config
 from .errors import ConfigurationError
@@ -35,6 +42,122 @@ def raise_if_cancelling():
         raise asyncio.CancelledError
 
 
+#: URL schemes of a Redis Cluster (``rediss+``: TLS) and of a Sentinel-managed master.
+CLUSTER_SCHEMES = ("redis+cluster", "rediss+cluster")
+SENTINEL_SCHEMES = ("redis+sentinel", "rediss+sentinel")
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where a worqr URL points: ``kind`` is ``redis`` (one server: redis-py's own URL),
+    ``cluster`` or ``sentinel``; ``nodes`` the listed host:port pairs; ``service`` and ``db`` the
+    Sentinel service name and database; ``options`` the connection keywords (credentials, TLS,
+    timeouts from the query string, parsed by redis-py); ``sentinel_options`` those of the
+    Sentinels themselves (``sentinel_username`` / ``sentinel_password`` in the query)."""
+
+    kind: str
+    url: str
+    nodes: tuple = ()
+    service: str = ""
+    db: int = 0
+    options: dict = field(default_factory=dict)
+    sentinel_options: dict = field(default_factory=dict)
+
+
+def parse(url):
+    """The ``Target`` of a worqr Redis URL; raises ConfigurationError naming what is wrong.
+
+    - ``redis://``, ``rediss://``, ``unix://``: one server (as redis-py reads them);
+    - ``redis+cluster://[user:password@]host:port[,host:port...][/][?options]``: a Redis Cluster
+      (any listed node seeds the topology);
+    - ``redis+sentinel://[user:password@]host:port[,host:port...]/<service>[/<db>][?options]``:
+      the master of ``service``, found through those Sentinels (and found again after a failover).
+
+    ``rediss+cluster`` / ``rediss+sentinel`` use TLS. Credentials are the data nodes'."""
+    if not isinstance(url, str) or "://" not in url:
+        raise ConfigurationError(f"not a Redis URL: {url!r}")
+    scheme, _, rest = url.partition("://")
+    scheme = scheme.lower()
+    if scheme not in CLUSTER_SCHEMES + SENTINEL_SCHEMES:
+        return Target("redis", url)
+    rest, _, query = rest.partition("?")
+    userinfo, at, hostpart = rest.rpartition("@")
+    hosts, _, path = hostpart.partition("/")
+    nodes = []
+    for item in hosts.split(","):
+        host, colon, port = item.strip().rpartition(":")
+        if not colon or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ConfigurationError(f"{scheme} URL: {item.strip()!r} is not host:port (in {_safe(url)})")
+        nodes.append((host.strip("[]"), int(port)))
+    tls = scheme.startswith("rediss")
+    # redis-py parses credentials and the query string (types and all) from a one-host URL.
+    one = f"{'rediss' if tls else 'redis'}://{userinfo}{at}{nodes[0][0]}:{nodes[0][1]}/0" + (
+        f"?{query}" if query else ""
+    )
+    try:
+        options = redis.connection.parse_url(one)
+    except ValueError as exc:
+        raise ConfigurationError(f"{scheme} URL: {exc} (in {_safe(url)})") from None
+    for name in ("host", "port", "db", "path"):
+        options.pop(name, None)
+    if options.pop("connection_class", None) is not None or tls:
+        options["ssl"] = True
+    sentinel_options = {k[len("sentinel_") :]: options.pop(k) for k in list(options) if k.startswith("sentinel_")}
+    parts = [x for x in path.split("/") if x]
+    if scheme in CLUSTER_SCHEMES:
+        if parts and parts != ["0"]:
+            raise ConfigurationError(f"{scheme} URL: a Redis Cluster has only database 0 (in {_safe(url)})")
+        return Target("cluster", url, tuple(nodes), options=options)
+    if not parts or len(parts) > 2 or (len(parts) == 2 and not parts[1].isdigit()):
+        raise ConfigurationError(
+            f"{scheme} URL: the path must be /<service>[/<db>], e.g. redis+sentinel://host:26379/mymaster/0 "
+            f"(in {_safe(url)})"
+        )
+    db = int(parts[1]) if len(parts) == 2 else 0
+    return Target(
+        "sentinel", url, tuple(nodes), service=parts[0], db=db, options=options, sentinel_options=sentinel_options
+    )
+
+
+def _safe(url):
+    """``url`` without its password, for error messages."""
+    scheme, _, rest = url.partition("://")
+    userinfo, at, hosts = rest.rpartition("@")
+    return f"{scheme}://{userinfo.partition(':')[0] + ':***@' if at else ''}{hosts}"
+
+
+def is_cluster(client):
+    """Whether ``client`` (sync or asyncio) talks to a Redis Cluster."""
+    return isinstance(client, (redis.RedisCluster, redis.asyncio.RedisCluster))
+
+
+class _NodePubSub(redis.asyncio.client.PubSub):
+    """A subscription on one node of a cluster, on a pool of its own that closes with it."""
+
+    async def aclose(self):
+        try:
+            await super().aclose()
+        finally:
+            await self.connection_pool.disconnect()
+
+
+async def apubsub(client):
+    """A new PubSub of an asyncio client. On a Redis Cluster, worqr uses plain (not sharded)
+    pub/sub, which every node relays to every other: the subscription goes to one node, picked
+    at random among those the cluster lists now (after a failover or a node change the caller's
+    retry lands on a live one), on a plain connection, so that ``subscribe`` and ``psubscribe``
+    of any channel or pattern work as on one Redis."""
+    if not is_cluster(client):
+        return client.pubsub()
+    await client.nodes_manager.initialize()
+    node = random.choice(client.get_nodes())
+    kwargs = {k: v for k, v in node.connection_kwargs.items() if k not in ("host", "port")}
+    pool = redis.asyncio.ConnectionPool(
+        connection_class=node.connection_class, host=node.host, port=node.port, **kwargs
+    )
+    return _NodePubSub(connection_pool=pool)
+
+
 class Connection:
     """A Redis URL, a config, and a lazily created synchronous client shared by a process."""
 
@@ -42,9 +165,12 @@ class Connection:
         """``url`` is a Redis URL, or a function returning one (called once, on first use)."""
         if not url:
             raise ConfigurationError("a Redis URL is required")
+        if isinstance(url, str):
+            parse(url)  # a bad URL is an error now, not at the first command
         self._url = url
         self.config = config or Config(redis_url=url if isinstance(url, str) else "")
         self._client = None
+        self._target = None
 
     @property
     def url(self):
@@ -53,18 +179,57 @@ class Connection:
         return self._url
 
     @property
+    def target(self):
+        if self._target is None:
+            self._target = parse(self.url)
+        return self._target
+
+    @property
+    def kind(self):
+        """``redis``, ``cluster`` or ``sentinel``."""
+        return self.target.kind
+
+    def _mark(self, client):
+        """Tell the scripts layer to WAIT for replicas after durable writes (MIN_REPLICAS_ACK)."""
+        if self.config.min_replicas_ack > 0:
+            client.worqr_replicas = (self.config.min_replicas_ack, int(self.config.replicas_ack_timeout * 1000))
+        return client
+
+    @property
     def client(self):
         if self._client is None:
-            self._client = redis.Redis.from_url(self.url, health_check_interval=30, **self._tcp_options())
+            t = self.target
+            if t.kind == "cluster":
+                nodes = [redis.cluster.ClusterNode(h, p) for h, p in t.nodes]
+                self._client = redis.RedisCluster(startup_nodes=nodes, **self._tcp_options(), **t.options)
+            elif t.kind == "sentinel":
+                self._client = self._sentinel(redis.sentinel.Sentinel).master_for(t.service, db=t.db)
+            else:
+                self._client = redis.Redis.from_url(self.url, health_check_interval=30, **self._tcp_options())
+            self._mark(self._client)
         return self._client
 
     def async_client(self, max_connections=None):
         """A new asyncio client (one per event loop). Its pool makes callers wait for a free
-        connection rather than fail when all are busy."""
-        pool = redis.asyncio.BlockingConnectionPool.from_url(
-            self.url, max_connections=max_connections or 50, timeout=None, **self._tcp_options()
-        )
-        return redis.asyncio.Redis.from_pool(pool)
+        connection rather than fail when all are busy (on one Redis; a cluster client opens
+        connections per node as needed)."""
+        t = self.target
+        if t.kind == "cluster":
+            nodes = [redis.asyncio.cluster.ClusterNode(h, p) for h, p in t.nodes]
+            client = redis.asyncio.RedisCluster(startup_nodes=nodes, **self._tcp_options(), **t.options)
+        elif t.kind == "sentinel":
+            client = self._sentinel(redis.asyncio.sentinel.Sentinel).master_for(t.service, db=t.db)
+        else:
+            pool = redis.asyncio.BlockingConnectionPool.from_url(
+                self.url, max_connections=max_connections or 50, timeout=None, **self._tcp_options()
+            )
+            client = redis.asyncio.Redis.from_pool(pool)
+        return self._mark(client)
+
+    def _sentinel(self, cls):
+        t = self.target
+        kw = {**self._tcp_options(), "socket_connect_timeout": 1.0, "socket_timeout": 1.0}
+        return cls(list(t.nodes), sentinel_kwargs={**kw, **t.sentinel_options}, **self._tcp_options(), **t.options)
 
     def _tcp_options(self):
         return {} if self.url.startswith("unix:") else {"socket_keepalive": True}

@@ -14,6 +14,7 @@ WorqrError
 ├── StaleLease                a finish/stop/fail with a lease that is no longer the task's
 ├── WorkerLost                the worker's registration is gone (it was presumed dead)
 ├── WorkerNameTaken           a live worker already runs under that name
+├── NotReplicated             a write not on MIN_REPLICAS_ACK replicas in time (it may be lost)
 ├── NoHandler                 a worker was asked to serve a queue with no handler
 ├── WorkerCrashed             an isolated handler's process died by itself (a failed attempt)
 └── RetryLater                raised by a handler: run again later, no attempt used
@@ -79,6 +80,15 @@ class WorkerLost(WorqrError):
 
 class WorkerNameTaken(WorqrError):
     pass
+
+
+class NotReplicated(WorqrError):
+    """The write was made on the master, but fewer than ``MIN_REPLICAS_ACK`` replicas had it
+    within ``REPLICAS_ACK_TIMEOUT``: a failover now could lose it (``wanted``, ``got``)."""
+
+    def __init__(self, message, wanted=0, got=0):
+        super().__init__(message)
+        self.wanted, self.got = wanted, got
 
 
 class NoHandler(WorqrError):

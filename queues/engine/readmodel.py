@@ -364,6 +364,87 @@ def task_states(client, task_ids):
     return {task_id: _decode(state) for task_id, state in zip(ids, p.execute() if ids else [])}
 
 
+_LIMIT_FIELDS = (("concurrency", "c", None), ("rate", "rn", "rw"))
+_PARTITION_FIELDS = (("partition_concurrency", "pc", None), ("partition_rate", "prn", "prw"))
+
+
+def _limit_values(h, prefix):
+    """{concurrency, rate, partition_concurrency, partition_rate} from the limits hash's fields
+    with ``prefix`` ('' in force, 'h' the handler's, 'o' the overrides: '-' is "none")."""
+    out = {}
+    for name, count, window in _LIMIT_FIELDS + _PARTITION_FIELDS:
+        raw = h.get(prefix + count)
+        if raw is None:
+            continue
+        if raw == "-" or raw == "":
+            out[name] = None
+        elif window is None:
+            out[name] = int(raw)
+        else:
+            out[name] = [int(raw), int(h.get(prefix + window) or 0) / 1000]
+    return out
+
+
+def limited_queues(client, names):
+    """Those of ``names`` that have limits in force (or overrides), in one round trip."""
+    p = client.pipeline(transaction=False)
+    for name in names:
+        p.exists(keys.queue_key(name, "limits"))
+    return [name for name, found in zip(names, p.execute()) if found]
+
+
+def limits(client, queue, busiest=10):
+    """The queue's limits and their use: the limits in force (``concurrency``, ``rate`` as
+    [starts, seconds], ``partition_concurrency``, ``partition_rate``; None: no limit), where they
+    come from (``handler``, ``overrides``), ``active`` tasks, ``starts_in_window`` (None without
+    a rate), ``held_back`` (runnable tasks the queue's own limits hold back now), and
+    ``partitions``: listed (with tasks runnable), in the ring, held back, and the busiest."""
+    lk = keys.queue_key(queue, "limits")
+    p = client.pipeline(transaction=True)
+    p.hgetall(lk)
+    p.time()
+    raw, (secs, micros) = p.execute()
+    h = {_decode(k): _decode(v) for k, v in raw.items()}
+    now = secs * 1000 + micros // 1000
+    in_force = {name: None for name, _, _ in _LIMIT_FIELDS + _PARTITION_FIELDS}
+    in_force.update(_limit_values(h, ""))
+    handler = {name: None for name in in_force}
+    handler.update(_limit_values(h, "h"))
+    p = client.pipeline(transaction=True)
+    p.zcard(keys.queue_key(queue, "active"))
+    rate = in_force["rate"]
+    window = int(h.get("rw") or 0)
+    p.zcount(keys.queue_key(queue, "starts"), f"({now - window}", "+inf")
+    p.hlen(keys.queue_key(queue, "partitions"))
+    p.llen(keys.queue_key(queue, "ring"))
+    p.zcard(keys.queue_key(queue, "pwait"))
+    p.zrevrange(keys.queue_key(queue, "pactive"), 0, max(busiest, 1) - 1, withscores=True)
+    active, starts, listed, ring, rate_waiting, top = p.execute()
+    counts = queue_counts(client, queue)
+    room = None
+    if in_force["concurrency"] is not None:
+        room = in_force["concurrency"] - active
+    if rate is not None:
+        room = min(rate[0] - starts, room if room is not None else rate[0] - starts)
+    held_back = counts["runnable"] if room is not None and room <= 0 else 0
+    return dict(
+        in_force,
+        handler=handler,
+        overrides=_limit_values(h, "o"),
+        active=active,
+        starts_in_window=starts if rate is not None else None,
+        held_back=held_back,
+        runnable=counts["runnable"],
+        partitions={
+            "listed": listed,
+            "in_ring": ring,
+            "held_back": max(0, listed - ring),
+            "rate_waiting": rate_waiting,
+            "busiest": [{"key": _decode(k), "active": int(n)} for k, n in top][:busiest],
+        },
+    )
+
+
 # -- search ------------------------------------------------------------------------------------
 
 #: The qualifiers a search understands; anything else is free text (over payloads and errors).
@@ -726,84 +807,3 @@ def duration_percentiles(client, queue, quantiles=(0.5, 0.9, 0.99)):
                 break
             previous = cumulative
     return out
-
-
-_LIMIT_FIELDS = (("concurrency", "c", None), ("rate", "rn", "rw"))
-_PARTITION_FIELDS = (("partition_concurrency", "pc", None), ("partition_rate", "prn", "prw"))
-
-
-def _limit_values(h, prefix):
-    """{concurrency, rate, partition_concurrency, partition_rate} from the limits hash's fields
-    with ``prefix`` ('' in force, 'h' the handler's, 'o' the overrides: '-' is "none")."""
-    out = {}
-    for name, count, window in _LIMIT_FIELDS + _PARTITION_FIELDS:
-        raw = h.get(prefix + count)
-        if raw is None:
-            continue
-        if raw == "-" or raw == "":
-            out[name] = None
-        elif window is None:
-            out[name] = int(raw)
-        else:
-            out[name] = [int(raw), int(h.get(prefix + window) or 0) / 1000]
-    return out
-
-
-def limited_queues(client, names):
-    """Those of ``names`` that have limits in force (or overrides), in one round trip."""
-    p = client.pipeline(transaction=False)
-    for name in names:
-        p.exists(keys.queue_key(name, "limits"))
-    return [name for name, found in zip(names, p.execute()) if found]
-
-
-def limits(client, queue, busiest=10):
-    """The queue's limits and their use: the limits in force (``concurrency``, ``rate`` as
-    [starts, seconds], ``partition_concurrency``, ``partition_rate``; None: no limit), where they
-    come from (``handler``, ``overrides``), ``active`` tasks, ``starts_in_window`` (None without
-    a rate), ``held_back`` (runnable tasks the queue's own limits hold back now), and
-    ``partitions``: listed (with tasks runnable), in the ring, held back, and the busiest."""
-    lk = keys.queue_key(queue, "limits")
-    p = client.pipeline(transaction=True)
-    p.hgetall(lk)
-    p.time()
-    raw, (secs, micros) = p.execute()
-    h = {_decode(k): _decode(v) for k, v in raw.items()}
-    now = secs * 1000 + micros // 1000
-    in_force = {name: None for name, _, _ in _LIMIT_FIELDS + _PARTITION_FIELDS}
-    in_force.update(_limit_values(h, ""))
-    handler = {name: None for name in in_force}
-    handler.update(_limit_values(h, "h"))
-    p = client.pipeline(transaction=True)
-    p.zcard(keys.queue_key(queue, "active"))
-    rate = in_force["rate"]
-    window = int(h.get("rw") or 0)
-    p.zcount(keys.queue_key(queue, "starts"), f"({now - window}", "+inf")
-    p.hlen(keys.queue_key(queue, "partitions"))
-    p.llen(keys.queue_key(queue, "ring"))
-    p.zcard(keys.queue_key(queue, "pwait"))
-    p.zrevrange(keys.queue_key(queue, "pactive"), 0, max(busiest, 1) - 1, withscores=True)
-    active, starts, listed, ring, rate_waiting, top = p.execute()
-    counts = queue_counts(client, queue)
-    room = None
-    if in_force["concurrency"] is not None:
-        room = in_force["concurrency"] - active
-    if rate is not None:
-        room = min(rate[0] - starts, room if room is not None else rate[0] - starts)
-    held_back = counts["runnable"] if room is not None and room <= 0 else 0
-    return dict(
-        in_force,
-        handler=handler,
-        overrides=_limit_values(h, "o"),
-        active=active,
-        starts_in_window=starts if rate is not None else None,
-        held_back=held_back,
-        runnable=counts["runnable"],
-        partitions={
-            "listed": listed,
-            "in_ring": ring,
-            "held_back": max(0, listed - ring),
-            "rate_waiting": rate_waiting,
-            "busiest": [{"key": _decode(k), "active": int(n)} for k, n in top][:busiest],
-        },
-    )

@@ -17,6 +17,7 @@ queue name; the calls themselves are built in ``commands``.
 """
 
 import hashlib
+import logging
 import re
 from functools import cache, lru_cache
 from pathlib import Path
@@ -25,6 +26,10 @@ from redis.exceptions import NoScriptError, ResponseError
 
 from . import durations, keys
 from .codes import lua_placeholders
+from .connection import NETWORK_ERRORS, is_cluster
+from .errors import NotReplicated
+
+log = logging.getLogger("worqr")
 
 LUA_DIR = Path(__file__).with_name("lua")
 
@@ -135,10 +140,14 @@ def _is_noscript(exc):
     return isinstance(exc, NoScriptError) or (isinstance(exc, ResponseError) and str(exc).startswith("NOSCRIPT"))
 
 
-def run(client, name, queue, *args):
-    """Run script ``name`` for ``queue`` on a synchronous client."""
+def run(client, name, queue, *args, durable=None):
+    """Run script ``name`` for ``queue`` on a synchronous client. ``durable`` (``strict`` or
+    ``log``): a write that must reach ``MIN_REPLICAS_ACK`` replicas (see ``_replicated``)."""
     script = load_all()[name]
     argv = _keys_and_head(name, queue) + args
+    want = getattr(client, "worqr_replicas", None) if durable else None
+    if want:
+        return _run_waiting(client, script, queue, argv, want, durable)
     try:
         return client.evalsha(script.sha, script.numkeys, *argv)
     except ResponseError as exc:
@@ -148,10 +157,13 @@ def run(client, name, queue, *args):
         return client.evalsha(script.sha, script.numkeys, *argv)
 
 
-async def arun(client, name, queue, *args):
-    """Run script ``name`` for ``queue`` on an asyncio client."""
+async def arun(client, name, queue, *args, durable=None):
+    """Run script ``name`` for ``queue`` on an asyncio client (``durable``: as ``run``)."""
     script = load_all()[name]
     argv = _keys_and_head(name, queue) + args
+    want = getattr(client, "worqr_replicas", None) if durable else None
+    if want:
+        return await _arun_waiting(client, script, queue, argv, want, durable)
     try:
         return await client.evalsha(script.sha, script.numkeys, *argv)
     except ResponseError as exc:
@@ -161,9 +173,119 @@ async def arun(client, name, queue, *args):
         return await client.evalsha(script.sha, script.numkeys, *argv)
 
 
+# -- writes that wait for replicas (MIN_REPLICAS_ACK) -----------------------------------------
+#
+# WAIT counts the replicas that have every write made so far *on the same connection*, so the
+# script and its WAIT go in one pipeline on one connection to the master of the queue's slot
+# (on a cluster: that node's own client, not the cluster client, which could route WAIT to any
+# node). A MOVED reply (the slot moved: a failover) means the script did not run: the topology
+# is read again and the call made again.
+
+
+def _is_moved(exc):
+    return isinstance(exc, ResponseError) and str(exc).startswith(("MOVED", "ASK", "CLUSTERDOWN", "TRYAGAIN"))
+
+
+def _replicated(name, queue, reply, acked, want, durable):
+    wanted, timeout_ms = want
+    if int(acked) >= wanted:
+        return reply
+    message = f"{name} for queue {queue}: {acked} of {wanted} replica(s) had the write within {timeout_ms} ms"
+    if durable == "strict":
+        exc = NotReplicated(message + "; a failover now could lose it", wanted, int(acked))
+        exc.reply = reply
+        raise exc
+    log.warning("worqr: %s", message)
+    return reply
+
+
+def _run_waiting(client, script, queue, argv, want, durable):
+    for attempt in range(4):
+        target = client.get_redis_connection(client.get_node_from_key(argv[0])) if is_cluster(client) else client
+        p = target.pipeline(transaction=False)
+        p.evalsha(script.sha, script.numkeys, *argv)
+        p.execute_command("WAIT", *want)
+        try:
+            reply, acked = p.execute(raise_on_error=False)
+        except NETWORK_ERRORS:
+            if is_cluster(client):
+                _refresh(client)
+            raise
+        if isinstance(reply, Exception):
+            if _is_noscript(reply):
+                target.script_load(script.source)
+                continue
+            if is_cluster(client) and _is_moved(reply) and attempt < 3:
+                _refresh(client)
+                continue
+            raise reply
+        return _replicated(script.name, queue, reply, acked, want, durable)
+    raise RuntimeError(f"{script.name}: could not run it on the master of queue {queue}")
+
+
+def _refresh(client):
+    try:
+        client.nodes_manager.initialize()
+    except Exception:  # the cluster may be mid-failover: the next call tries again
+        pass
+
+
+def _async_node_client(client, key):
+    """A plain asyncio client of the master that holds ``key``'s slot, kept on ``client``."""
+    import redis.asyncio
+
+    node = client.get_node_from_key(key)
+    cache = client.__dict__.setdefault("worqr_node_clients", {})
+    if node.name not in cache:
+        kwargs = {k: v for k, v in node.connection_kwargs.items() if k not in ("host", "port")}
+        pool = redis.asyncio.ConnectionPool(
+            connection_class=node.connection_class, host=node.host, port=node.port, **kwargs
+        )
+        cache[node.name] = redis.asyncio.Redis(connection_pool=pool)
+    return cache[node.name]
+
+
+async def _arun_waiting(client, script, queue, argv, want, durable):
+    for attempt in range(4):
+        target = _async_node_client(client, argv[0]) if is_cluster(client) else client
+        p = target.pipeline(transaction=False)
+        p.evalsha(script.sha, script.numkeys, *argv)
+        p.execute_command("WAIT", *want)
+        try:
+            reply, acked = await p.execute(raise_on_error=False)
+        except NETWORK_ERRORS:
+            if is_cluster(client):
+                await _arefresh(client)
+            raise
+        if isinstance(reply, Exception):
+            if _is_noscript(reply):
+                await target.script_load(script.source)
+                continue
+            if is_cluster(client) and _is_moved(reply) and attempt < 3:
+                await _arefresh(client)
+                continue
+            raise reply
+        return _replicated(script.name, queue, reply, acked, want, durable)
+    raise RuntimeError(f"{script.name}: could not run it on the master of queue {queue}")
+
+
+async def _arefresh(client):
+    try:
+        await client.nodes_manager.initialize()
+    except Exception:  # the cluster may be mid-failover: the next call tries again
+        pass
+
+
 def run_pipelined(client, calls):
     """Run several scripts in one round trip: ``calls`` is [(name, queue, args)]; returns the
-    replies in order (scripts missing from the server's cache are loaded, then all re-run)."""
+    replies in order (scripts missing from the server's cache are loaded, then all re-run). On a
+    Redis Cluster, one pipeline per master, each holding the calls of the queues it serves."""
+    if is_cluster(client):
+        return _run_pipelined_cluster(client, calls)
+    return _pipelined(client, calls)
+
+
+def _pipelined(client, calls):
     for attempt in (1, 2):
         p = client.pipeline(transaction=False)
         for name, queue, args in calls:
@@ -178,3 +300,27 @@ def run_pipelined(client, calls):
             return replies
         for name in missing:
             client.script_load(load_all()[name].source)
+
+
+def _run_pipelined_cluster(client, calls):
+    """The cluster client refuses scripts in its pipelines: group the calls by the master of
+    their queue's slot and pipeline each group on that node's own client. A group whose slots
+    moved meanwhile (MOVED: a failover) is run call by call through the cluster client, which
+    follows redirections."""
+    by_node = {}
+    for i, (name, queue, _) in enumerate(calls):
+        node = client.get_node_from_key(_keys_and_head(name, queue)[0])
+        by_node.setdefault(node.name, (node, []))[1].append(i)
+    replies = [None] * len(calls)
+    for node, indexes in by_node.values():
+        group = [calls[i] for i in indexes]
+        try:
+            got = _pipelined(client.get_redis_connection(node), group)
+        except ResponseError as exc:
+            if not _is_moved(exc):
+                raise
+            _refresh(client)
+            got = [run(client, name, queue, *args) for name, queue, args in group]
+        for i, reply in zip(indexes, got):
+            replies[i] = reply
+    return replies

@@ -345,3 +345,15 @@ def _lock_of(task):
 
 handler("stlock", timeout=1, lock=_lock_of)(stress_sync)
 handler("stalock", timeout=1, lock=_lock_of)(stress_async)
+
+
+def record_run_to_file(task):
+    """The failover tests' handler: appends "<payload> <time>" to a file of its own (one per
+    worker process, under WORQR_TEST_RUNS_DIR), never to the Redis being failed over."""
+    path = os.path.join(os.environ["WORQR_TEST_RUNS_DIR"], f"{os.getpid()}.runs")
+    time.sleep(0.005)
+    with open(path, "a") as f:
+        f.write(f"{task.payload} {time.time():.3f}\n")
+
+
+handler("fo")(record_run_to_file)

@@ -10,7 +10,7 @@ import asyncio
 import logging
 
 from ..backoff import Backoff
-from ..connection import NETWORK_ERRORS, raise_if_cancelling
+from ..connection import NETWORK_ERRORS, apubsub, raise_if_cancelling
 
 log = logging.getLogger("worqr.worker")
 
@@ -23,8 +23,9 @@ class Listener:
     async def run(self):
         backoff = Backoff()
         while True:
-            pubsub = self.client.pubsub()
+            pubsub = None
             try:
+                pubsub = await apubsub(self.client)
                 await pubsub.subscribe(self.channel)
                 while True:
                     msg = await pubsub.get_message(ignore_subscribe_messages=False, timeout=30.0)
@@ -44,6 +45,7 @@ class Listener:
                 await backoff.wait()
             finally:
                 try:
-                    await asyncio.shield(pubsub.aclose())
+                    if pubsub is not None:
+                        await asyncio.shield(pubsub.aclose())
                 except Exception:  # best effort: the connection may already be gone
                     pass

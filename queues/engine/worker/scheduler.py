@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from .. import commands, keys, schedules, ticks
 from ..backoff import Backoff, wait_event
 from ..codes import Code
-from ..connection import NETWORK_ERRORS, raise_if_cancelling
+from ..connection import NETWORK_ERRORS, is_cluster, raise_if_cancelling
 from ..errors import ConfigurationError
 from ..queue import new_task_id
 from ..schedule_settings import ScheduleSpec, from_document
@@ -130,11 +130,15 @@ class Scheduler:
         index = {k.decode(): v.decode() for k, v in (await r.hgetall(keys.SCHEDULES)).items()}
         pairs = sorted(index.items())
         p = r.pipeline(transaction=False)
-        p.time()
+        on_cluster = is_cluster(r)  # a cluster pipeline refuses keyless commands: TIME goes alone
+        if not on_cluster:
+            p.time()
         for name, queue in pairs:
             p.hmget(keys.schedule_key(queue, name), "v", "spec")
             p.zscore(keys.queue_key(queue, "schedules"), name)
-        replies = await p.execute()
+        replies = await p.execute() if pairs or not on_cluster else []
+        if on_cluster:
+            replies.insert(0, await r.time())
         seconds, micros = replies[0]
         self._clock(int(seconds) * 1000 + int(micros) // 1000)
         entries = {}

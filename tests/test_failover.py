@@ -1,0 +1,231 @@
+"""Failover under a steady load, on real servers: a producer thread enqueues all along, two
+worker processes drain, and the master is switched (SENTINEL FAILOVER) or killed -9 (Sentinel,
+and a Redis Cluster master whose replica takes over). Producers and workers must carry on within
+10 s; with MIN_REPLICAS_ACK=1 no acknowledged enqueue may be lost and every task runs, with
+duplicates bounded by the tasks in flight; without it, what was lost is measured and reported.
+
+Each run writes its figures to test-artifacts/failover-<name>.json. WORQR_SOAK=1 makes the load
+last 30 s on each side of the failover instead of 3 s.
+"""
+
+import json
+import os
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from queues.engine import keys, readmodel
+from queues.engine.config import Config
+from queues.engine.connection import Connection
+from queues.engine.errors import NotReplicated
+from queues.engine.queue import Queue
+from tests.cluster_servers import RedisCluster, Sentinels
+from tests.conftest import ARTIFACTS, WorkerProcess, wait_for
+
+SOAK = os.environ.get("WORQR_SOAK") == "1"
+STEADY_S = 30.0 if SOAK else 3.0
+CARRY_ON_S = 10.0
+WORKERS, CONCURRENCY = 2, 4
+
+
+class Producer(threading.Thread):
+    """Enqueues "1", "2", ... as fast as a steady trickle allows; ``acked`` holds (payload,
+    time) of the enqueues that returned (with MIN_REPLICAS_ACK: replicated); the others are
+    counted by error type (they may or may not have landed: they are not acknowledged)."""
+
+    def __init__(self, url, replicas):
+        super().__init__(daemon=True)
+        config = Config(redis_url=url, min_replicas_ack=replicas, replicas_ack_timeout=1.0)
+        self.queue = Queue("fo", Connection(url, config))
+        self.acked, self.refused = [], Counter()
+        self.done = threading.Event()
+
+    def run(self):
+        n = 0
+        while not self.done.is_set():
+            n += 1
+            try:
+                self.queue.enqueue(str(n))
+                self.acked.append((str(n), time.time()))
+            except NotReplicated:
+                self.refused["NotReplicated"] += 1
+            except Exception as exc:  # the master is gone: count it, wait a little, go on
+                self.refused[type(exc).__name__] += 1
+                time.sleep(0.05)
+            time.sleep(0.004)
+
+    def acked_after(self, t0):
+        return [(p, t) for p, t in self.acked if t > t0]
+
+
+def ran(runs_dir):
+    """{payload: [times run]} from every worker's file."""
+    out = {}
+    for path in Path(runs_dir).glob("*.runs"):
+        for line in path.read_text().splitlines():
+            payload, _, at = line.rpartition(" ")
+            if payload:
+                out.setdefault(payload, []).append(float(at))
+    return out
+
+
+def under_load(name, url, replicas, disrupt, tmp_path, admin):
+    """Run the load, call ``disrupt()`` mid-way, and return the figures (asserting that
+    producers and workers carried on within 10 s)."""
+    env = {
+        "WORQR_REDIS_URL": url,
+        "WORQR_TEST_MIN_REPLICAS_ACK": str(replicas),
+        "WORQR_TEST_RUNS_DIR": str(tmp_path),
+    }
+    ws = [WorkerProcess(["fo"], concurrency=CONCURRENCY, name=f"fo{i}", env=env, grace=1) for i in range(WORKERS)]
+    producer = Producer(url, replicas)
+    try:
+        names = {w.name for w in ws}
+        wait_for(lambda: names <= {w["name"] for w in readmodel.workers(admin())}, 20, message="workers")
+        producer.start()
+        wait_for(lambda: len(ran(tmp_path)) >= 50, 20, message="a steady drain")
+        time.sleep(STEADY_S)  # the load before the failover
+        t0 = time.time()
+        disrupt()  # returns once the new master serves
+        t1 = time.time()
+        wait_for(lambda: producer.acked_after(t1), CARRY_ON_S, 0.05, "an acknowledged enqueue after the failover")
+
+        def a_later_task_ran():
+            later = {p for p, _ in producer.acked_after(t1)}
+            runs = ran(tmp_path)
+            return any(p in runs for p in later)
+
+        wait_for(a_later_task_ran, CARRY_ON_S, 0.05, "a task enqueued after the failover to run")
+        time.sleep(STEADY_S)  # the load after it
+        producer.done.set()
+        producer.join(10)
+
+        def drained():
+            c = readmodel.queue_counts(admin(), "fo")
+            return c["pending"] + c["active"] + c["delayed"] == 0
+
+        wait_for(drained, 60, 0.2, "the queue to drain")
+    finally:
+        producer.done.set()
+        for w in ws:
+            w.close()
+    runs = ran(tmp_path)
+    acked = {p for p, _ in producer.acked}
+    lost = sorted(acked - set(runs), key=int)
+    duplicates = sum(len(t) - 1 for t in runs.values())
+    figures = {
+        "scenario": name,
+        "min_replicas_ack": replicas,
+        "steady_s": STEADY_S,
+        "acknowledged": len(acked),
+        "refused": dict(producer.refused),
+        "ran": len(runs),
+        "lost": len(lost),
+        "lost_sample": lost[:20],
+        "duplicates": duplicates,
+        "failover_s": round(t1 - t0, 2),
+        # The longest pause, from just before the failover to the end: between two acknowledged
+        # enqueues, and between two runs.
+        "producer_gap_s": round(_longest_gap([t for _, t in producer.acked], t0 - 1), 2),
+        "worker_gap_s": round(_longest_gap([t for ts in runs.values() for t in ts], t0 - 1), 2),
+    }
+    ARTIFACTS.mkdir(exist_ok=True)
+    (ARTIFACTS / f"failover-{name}.json").write_text(json.dumps(figures, indent=2))
+    print(json.dumps(figures))
+    assert figures["producer_gap_s"] < CARRY_ON_S and figures["worker_gap_s"] < CARRY_ON_S, figures
+    return figures
+
+
+def _longest_gap(times, since):
+    times = sorted(t for t in times if t >= since)
+    return max((b - a for a, b in zip(times, times[1:])), default=0.0)
+
+
+@pytest.fixture
+def sentinels():
+    """A master, two replicas, three Sentinels: with MIN_REPLICAS_ACK=1, a master with a single
+    replica could not acknowledge writes after a failover until the old master came back as a
+    replica (Sentinel demotes a live old master only on its next INFO, up to 10 s later)."""
+    s = Sentinels(replicas=2).start()
+    yield s
+    s.stop()
+
+
+@pytest.fixture
+def cluster():
+    c = RedisCluster().start()
+    yield c
+    c.stop()
+
+
+def _admin(url):
+    conn = Connection(url)
+    return lambda: conn.client
+
+
+def _switch_sentinel_master(s):
+    def disrupt():
+        old = s.current_master()
+        s.failover()
+        wait_for(lambda: s.current_master() is not old, 20, 0.1, "the Sentinels to switch masters")
+
+    return disrupt
+
+
+def _kill_sentinel_master(s):
+    def disrupt():
+        old = s.current_master()
+        old.kill()
+        wait_for(lambda: s.current_master() is not old, 20, 0.1, "the Sentinels to promote the replica")
+        s.restart_as_replica(old)  # as its supervisor would; the Sentinels make it a replica
+
+    return disrupt
+
+
+@pytest.mark.parametrize("how", ["sentinel_failover", "kill_master"])
+def test_sentinel_failover_with_min_replicas_ack_loses_nothing(sentinels, tmp_path, how):
+    """Sentinel, MIN_REPLICAS_ACK=1: across a SENTINEL FAILOVER or a kill -9 of the master,
+    producers and workers carry on within 10 s, every acknowledged enqueue runs, and duplicates
+    stay within the tasks in flight."""
+    disrupt = _switch_sentinel_master(sentinels) if how == "sentinel_failover" else _kill_sentinel_master(sentinels)
+    f = under_load(f"sentinel-{how}-ack1", sentinels.url, 1, disrupt, tmp_path, _admin(sentinels.url))
+    assert f["lost"] == 0, f
+    assert f["duplicates"] <= 2 * WORKERS * CONCURRENCY, f
+
+
+def test_sentinel_master_kill_without_min_replicas_ack_is_measured(sentinels, tmp_path):
+    """Sentinel, MIN_REPLICAS_ACK=0, kill -9 of the master: producers and workers carry on
+    within 10 s; what was acknowledged but lost (not yet replicated) is measured and reported."""
+    f = under_load(
+        "sentinel-kill_master-ack0", sentinels.url, 0, _kill_sentinel_master(sentinels), tmp_path, _admin(sentinels.url)
+    )
+    assert f["ran"] > 0
+
+
+def test_cluster_master_kill_with_min_replicas_ack_loses_nothing(cluster, tmp_path):
+    """Redis Cluster, MIN_REPLICAS_ACK=1: kill -9 of the master holding the queue; its replica
+    takes over, producers and workers carry on within 10 s, and no acknowledged enqueue is lost."""
+    admin = _admin(cluster.url)
+    slot_key = keys.queue_key("fo", "pending")
+
+    def master_port():
+        for n in cluster.nodes:
+            if n.alive:
+                slot = n.client().cluster("keyslot", slot_key)
+                for start, end, master, *_ in n.client().execute_command("CLUSTER", "SLOTS"):
+                    if start <= slot <= end:
+                        return int(master[1])
+        return None
+
+    def disrupt():
+        old = cluster.node_at(master_port())
+        old.kill()
+        wait_for(lambda: master_port() not in (None, old.port), 20, 0.1, "the replica to take over")
+        old.start()  # it rejoins as the new master's replica (its nodes.conf is kept)
+
+    f = under_load("cluster-kill_master-ack1", cluster.url, 1, disrupt, tmp_path, admin)
+    assert f["lost"] == 0, f
+    assert f["duplicates"] <= 2 * WORKERS * CONCURRENCY, f
