@@ -2,13 +2,14 @@
 #              WORQR_REDIS_URL is set)
 # make test  - the whole test suite (installs what it needs first)
 # make bench - the benchmark, worqr beside RQ, Celery, Dramatiq, arq and huey
+# make screenshots - the dashboard's screenshots in docs/screenshots/, made by its browser test
 # make build - the package: dist/worqr-<version>.tar.gz and the wheel dist/worqr-<version>-py3-none-any.whl
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 PORT ?= 8000
 
-.PHONY: demo test bench build lint deps browser clean
+.PHONY: demo test bench build lint deps browser clean screenshots
 
 $(VENV)/.installed: requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -28,6 +29,10 @@ browser:
 
 test: deps browser lint
 	$(PY) -m pytest -q
+
+# The README's screenshots of the dashboard (docs/screenshots/), made by its browser test.
+screenshots: deps browser
+	WORQR_SCREENSHOTS=1 $(PY) -m pytest -q tests/test_dashboard_round2_browser.py
 
 demo: deps
 	PY=$(PY) PORT=$(PORT) ./scripts/demo.sh
