@@ -2,6 +2,8 @@
 #              WORQR_REDIS_URL is set)
 # make test  - the whole test suite (installs what it needs first)
 # make bench - the benchmark, worqr beside RQ, Celery, Dramatiq, arq and huey
+# make profile - py-spy flame graphs of the producer and of a worker draining, and round-trip counts
+# make chaos - the chaos soak: 20,000 tasks over 4 workers under faults (CHAOS_ARGS: manage.py chaos --help)
 # make screenshots - the dashboard's screenshots in docs/screenshots/, made by its browser test
 # make build - the package: dist/worqr-<version>.tar.gz and the wheel dist/worqr-<version>-py3-none-any.whl
 PYTHON ?= python3
@@ -9,7 +11,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PORT ?= 8000
 
-.PHONY: demo test bench build lint deps browser clean screenshots
+.PHONY: demo test bench profile build lint deps browser clean chaos screenshots
 
 $(VENV)/.installed: requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -43,6 +45,13 @@ bench: deps
 	$(PY) bench/schedules.py $(SCHEDULE_ARGS)
 	$(PY) bench/tracing.py $(TRACING_ARGS)
 	$(PY) bench/limits.py $(LIMITS_ARGS)
+
+profile: deps
+	PY=$(abspath $(PY)) ./bench/profile.sh
+
+chaos: deps
+	$(PY) manage.py migrate -v0
+	nice $(PY) manage.py chaos $(CHAOS_ARGS)
 
 # The sdist, then the wheel built from it (the way pip builds from an sdist); uv makes the
 # isolated build environment quickly.

@@ -1,3 +1,5 @@
+import os
+
 from django.apps import AppConfig
 from django.conf import settings
 from django.utils.module_loading import autodiscover_modules
@@ -25,6 +27,8 @@ class QueuesConfig(AppConfig):
             autodiscover_modules("tasks")
         except ConfigurationError as exc:  # a bad @handler option: reported by the system check
             checks.HANDLER_ERRORS.append(exc)
+        if os.environ.get("WORQR_CHAOS_DIR"):  # a worker started by manage.py chaos
+            from .chaos import handler  # noqa: F401  (registers the soak queue's handler)
         if getattr(settings, "TASKS", None):  # handlers of the Tasks framework backend's queues
             from .backends import register_handlers
 

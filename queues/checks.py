@@ -26,7 +26,7 @@ def check_handlers(app_configs, **kwargs):
     return errors
 
 
-@register()
+@register("worqr")
 def check_worqr_settings(app_configs, **kwargs):
     from .conf import build_config
 
@@ -43,10 +43,11 @@ def _check_django_side_settings():
 
     from .conf import log_format, search_scan_limit, setting
     from .engine import tracing
+    from .outbox import databases
     from .webhooks import allowed_hosts, callback_timeout
 
     errors = []
-    for check in (allowed_hosts, callback_timeout, log_format, search_scan_limit):
+    for check in (allowed_hosts, callback_timeout, log_format, search_scan_limit, databases):
         try:
             check()
         except ImproperlyConfigured as exc:
@@ -84,7 +85,7 @@ SCHEDULE_ERROR_IDS = {
 UNKNOWN_KEY_ID = "queues.E026"
 
 
-@register()
+@register("worqr")
 def check_schedules(app_configs, **kwargs):
     """Each bad entry of WORQR["SCHEDULES"]: one error naming the schedule and the key."""
     from django.core.exceptions import ImproperlyConfigured

@@ -23,6 +23,7 @@ def build_config():
         "SCHEDULES",
         "LOG_FORMAT",
         "SEARCH_SCAN_LIMIT",
+        "OUTBOX_DATABASES",
     ):
         raw.pop(django_only, None)
     return Config.from_mapping(raw)

@@ -23,6 +23,10 @@ per window, its window in ``worqr_queue_limit_window_seconds``), ``worqr_queue_l
 ``worqr_schedule_lateness_seconds`` (due time to enqueue, for runs on time) and the gauges
 ``worqr_schedule_paused`` and ``worqr_schedule_next_run_timestamp_seconds``. Access: a staff user with ``queues.view_dashboard`` (superusers
 have it), or ``Authorization: Bearer <token>`` of an API token with that permission.
+
+The outbox (``queues.outbox``, tasks committed but not pushed to Redis yet): the gauges
+``worqr_outbox_size`` and ``worqr_outbox_oldest_age_seconds`` (0 when empty), over the databases
+the relay watches.
 """
 
 from django.http import HttpResponse
@@ -30,6 +34,7 @@ from django.views.decorators.csrf import csrf_exempt
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
+from . import outbox
 from .api import auth
 from .api.errors import Unauthorized
 from .conf import get_connection
@@ -93,6 +98,19 @@ class WorqrCollector:
         yield from limit_metrics(self.client, names)
         yield GaugeMetricFamily("worqr_workers_online", "Workers with a live heartbeat.", value=len(workers))
         yield from schedule_metrics(readmodel.schedules(self.client))
+        yield from outbox_metrics(outbox.summary())
+
+
+def outbox_metrics(summary):
+    """The outbox's gauges (see the module doc)."""
+    yield GaugeMetricFamily(
+        "worqr_outbox_size", "Tasks committed but not in Redis yet (the relay pushes them).", value=summary["size"]
+    )
+    yield GaugeMetricFamily(
+        "worqr_outbox_oldest_age_seconds",
+        "Age of the oldest task in the outbox (0 when it is empty).",
+        value=summary["oldest_age"] or 0.0,
+    )
 
 
 def limit_metrics(client, names):

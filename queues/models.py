@@ -80,3 +80,25 @@ class ApiToken(models.Model):
         raw = "wq_" + secrets.token_urlsafe(32)
         self.key_hash, self.prefix = hash_token(raw), raw[:8]
         return raw
+
+
+class OutboxTask(models.Model):
+    """A task enqueued inside a database transaction (``on_commit=True``) or with
+    ``durable=True``, written in the caller's transaction: pushed to Redis right after the commit
+    and then deleted; a row left behind (the process died, Redis was down) is pushed by the
+    workers' relay (``queues.outbox``). Pushing is idempotent by ``task_id``."""
+
+    seq = models.BigAutoField(primary_key=True)
+    task_id = models.CharField(max_length=220, unique=True)
+    queue = models.CharField(max_length=200)
+    payload = models.BinaryField()
+    #: The rest of the enqueue, JSON: when ('' or '@<ms>'), options, unique key, payload kind.
+    spec = models.TextField()
+    created = models.DateTimeField(db_index=True)
+
+    class Meta:
+        ordering = ["seq"]
+        default_permissions = ("view",)
+
+    def __str__(self):
+        return f"{self.task_id} (outbox)"

@@ -1,27 +1,32 @@
-"""Transactional enqueue: ``Queue.enqueue(..., on_commit=True)``.
+"""Transactional enqueue: ``Queue.enqueue(..., on_commit=True)``, and ``durable=True``.
 
 The engine knows nothing of databases, so this Django-aware ``Queue`` (the one ``queues.Queue``
-names) adds one option to ``enqueue`` and ``enqueue_many``:
+names) adds two options to ``enqueue`` and ``enqueue_many``:
 
-1. ``on_commit=False`` (the default), or no transaction open on ``using``: enqueue now.
-2. ``on_commit=True`` inside ``transaction.atomic()``: check the payloads and options now, make
-   the task ids now, and enqueue with exactly those ids from ``transaction.on_commit``. A
-   rollback (of the transaction, or of the savepoint the call was made in) drops the enqueue,
-   so no task ever runs against rows that were never committed.
+1. ``on_commit=False`` (the default), or no transaction open on ``using``: enqueue now. Redis
+   unreachable: retried for ``WORQR["ENQUEUE_RETRY_FOR"]`` s, then ``RedisUnavailable``.
+2. ``on_commit=True`` inside ``transaction.atomic()``: the tasks are written to the outbox table
+   in the caller's transaction (``queues.outbox``), and pushed to Redis right after the commit.
+   A rollback (of the transaction, or of the savepoint the call was made in) removes them. A
+   process that dies after the commit, or a Redis that is down, leaves the rows to the workers'
+   relay: a task is enqueued if and only if its transaction committed.
+3. ``durable=True`` outside a transaction: the same outbox, written at once: the call returns the
+   ids even while Redis is unreachable (the relay pushes them once it is back).
 
-Ids before commit: the ids are made at the call with ``new_task_id`` and handed to the
-engine's ``enqueue_many(ids=...)`` at commit, so the id returned is the id the task gets.
+Ids before commit: the ids are made at the call with ``new_task_id`` and pushed with exactly
+those ids, so the id returned is the id the task gets; pushing is idempotent by id.
 
-Limits: ``unique`` cannot be combined with a deferred enqueue (the id is promised before it is
-known whether a holder of the unique key exists at commit); and a process that dies between the
-commit and the enqueue loses the enqueue (at most once; an outbox table would close that gap).
+Limit: ``unique`` cannot be combined with the outbox (the id is promised before it is known
+whether a holder of the unique key exists at commit).
 """
 
 from django.db import DEFAULT_DB_ALIAS, transaction
 
+from . import outbox
 from .engine import queue as engine_queue
 from .engine import tracing
-from .engine.errors import InvalidTask
+from .engine.connection import NETWORK_ERRORS
+from .engine.errors import InvalidTask, RedisUnavailable
 
 
 def in_transaction(using=None):
@@ -30,39 +35,60 @@ def in_transaction(using=None):
 
 
 class Queue(engine_queue.Queue):
-    """The engine's Queue, plus ``on_commit=True`` on ``enqueue`` and ``enqueue_many``."""
+    """The engine's Queue, plus ``on_commit=True`` and ``durable=True`` on ``enqueue`` and
+    ``enqueue_many``."""
 
-    def enqueue(self, payload, *, on_commit=False, using=None, **options):
+    def enqueue(self, payload, *, on_commit=False, durable=False, using=None, **options):
         """Add one task; returns its id. With ``on_commit=True`` inside a transaction the task is
-        added when the transaction commits, and never if it rolls back (the id is returned now)."""
-        return self.enqueue_many([payload], on_commit=on_commit, using=using, **options)[0]
+        added when the transaction commits, and never if it rolls back (the id is returned now);
+        ``durable=True`` keeps it in the outbox while Redis is unreachable."""
+        return self.enqueue_many([payload], on_commit=on_commit, durable=durable, using=using, **options)[0]
 
-    def enqueue_many(self, payloads, *, on_commit=False, using=None, **options):
-        """The engine's ``enqueue_many`` with ``on_commit`` (see ``enqueue``)."""
+    def enqueue_many(self, payloads, *, on_commit=False, durable=False, using=None, **options):
+        """The engine's ``enqueue_many`` with ``on_commit`` and ``durable`` (see ``enqueue``)."""
         payloads = list(payloads)
-        if not on_commit or not in_transaction(using):
+        deferred = on_commit and in_transaction(using)
+        if durable and not on_commit and in_transaction(using):
+            raise InvalidTask(
+                f"queue {self.name}: durable=True inside a transaction needs on_commit=True (the outbox "
+                "row is part of the transaction: the task is enqueued when it commits)"
+            )
+        if not deferred and not durable:
             return super().enqueue_many(payloads, **options)
         if options.get("unique"):
             raise InvalidTask(
-                f"queue {self.name}: unique cannot be combined with on_commit inside a "
-                "transaction (the task id is returned before commit); enqueue after commit instead"
+                f"queue {self.name}: unique cannot be combined with on_commit inside a transaction or "
+                "durable (the task id is returned before it is known); enqueue after commit instead"
             )
-        self.check_enqueue(payloads, **options)
         ids = [engine_queue.new_task_id(self.name) for _ in payloads]
+        return self.through_outbox(outbox.entries(self, payloads, ids, options), using)
+
+    def through_outbox(self, items, using=None, after=None):
+        """Write outbox entries in the transaction open on ``using`` (or at once), and push them
+        after the commit (or at once); ``after(enqueued)`` is called once they are in Redis.
+        Returns their ids. A push that fails leaves the rows to the workers' relay."""
+        outbox.store(using, self.name, items)
         ctx = tracing.current()  # the enqueue span goes where the call was made, not the commit
 
         def send():
+            if outbox.redis_down():  # a push just failed: leave these to the relay, at once
+                return
             with tracing.attached(ctx):
-                self._enqueue_with_ids(payloads, ids, options)
+                try:
+                    enqueued = outbox.push(self, items, using, background=True)
+                except (RedisUnavailable, *NETWORK_ERRORS) as exc:
+                    outbox.pushes_failed(self.name, len(items), exc)
+                    return
+            if after is not None:
+                after(enqueued)
 
-        transaction.on_commit(send, using=using)
-        return ids
+        if in_transaction(using):
+            transaction.on_commit(send, using=using)
+        else:
+            send()
+        return [e.task_id for e in items]
 
     def check_enqueue(self, payloads, **options):
         """Raise what ``enqueue_many`` would raise for these payloads and options, adding nothing
         (so a deferred enqueue fails at the call, not at commit)."""
         self.validate(payloads, **options)
-
-    def _enqueue_with_ids(self, payloads, ids, options):
-        """Enqueue ``payloads`` now, as tasks with the given ``ids``; returns the ids."""
-        return engine_queue.Queue.enqueue_many(self, payloads, ids=ids, **options)

@@ -47,6 +47,7 @@ class QueueModel:
         self.heads = {}  # lock -> id
         self.held = {}  # worker -> OrderedDict(holder -> lock): locks kept for handlers still running
         self.unique = {}  # key -> id
+        self.remembered = set()  # ids enqueued with remember (the `seen` set; nothing expires in a run)
         self.workers, self.idle = set(), set()
         self.owned = {}  # worker -> set of ids
         self.paused = False
@@ -304,14 +305,21 @@ class QueueModel:
 
     # -- operations (each returns what the script should reply) -----------------------------
 
-    def enqueue(self, ids, lock, unique, delayed, retries, handed, part=None):
+    def enqueue(self, ids, lock, unique, delayed, retries, handed, part=None, remember=False):
         """``handed``: the (worker, id, lease) hand-overs Redis published, in order. Returns the
-        ids replied."""
+        ids replied. An id that exists, or was remembered, is left as it is."""
         out, runnable = [], 0
         for tid in ids:
             if unique is not None and unique in self.unique:
                 out.append(self.unique[unique])
                 continue
+            if tid in self.tasks or (remember and tid in self.remembered):
+                if remember:
+                    self.remembered.add(tid)
+                out.append(tid)
+                continue
+            if remember:
+                self.remembered.add(tid)
             t = self.tasks[tid] = Task(tid, lock, unique, retries, part)
             if unique is not None:
                 self.unique[unique] = tid

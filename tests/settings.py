@@ -19,6 +19,25 @@ DATABASES = {
     }
 }
 
+# PostgreSQL, as the alias "pg" (the outbox's tests run on it too: tests/test_outbox.py): its
+# test database is made only for a session that runs a test asking for it, named per session
+# like the SQLite file, so sessions side by side never share one. WORQR_TEST_PG_HOST/USER/PORT
+# point elsewhere than the local server (trust auth).
+try:
+    import psycopg  # noqa: F401
+
+    os.environ.setdefault("WORQR_TEST_PG_DB", f"worqr_test_{os.getpid()}")
+    DATABASES["pg"] = {
+        "ENGINE": "django.db.backends.postgresql",
+        "HOST": os.environ.get("WORQR_TEST_PG_HOST", "127.0.0.1"),
+        "PORT": os.environ.get("WORQR_TEST_PG_PORT", "5432"),
+        "USER": os.environ.get("WORQR_TEST_PG_USER", "postgres"),
+        "NAME": os.environ["WORQR_TEST_PG_DB"],
+        "TEST": {"NAME": os.environ["WORQR_TEST_PG_DB"]},
+    }
+except ImportError:
+    pass
+
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 WORQR = {
@@ -35,6 +54,9 @@ WORQR = {
     # queues without a handler elsewhere.
     "CALLBACK_ALLOWED_HOSTS": [h for h in os.environ.get("WORQR_TEST_CALLBACK_HOSTS", "").split(",") if h],
     "CALLBACK_TIMEOUT": float(os.environ.get("WORQR_TEST_CALLBACK_TIMEOUT", "10")),
+    # The databases whose outbox the workers' relay watches: the PostgreSQL one only when a test
+    # made it (it sets the variable for its workers).
+    "OUTBOX_DATABASES": os.environ.get("WORQR_TEST_OUTBOX_DATABASES", "default").split(","),
 }
 
 # The Tasks framework backend (tests/test_tasks_backend.py, functions in tests/tasksapp/tasks.py).

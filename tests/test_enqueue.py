@@ -6,7 +6,7 @@ import sys
 import pytest
 
 from queues import Queue
-from queues.engine import commands, keys, readmodel
+from queues.engine import Connection, commands, keys, readmodel
 from queues.engine.codes import Code
 from queues.engine.errors import InvalidInput, InvalidQueueName, InvalidTask, PayloadTooLarge, TaskNotFound
 from tests.engine_calls import finish, take
@@ -67,6 +67,23 @@ def test_oversized_payload_is_refused_and_nothing_is_written(client, conn):
         q.enqueue_many(["ok", "x" * (limit + 1)])
     assert client.dbsize() == 0
     q.enqueue("x" * limit)  # exactly the limit is accepted
+
+
+def test_a_plain_enqueue_stores_what_enqueue_many_stores(client, conn):
+    """Queue.enqueue's short path (a str, no options) writes the same task, counters and events as
+    enqueue_many, registers a new queue, and refuses an oversized payload writing nothing (tracing
+    off: with it on, enqueue takes enqueue_many's path)."""
+    q = Queue("plain", Connection(conn.url, conn.config.with_(opentelemetry=False)))
+    with pytest.raises(PayloadTooLarge):
+        q.enqueue("x" * (conn.config.max_payload_bytes + 1))
+    assert client.dbsize() == 0
+    a = q.enqueue("one")
+    assert client.smembers(keys.KNOWN_QUEUES) == {b"plain"}
+    (b,) = q.enqueue_many(["one"])
+    fields = [{k: v for k, v in client.hgetall(keys.task_key("plain", i)).items() if k != b"c"} for i in (a, b)]
+    assert fields[0] == fields[1] == {b"p": b"one", b"s": b"pending"}
+    assert [i.decode() for i in client.lrange(keys.queue_key("plain", "pending"), 0, -1)] == [a, b]
+    assert q.counts()["pending"] == 2 and q.get(a).payload == "one"
 
 
 @pytest.mark.parametrize("payload", [None, 42, {"a": 1}, ["x"]])

@@ -58,6 +58,7 @@ class Driver:
         self.log = []
         self.delivered = []  # (worker, id, lease) of every delivery: reports of old ones are stale
         self.seen = {}  # operation name -> times it changed something
+        self.used_ids = []  # ids enqueued with remember (the outbox's), some pushed again
 
     # -- messages on the workers' control channels ------------------------------------------
 
@@ -97,11 +98,15 @@ class Driver:
         unique = rng.choice((None,) * 6 + ("u1", "u2"))
         delayed = rng.random() < 0.1
         retries = rng.choice((0, 0, 1))
+        remember = rng.random() < 0.3  # the outbox's pushes: idempotent by id
         ids = [f"{Q}-{rng.getrandbits(64):016x}" for _ in range(n)]
+        if self.used_ids and rng.random() < 0.3:  # a second push of an id (its task may be gone)
+            ids[0], remember = rng.choice(self.used_ids), True
+        if remember:
+            self.used_ids += ids
         items = [(i, b"p", unique or "", "") for i in ids]
         tags = rng.sample(TAGS, rng.choice((0, 0, 1, 2)))  # the tag index is checked against the model
-        for i in ids:
-            m.tags_of[i] = tags
+        before = set(m.tasks)
         reply, expected = self.run(
             lambda: commands.enqueue(
                 Q,
@@ -112,12 +117,16 @@ class Driver:
                 lock=lock or "",
                 partition=part or "",
                 tags=tags,
+                remember=LONG if remember else 0,
             ).run(self.client),
-            lambda handed: m.enqueue(ids, lock, unique, delayed, retries, handed, part),
+            lambda handed: m.enqueue(ids, lock, unique, delayed, retries, handed, part, remember),
         )
         assert reply.ids == expected
+        for i in ids:  # tasks made now carry these tags (an id pushed again changes nothing)
+            if i in m.tasks and i not in before:
+                m.tags_of[i] = tags
         self.delivered += [(w, i, lease) for w, i, lease in self.handed]
-        self.log.append(("enqueue", ids, lock, unique, delayed, part))
+        self.log.append(("enqueue", ids, lock, unique, delayed, part, remember))
 
     def _acks(self, worker):
         mine = self.m.active_of(worker)

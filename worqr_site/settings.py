@@ -2,6 +2,7 @@
 environment variables read here are listed in the README's Configuration section."""
 
 import os
+import sys
 from pathlib import Path
 
 from csp.constants import NONE, SELF
@@ -27,8 +28,12 @@ SECURE_HSTS_INCLUDE_SUBDOMAINS = SECURE_HSTS_PRELOAD = SECURE_HSTS_SECONDS > 0
 if os.environ.get("DJANGO_PROXY_SSL_HEADER", "") == "1":  # behind a proxy that terminates TLS
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 
+# daphne's app only makes `runserver` serve ASGI (the dashboard's websockets); importing it
+# pulls in Twisted and Autobahn (about 26 MiB per process), so a worker leaves it out.
+_WORKER = len(sys.argv) > 1 and sys.argv[1] == "worker" and Path(sys.argv[0]).name == "manage.py"
+
 INSTALLED_APPS = [
-    "daphne",
+    *([] if _WORKER else ["daphne"]),
     "django.contrib.admin",
     "django.contrib.auth",
     "django.contrib.contenttypes",

@@ -15,9 +15,10 @@ when the backend is made, and at startup by ``register_handlers`` so workers hav
 - gives the result the enqueue's time as Redis recorded it (the task's ``created_at``), so the
   result ``enqueue()`` returns equals what ``get_result()`` reads back;
 - inside ``transaction.atomic()`` enqueues on commit (``ON_COMMIT``, default
-  ``WORQR["TASKS_ON_COMMIT"]``, default True), returning the result (and its id) at once, with
-  ``enqueued_at`` None until the commit adds the task (``get_result()`` has nothing to read
-  before);
+  ``WORQR["TASKS_ON_COMMIT"]``, default True) through the transactional outbox
+  (``queues.outbox``: enqueued if and only if the transaction commits), returning the result (and
+  its id) at once, with ``enqueued_at`` None until the commit adds the task (``get_result()`` has
+  nothing to read before);
 - tags every task it enqueues with ``OPTIONS["TAGS"]`` (a list of strings, indexed for the
   dashboard's ``tag:`` search), if given;
 - maps ``run_after`` to worqr's ``eta``; accepts and validates ``priority`` and keeps it with the
@@ -33,16 +34,16 @@ import json
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
-from django.db import transaction
 from django.utils.module_loading import import_string
 
+from .. import outbox
 from ..conf import get_connection, setting
-from ..engine import keys, readmodel, tracing
+from ..engine import keys, readmodel
 from ..engine.errors import ConfigurationError, InvalidQueueName, InvalidTask
-from ..engine.queue import Queue, new_task_id
+from ..engine.queue import new_task_id
 from ..engine.registry import handler
 from ..engine.task import ms_to_datetime
-from ..transactions import in_transaction
+from ..transactions import Queue, in_transaction
 from . import dispatch
 from .framework import (
     BaseTaskBackend,
@@ -116,25 +117,23 @@ class WorqrBackend(BaseTaskBackend):
         )
         payload = dispatch.encode(task, result.args, result.kwargs, self.alias)
         queue = Queue(task.queue_name)
-        # Checked now, so a bad call fails here even when the enqueue waits for the commit.
         options = {"eta": task.run_after} if task.run_after else {}
+        # Checked now, so a bad call fails here even when the enqueue waits for the commit.
         if self.tags:
             options["tags"] = self.tags
         batches = queue._prepare([payload], **options)
 
-        ctx = tracing.current()  # the enqueue span goes where enqueue() was called, even at a commit
-
-        def send():
-            with tracing.attached(ctx):
-                enqueued = queue._enqueue(batches, [task_id])
+        def enqueued(enqueued):
             # Redis's time of the enqueue, the task's "created": what get_result() reads back.
             object.__setattr__(result, "enqueued_at", ms_to_datetime(enqueued.now_ms))
             task_enqueued.send(type(self), task_result=result)
 
         if self.on_commit and in_transaction(self.using):
-            transaction.on_commit(send, using=self.using)  # until then enqueued_at stays None
-        else:
-            send()
+            # Through the outbox: enqueued if and only if the transaction commits (until the push,
+            # enqueued_at stays None).
+            queue.through_outbox(outbox.entries(queue, [payload], [task_id], options), self.using, enqueued)
+        else:  # the id was made here and is new: nothing to remember it for
+            enqueued(queue._enqueue(batches, [task_id], remember=False))
         return result
 
     # -- results ---------------------------------------------------------------------------

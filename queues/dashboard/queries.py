@@ -9,6 +9,7 @@ the browser needs to compute (elapsed times, due in).
 
 import math
 
+from .. import outbox
 from ..engine import keys, readmodel
 from .failures import group_failures
 
@@ -159,6 +160,7 @@ def overview(client):
         "queues": queues,
         "totals": totals,
         "throughput": throughput(client, names, now_ms=now),
+        "outbox": outbox.summary(),  # tasks committed but not in Redis yet (queues.outbox)
         "workers": {
             "online": len(ws),
             "busy": sum(w["active"] for w in ws),

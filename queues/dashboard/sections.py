@@ -15,7 +15,7 @@ from django.template.loader import render_to_string
 
 #: view -> section -> the snapshot keys it shows
 SECTIONS = {
-    "overview": {"totals": ("totals", "workers"), "queues": ("queues",), "throughput": ("throughput",)},
+    "overview": {"totals": ("totals", "workers", "outbox"), "queues": ("queues",), "throughput": ("throughput",)},
     "queue": {
         "state": ("counts",),
         "pause": ("counts",),

@@ -11,6 +11,7 @@ from .errors import (
     NoHandler,
     NotReplicated,
     PayloadTooLarge,
+    RedisUnavailable,
     RetryLater,
     StaleLease,
     TaskNotFound,
@@ -42,6 +43,7 @@ __all__ = [
     "WorkerLost",
     "NoHandler",
     "NotReplicated",
+    "RedisUnavailable",
     "RetryLater",
     "WorkerCrashed",
 ]

@@ -107,15 +107,43 @@ def enqueue(
     trace="",
     partition="",
     tags=(),
+    remember=0,
 ):
     """Add tasks. ``items``: (id, payload bytes, unique key or '', 'b' if bytes else '').
     ``when``: '' now, '+<ms>' a delay, '@<ms>' a due time (Unix ms). Options are text, '' when
     not given; ``trace`` is the trace context delivered with the tasks (``tracing``);
     ``partition`` their partition key; ``tags`` (checked by ``keys.check_tags``) go into the
-    queue's tag index. Returns ``Enqueued``; an id whose task exists already is left as it is."""
+    queue's tag index. Returns ``Enqueued``; an id whose task exists already is left as it is.
+    ``remember`` (seconds, 0 for not): the ids are remembered that long, and enqueueing one again
+    meanwhile is a no-op even once its task finished (how the outbox's pushes are idempotent)."""
     flat = [x for item in items for x in item]
-    args = (len(items), when, retries, timeout, backoff, lock, callback, meta, trace, partition, "\n".join(tags), *flat)
+    args = (
+        len(items),
+        when,
+        retries,
+        timeout,
+        backoff,
+        lock,
+        callback,
+        meta,
+        trace,
+        partition,
+        "\n".join(tags),
+        _ms(remember),
+        *flat,
+    )
     return Call("enqueue", queue, args, _enqueued, durable="strict")
+
+
+#: ``enqueue``'s arguments after n for one task now, with no options (``enqueue_one``).
+_PLAIN = ("",) * 11
+
+
+def enqueue_one(client, queue, task_id, payload):
+    """``enqueue`` of one task now, with no options, run at once on a synchronous client (the
+    common call, kept short): returns (whether the queue was new, the task's id)."""
+    reply = scripts.run(client, "enqueue", queue, 1, *_PLAIN, task_id, payload, "", "", durable="strict")
+    return reply[0] == 1, reply[2].decode()
 
 
 # -- the worker's calls ----------------------------------------------------------------------

@@ -49,6 +49,12 @@ class Config:
     #: How long such a WAIT may take, in seconds; a write not replicated in time raises
     #: NotReplicated to a producer (the worker logs it and goes on).
     replicas_ack_timeout: float = 1.0
+    #: How long ``Queue.enqueue`` retries while Redis is unreachable before raising
+    #: RedisUnavailable: rides out a Redis restart or failover, yet a web request never hangs.
+    enqueue_retry_for: float = 2.0
+    #: How long ids enqueued from the outbox are remembered, so that pushing one again is a no-op
+    #: even after its task finished (1 h: far past any relay delay; costs ~100 bytes per id).
+    enqueue_dedup_for: float = 3600.0
 
     def __post_init__(self):
         if self.heartbeat_interval <= 0 or self.heartbeat_ttl <= 0:
@@ -65,6 +71,10 @@ class Config:
             raise ConfigurationError("RETRIES, BACKOFF, BACKOFF_MAX and TIMEOUT_GRACE must be >= 0")
         if self.min_replicas_ack < 0 or not 0 < self.replicas_ack_timeout <= 3600:
             raise ConfigurationError("MIN_REPLICAS_ACK must be >= 0 and REPLICAS_ACK_TIMEOUT between 0 and 3600 s")
+        if not 0 <= self.enqueue_retry_for <= 300 or not 60 <= self.enqueue_dedup_for <= 7 * 86400:
+            raise ConfigurationError(
+                "ENQUEUE_RETRY_FOR must be between 0 and 300 s and ENQUEUE_DEDUP_FOR between 60 s and 7 days"
+            )
         if not 0 <= self.kill_grace <= 3600:
             raise ConfigurationError("KILL_GRACE must be between 0 and 3600 seconds")
 

@@ -16,6 +16,8 @@ import redis.asyncio.cluster
 import redis.asyncio.sentinel
 import redis.cluster
 import redis.sentinel
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from .config import Config
 from .errors import ConfigurationError
@@ -171,6 +173,7 @@ class Connection:
         self.config = config or Config(redis_url=url if isinstance(url, str) else "")
         self._client = None
         self._target = None
+        self._enqueue_client = None
 
     @property
     def url(self):
@@ -198,16 +201,33 @@ class Connection:
     @property
     def client(self):
         if self._client is None:
-            t = self.target
-            if t.kind == "cluster":
-                nodes = [redis.cluster.ClusterNode(h, p) for h, p in t.nodes]
-                self._client = redis.RedisCluster(startup_nodes=nodes, **self._tcp_options(), **t.options)
-            elif t.kind == "sentinel":
-                self._client = self._sentinel(redis.sentinel.Sentinel).master_for(t.service, db=t.db)
-            else:
-                self._client = redis.Redis.from_url(self.url, health_check_interval=30, **self._tcp_options())
-            self._mark(self._client)
+            self._client = self._sync_client({"health_check_interval": 30})
         return self._client
+
+    def _sync_client(self, extra):
+        t = self.target
+        if t.kind == "cluster":
+            nodes = [redis.cluster.ClusterNode(h, p) for h, p in t.nodes]
+            extra = {k: v for k, v in extra.items() if k not in ("health_check_interval", "retry")}
+            client = redis.RedisCluster(startup_nodes=nodes, **{**self._tcp_options(), **t.options, **extra})
+        elif t.kind == "sentinel":
+            options = {**self._tcp_options(), **t.options, **extra}
+            options.pop("health_check_interval", None)
+            client = self._sentinel(redis.sentinel.Sentinel).master_for(t.service, db=t.db, **options)
+        else:
+            client = redis.Redis.from_url(self.url, **self._tcp_options(), **extra)
+        return self._mark(client)
+
+    @property
+    def enqueue_client(self):
+        """The client enqueues run on: one attempt per call (``Queue`` retries, for at most
+        ``ENQUEUE_RETRY_FOR``) and timeouts, so an enqueue from a web request never hangs on a
+        Redis that is down, stopped or cut off."""
+        if self._enqueue_client is None:
+            self._enqueue_client = self._sync_client(
+                {"socket_connect_timeout": 1.0, "socket_timeout": 5.0, "retry": Retry(NoBackoff(), 0)}
+            )
+        return self._enqueue_client
 
     def async_client(self, max_connections=None):
         """A new asyncio client (one per event loop). Its pool makes callers wait for a free
@@ -235,9 +255,10 @@ class Connection:
         return {} if self.url.startswith("unix:") else {"socket_keepalive": True}
 
     def close(self):
-        if self._client is not None:
-            self._client.close()
-            self._client = None
+        for client in (self._client, self._enqueue_client):
+            if client is not None:
+                client.close()
+        self._client = self._enqueue_client = None
 
 
 def configure(config, url=None):

@@ -17,7 +17,8 @@ WorqrError
 ├── NotReplicated             a write not on MIN_REPLICAS_ACK replicas in time (it may be lost)
 ├── NoHandler                 a worker was asked to serve a queue with no handler
 ├── WorkerCrashed             an isolated handler's process died by itself (a failed attempt)
-└── RetryLater                raised by a handler: run again later, no attempt used
+├── RetryLater                raised by a handler: run again later, no attempt used
+└── RedisUnavailable          Redis unreachable for ENQUEUE_RETRY_FOR: the enqueue added nothing
 """
 
 
@@ -107,3 +108,8 @@ class RetryLater(WorqrError):
     def __init__(self, seconds, message="retry later"):
         super().__init__(message)
         self.seconds = float(seconds)
+
+
+class RedisUnavailable(WorqrError):
+    """``Queue.enqueue`` could not reach Redis within ``WORQR["ENQUEUE_RETRY_FOR"]`` seconds of
+    retries: the tasks were not added (``durable=True`` keeps them in the outbox instead)."""

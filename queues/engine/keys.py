@@ -50,6 +50,10 @@ Queue keys (``QUEUE_KINDS``; the type is in brackets):
 - ``ring``       [list]  the runnable partitions, served round-robin (one task per turn)
 - ``pactive``    [zset]  partition key -> its active tasks (entries at 0 removed)
 - ``pwait``      [zset]  partitions held back by their rate (score: when their window opens, ms)
+- ``seen``       [zset]  ids enqueued by id with ``remember`` (the outbox's pushes; score: when,
+                         ms), kept for ``WORQR["ENQUEUE_DEDUP_FOR"]``: enqueueing one of them
+                         again is a no-op even after its task finished (kept by ``drop``, like
+                         ``leases``, so a task is never run twice because it was pushed twice)
 
 Keys built inside a script from the queue's prefix and a kind below (``SUBKEY_KINDS``):
 
@@ -129,6 +133,7 @@ QUEUE_KINDS = (
     "ring",
     "pactive",
     "pwait",
+    "seen",
 )
 
 #: Kinds of the keys a script builds from the queue's prefix: ``<prefix><kind>:<suffix>``.

@@ -3,12 +3,13 @@
 import hashlib
 import math
 import os
+import time
 from datetime import UTC, datetime
 
 from . import commands, keys, readmodel, tracing
 from .codes import Code
-from .connection import get_default
-from .errors import ConfigurationError, InvalidInput, InvalidTask, PayloadTooLarge
+from .connection import NETWORK_ERRORS, get_default
+from .errors import ConfigurationError, InvalidInput, InvalidTask, PayloadTooLarge, RedisUnavailable
 from .limits import check_concurrency, parse_rate
 from .registry import get_handler
 from .task import Task
@@ -37,6 +38,13 @@ def _number(name, value, *, minimum=0.0, strict=False, integer=False):
     return value
 
 
+def _too_large(raw, config):
+    raise PayloadTooLarge(
+        f"payload of {len(raw)} bytes is over the limit of "
+        f"{config.max_payload_bytes} bytes (WORQR['MAX_PAYLOAD_BYTES'])"
+    )
+
+
 class Queue:
     """A named queue. Cheap to create; all state lives in Redis."""
 
@@ -59,7 +67,30 @@ class Queue:
 
     def enqueue(self, payload, **options):
         """Add one task; returns its id. See ``enqueue_many`` for the options."""
-        return self.enqueue_many([payload], **options)[0]
+        if options or not isinstance(payload, str):
+            return self.enqueue_many([payload], **options)[0]
+        # The common call (a str payload, no options) runs on every enqueue: the same checks and
+        # the same script call as enqueue_many's, without its batching and option handling.
+        connection = self._connection or get_default()
+        config = connection.config
+        raw = payload.encode("utf-8", "surrogateescape")
+        if len(raw) > config.max_payload_bytes:
+            _too_large(raw, config)
+        spec = get_handler(self.name)
+        if (spec is not None and (spec.lock is not None or spec.limits.partition is not None)) or tracing.enabled(
+            config
+        ):
+            return self.enqueue_many([payload])[0]
+        task_id = new_task_id(self.name)
+        try:
+            is_new, task_id = commands.enqueue_one(connection.enqueue_client, self.name, task_id, raw)
+        except NETWORK_ERRORS:
+            # The long way retries for ENQUEUE_RETRY_FOR with this id remembered: had the lost
+            # call been applied, the retry adds nothing.
+            return self.enqueue_many([payload], ids=[task_id])[0]
+        if is_new:
+            connection.client.sadd(keys.KNOWN_QUEUES, self.name)
+        return task_id
 
     def enqueue_many(self, payloads, *, ids=None, **options):
         """Add tasks, atomically in steps of 5,000; returns their ids in order.
@@ -69,7 +100,13 @@ class Queue:
         they take while running; ``unique=True`` derives a unique key from each payload (or pass
         the key as a string): while a task with that key is pending or running, enqueueing
         returns its id; ``callback`` (a URL) and ``meta`` (text) are kept with the task.
-        ``ids`` gives the tasks' ids (made with ``new_task_id``) instead of fresh ones.
+        ``ids`` gives the tasks' ids (made with ``new_task_id``) instead of fresh ones; an id
+        already enqueued (even if its task has finished since, within ``ENQUEUE_DEDUP_FOR``) is
+        then not enqueued again.
+
+        Redis unreachable: retried for ``WORQR["ENQUEUE_RETRY_FOR"]`` seconds (2 by default),
+        then ``RedisUnavailable`` is raised (the tasks of that call not acknowledged by Redis
+        were not added). A retry after an unanswered call cannot add a task twice.
         """
         payloads = list(payloads)
         if ids is not None:
@@ -99,24 +136,46 @@ class Queue:
                 out[i] = task_id
         return out
 
-    def _enqueue(self, batches, ids=None):
-        """Run the checked enqueue; returns ``commands.Enqueued`` (ids, and Redis time)."""
+    def _enqueue(self, batches, ids=None, *, retry_for=None, remember=None):
+        """Run the checked enqueue; returns ``commands.Enqueued`` (ids, and Redis time). Given
+        ``ids`` are remembered (see ``enqueue_many``) unless ``remember=False``; ``retry_for``
+        overrides the setting."""
         when, opts, items = batches
         items = [((ids[i] if ids is not None else new_task_id(self.name)), *rest) for i, rest in enumerate(items)]
         names = ("retries", "timeout", "backoff", "lock", "callback", "meta", "partition", "tags")
         options = dict(zip(names, opts, strict=True))
+        remember = ids is not None if remember is None else remember
         if not tracing.enabled(self.connection.config):
-            return self._send(when, options, items)
+            return self._send(when, options, items, remember=remember, retry_for=retry_for)
         with tracing.enqueue_span(self.name, len(items)) as (span, trace):
-            enqueued = self._send(when, options, items, trace)
+            enqueued = self._send(when, options, items, trace, remember=remember, retry_for=retry_for)
             tracing.enqueued(span, enqueued.ids)
             return enqueued
 
-    def _send(self, when, options, items, trace=""):
+    def _send(self, when, options, items, trace="", *, remember=False, retry_for=None):
         out, now, new = [], 0, False
+        config = self.connection.config
+        retry_for = config.enqueue_retry_for if retry_for is None else retry_for
+        deadline = time.monotonic() + retry_for
         for start in range(0, len(items), _BATCH):
             batch = items[start : start + _BATCH]
-            reply = commands.enqueue(self.name, batch, when=when, trace=trace, **options).run(self.client)
+            pause, attempt = 0.05, 0
+            while True:
+                # A retry remembers the ids: had the lost call been applied, this one adds nothing.
+                keep = config.enqueue_dedup_for if remember or attempt else 0
+                call = commands.enqueue(self.name, batch, when=when, trace=trace, remember=keep, **options)
+                try:
+                    reply = call.run(self.connection.enqueue_client)
+                    break
+                except NETWORK_ERRORS as exc:
+                    if time.monotonic() + pause > deadline:
+                        raise RedisUnavailable(
+                            f"queue {self.name}: Redis unreachable, gave up after retrying for "
+                            f"{retry_for:g} s (WORQR['ENQUEUE_RETRY_FOR']): {exc}; "
+                            f"{len(items) - start} of {len(items)} tasks not added"
+                        ) from exc
+                    time.sleep(pause)
+                    pause, attempt = min(pause * 2, 0.5), attempt + 1
             new = new or reply.is_new_queue
             out += reply.ids
             now = reply.now_ms
@@ -165,10 +224,7 @@ class Queue:
                     "(payloads are stored raw: serialise it first)"
                 )
             if len(raw) > config.max_payload_bytes:
-                raise PayloadTooLarge(
-                    f"payload of {len(raw)} bytes is over the limit of "
-                    f"{config.max_payload_bytes} bytes (WORQR['MAX_PAYLOAD_BYTES'])"
-                )
+                _too_large(raw, config)
             ukey = hashlib.sha1(raw).hexdigest() if unique is True else (unique or "")
             args.append((raw, ukey, kind))
         spec = get_handler(self.name)

@@ -807,3 +807,11 @@ def duration_percentiles(client, queue, quantiles=(0.5, 0.9, 0.99)):
                 break
             previous = cumulative
     return out
+
+
+def in_flight(client, queue, worker=None, limit=10000):
+    """Ids of the tasks of ``queue`` in process: those ``worker`` holds, or (None) all the active
+    ones, at most ``limit`` (the chaos soak's record of what a fault strands)."""
+    if worker is not None:
+        return [_decode(i) for i in client.srandmember(keys.worker_tasks_key(queue, worker), limit)]
+    return [_decode(i) for i in client.zrange(keys.queue_key(queue, "active"), 0, limit - 1)]

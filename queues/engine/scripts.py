@@ -85,6 +85,43 @@ def _resolve_includes(lua_dir, text, path_of, seen, order, stack=()):
         order.append(body)
 
 
+_FUNCTION_START_RE = re.compile(r"local function (\w+)\(")
+
+
+def _helpers(code):
+    """(name, first line, line after) of each top-level helper of ``code``: ``local function
+    name(...)`` in column 0, up to its ``end`` in column 0 (or on the same line: a one-liner)."""
+    lines, out, i = code.split("\n"), [], 0
+    while i < len(lines):
+        m = _FUNCTION_START_RE.match(lines[i])
+        if not m:
+            i += 1
+            continue
+        j = i
+        if not lines[i].rstrip().endswith(" end"):
+            while j < len(lines) and lines[j] != "end":
+                j += 1
+        out.append((m.group(1), i, j + 1))
+        i = j + 1
+    return lines, out
+
+
+def _prune(includes, text):
+    """The includes' code without the helpers nothing in the script uses, then ``text``. Every
+    helper is a closure made on each call of the script, so an unused one costs every call for
+    nothing; a helper used only by removed ones goes too."""
+    while True:
+        lines, helpers = _helpers(includes)
+        for name, first, after in reversed(helpers):
+            rest = "\n".join(lines[:first] + lines[after:]) + text
+            if not re.search(rf"\b{name}\b", rest):
+                del lines[first:after]
+        pruned = "\n".join(lines)
+        if pruned == includes:
+            return includes + "\n" + text
+        includes = pruned
+
+
 def build(path, lua_dir=LUA_DIR):
     """The Script of one file, checked; raises ScriptError with the file and the problem."""
     name, _, count = path.stem.rpartition("-")
@@ -102,12 +139,13 @@ def build(path, lua_dir=LUA_DIR):
         raise ScriptError(f"{path.name}: declares {len(kinds)} keys but its name says {count}")
     parts = []
     _resolve_includes(lua_dir, text, path.name, set(), parts)
-    body = "\n".join([*parts, text])
-    missing = sorted(set(_K_USE_RE.findall(body)) - set(kinds))
+    full = "\n".join([*parts, text])
+    missing = sorted(set(_K_USE_RE.findall(full)) - set(kinds))
     if missing:
         raise ScriptError(f"{path.name}: uses keys it does not declare: {', '.join(missing)}")
-    if re.search(r"\bK\[", body):
+    if re.search(r"\bK\[", full):
         raise ScriptError(f"{path.name}: index K by name (K.<kind>), never K[...]")
+    body = _prune("\n".join(parts), text)
     values = _placeholders()
 
     def fill(m):

@@ -118,10 +118,15 @@ class Worker:
 
     # -- lifecycle -------------------------------------------------------------------------
 
-    def run(self):
-        """Serve until SIGTERM/SIGINT; returns the exit code (raises what stopped it early)."""
+    def run(self, after_fork=None):
+        """Serve until SIGTERM/SIGINT; returns the exit code (raises what stopped it early).
+        ``after_fork`` is called once the fork server of isolated handlers exists, before the
+        event loop: where the caller starts threads of its own (the outbox relay), which a fork
+        must not copy."""
         if self.procs is not None:
             self.procs.start_server()
+        if after_fork is not None:
+            after_fork()
         try:
             asyncio.run(self.main())
         finally:

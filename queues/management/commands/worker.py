@@ -16,6 +16,7 @@ from queues.engine.worker import Worker
 from queues.engine.worker.launcher import default_name
 from queues.engine.worker.logs import use_json
 from queues.engine.worker.supervisor import Supervisor
+from queues.outbox import Relay
 from queues.webhooks import worker_callback_handler
 
 
@@ -29,6 +30,16 @@ def child_init():
         import django
 
         django.setup()
+
+
+def run_with_relay(worker):
+    """Run a worker with the outbox relay beside it (``queues.outbox.Relay``): every worker
+    pushes the tasks left in the outbox, so they reach Redis however many workers die."""
+    relay = Relay()
+    try:
+        return worker.run(after_fork=relay.start)  # after the fork server: no thread of ours in it
+    finally:
+        relay.stop()
 
 
 def _count(value, auto=False):
@@ -45,6 +56,9 @@ def _count(value, auto=False):
 
 class Command(BaseCommand):
     help = "Run a worker: serves the queues in the order given (earlier = higher priority)."
+    #: Only worqr's own checks: the others (URLs above all) would import the dashboard, the API,
+    #: the admin and prometheus_client into every worker process (about 15 MiB).
+    requires_system_checks = ["worqr"]
 
     def add_arguments(self, parser):
         parser.add_argument("queues", nargs="*", help="queues to serve (default: every queue with a handler)")
@@ -122,7 +136,7 @@ class Command(BaseCommand):
                 runner = Supervisor(
                     options["processes"],
                     base,
-                    lambda name: make_worker(name).run(),
+                    lambda name: run_with_relay(make_worker(name)),
                     grace=options["grace"],
                     kill_grace=get_connection().config.kill_grace,
                 )
@@ -140,6 +154,6 @@ class Command(BaseCommand):
                     queue,
                 )
         connections.close_all()  # forked processes must not share this one's database connections
-        code = runner.run()
+        code = runner.run() if options["processes"] else run_with_relay(runner)
         if code:
             raise SystemExit(code)

@@ -28,7 +28,7 @@ end
 -- true if it started.
 local function start_task(worker, wk, id, nth, out, now, opts)
   local tk = task_key(id)
-  local f = rcall('HMGET', tk, 'p', 'lk', 't', 'cb', 'm', 'r', 'y', 's', 'tc', 'pk')
+  local f = rcall('HMGET', tk, 'p', 'lk', 't', 'cb', 'm', 'r', 'y', 's', 'tc', 'pk', 'a')
   if f[8] ~= 'pending' then
     rcall('HINCRBY', K.stats, 'gone', -1)  -- removed (or run) since it was listed
     return false
@@ -40,10 +40,9 @@ local function start_task(worker, wk, id, nth, out, now, opts)
     return false
   end
   local lease = new_lease()
-  rcall('HSET', tk, 'l', lease)
-  local attempt = rcall('HINCRBY', tk, 'a', 1)
+  local attempt = (tonumber(f[11]) or 0) + 1
   if lk then rcall('SET', lock_key(lk), id .. ':' .. lease, 'PX', opts.lock_ttl) end
-  rcall('HSET', tk, 's', 'active', 'w', worker, 'st', now)
+  rcall('HSET', tk, 'l', lease, 'a', attempt, 's', 'active', 'w', worker, 'st', now)
   count_start(f[10], lease, now)
   -- the fraction keeps the start order of one batch (a requeue restores it)
   rcall('ZADD', K.active, now + math.min(nth, 999) / 1000, id)
@@ -86,20 +85,25 @@ end
 
 -- Hand up to n runnable tasks straight to idle workers, one each, over their control channels
 -- (the delivery travels in the message: 't <queue>' then each field as '<length>:<bytes>').
--- Uses the timings the queue's workers registered with. Returns how many were handed out.
+-- Uses the timings the queue's workers registered with. Returns how many were handed out, and
+-- whether no idle worker is left (then waking any is pointless). An idle worker is looked for
+-- first: with none (a busy queue), that is the only command this costs.
 local function push_to_idle(n, now)
-  if n <= 0 or rcall('HEXISTS', K.meta, 'paused') == 1 then return 0 end
-  local cfg = rcall('HMGET', K.meta, 'lt', 'gr', 'dt')
-  if not cfg[1] then return 0 end
+  if n <= 0 then return 0, false end
+  local w = rcall('SPOP', K.idle)
+  if not w then return 0, true end
+  local cfg = rcall('HMGET', K.meta, 'lt', 'gr', 'dt', 'paused')
+  if cfg[4] or not cfg[1] then
+    rcall('SADD', K.idle, w)
+    return 0, false
+  end
   local opts = {lock_ttl = tonumber(cfg[1]), grace = tonumber(cfg[2]), default_timeout = tonumber(cfg[3])}
   local pushed = 0
-  while pushed < n do
-    local w = rcall('SPOP', K.idle)
-    if not w then break end
+  while w do
     local fields = {}
     if #take_tasks(w, 1, fields, now, opts) == 0 then
       rcall('SADD', K.idle, w)
-      break
+      return pushed, false
     end
     local parts = {'t ', QUEUE, '\n'}
     for _, v in ipairs(fields) do
@@ -108,6 +112,8 @@ local function push_to_idle(n, now)
     end
     rcall('PUBLISH', CONTROL .. w, table.concat(parts))
     pushed = pushed + 1
+    if pushed >= n then return pushed, false end
+    w = rcall('SPOP', K.idle)
   end
-  return pushed
+  return pushed, true
 end

@@ -1,17 +1,20 @@
 -- Add one or many tasks to the queue: runnable at the tail of pending (FIFO), on its lock's
 -- wait list if that lock is held or already has a runnable task first in line, or delayed
 -- until a due time. Idle workers are handed a task each inside their wake-up.
--- Keys: pending front delayed active deadlines stats meta idle unique lockwaits lockheads leases limits starts partitions ring pactive pwait
+-- Keys: pending front delayed active deadlines stats meta idle unique lockwaits lockheads leases limits starts partitions ring pactive pwait seen
 -- @include take
 -- Input: ARGV[3] n, ARGV[4] when: '' (runnable now), '+<ms>' (a delay) or '@<ms>' (an absolute
 --   due time, Unix ms), ARGV[5] retries, ARGV[6] timeout s, ARGV[7] backoff s, ARGV[8] lock key,
 --   ARGV[9] callback URL, ARGV[10] meta (opaque text), ARGV[11] trace context (W3C traceparent,
 --   then tracestate after a newline; delivered with the task), ARGV[12] partition key (runnable
 --   tasks are listed in their partition, served round-robin), ARGV[13] tags (one per line,
---   indexed in the tag index) -- each '' when not given -- then n quadruples: id, payload,
+--   indexed in the tag index) -- each '' when not given -- ARGV[14] remember (ms; '' or 0:
+--   not): ids given by the caller (the outbox's) are kept in `seen` that long, so the same id
+--   enqueued again even after its task finished is a no-op; then n quadruples: id, payload,
 --   unique key ('' for none), 'b' if the payload was bytes.
 -- Output: {queue_was_new (0/1), now (ms), id1, id2, ...}. A unique key already held gives the
---   holder's id; an id that already exists is left as it is (enqueue is idempotent by id).
+--   holder's id; an id that already exists, or was remembered in `seen` within the window, is
+--   left as it is (enqueue is idempotent by id).
 -- Events: 'enqueued' {n, ids, delayed}, 'waiting' {ids}, and 'started' for tasks handed
 --   straight to idle workers (one each, in their wake-up message); wakes up to n idle workers
 --   in all, as many as the limits let start (or re-arms sleepers' timers for delayed tasks).
@@ -34,6 +37,13 @@ for i, name in ipairs({'r', 't', 'b', 'lk', 'cb', 'm', 'tc', 'pk', 'tg'}) do
     opts[#opts + 1] = ARGV[4 + i]
   end
 end
+local remember = tonumber(ARGV[14]) or 0
+if remember > 0 then
+  -- Forget ids remembered longer than the window: at most 1000 per call (each call adds at most
+  -- 500), so the set never grows past the window's enqueues and no call holds Redis for long.
+  local old = rcall('ZRANGEBYSCORE', K.seen, '-inf', now - remember, 'LIMIT', 0, 1000)
+  if #old > 0 then rcall('ZREM', K.seen, unpack(old)) end
+end
 local is_new = 0
 if rcall('HSETNX', K.meta, 'created', now) == 1 then is_new = 1 end
 local out = {is_new, now}
@@ -43,14 +53,15 @@ local turn_taken = not lk  -- with a lock: whether the lock's turn was settled (
 local state = 'pending'
 if due > 0 then state = 'delayed' end
 for i = 0, n - 1 do
-  local j = 14 + 4 * i
+  local j = 15 + 4 * i
   local id, payload, uk, kind = ARGV[j], ARGV[j + 1], ARGV[j + 2], ARGV[j + 3]
   local holder = false
   if uk ~= '' then holder = rcall('HGET', K.unique, uk) end
   local tk = task_key(id)
   if holder then
     out[#out + 1] = holder
-  elseif rcall('EXISTS', tk) == 1 then
+  elseif rcall('EXISTS', tk) == 1 or (remember > 0 and rcall('ZSCORE', K.seen, id)) then
+    if remember > 0 then rcall('ZADD', K.seen, 'NX', now, id) end
     out[#out + 1] = id
   else
     local s = state
@@ -67,6 +78,7 @@ for i = 0, n - 1 do
     end
     for _, v in ipairs(opts) do fields[#fields + 1] = v end
     rcall('HSET', tk, unpack(fields))
+    if remember > 0 then rcall('ZADD', K.seen, now, id) end
     for t in string.gmatch(ARGV[13], '[^\n]+') do rcall('ZADD', tag_key(t), now, id) end
     if s == 'waiting' then waiting[#waiting + 1] = id elseif s == 'pending' then runnable[#runnable + 1] = id end
     added[#added + 1] = id
@@ -106,8 +118,8 @@ if #added > 0 then
     local room = queue_room(now)
     if room < n then n = room end
     -- Idle workers get a task each in the wake-up itself; the rest of them are just woken.
-    local pushed = push_to_idle(n, now)
-    wake(n - pushed)
+    local pushed, none_idle = push_to_idle(n, now)
+    if not none_idle then wake(n - pushed) end
   end
 end
 return out
