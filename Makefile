@@ -44,6 +44,7 @@ bench: deps
 	$(PY) bench/scale.py $(SCALE_ARGS)
 	$(PY) bench/schedules.py $(SCHEDULE_ARGS)
 	$(PY) bench/tracing.py $(TRACING_ARGS)
+	$(PY) bench/batches.py $(BATCH_ARGS)
 	$(PY) bench/limits.py $(LIMITS_ARGS)
 
 profile: deps

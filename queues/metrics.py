@@ -46,6 +46,7 @@ VIEW_PERMISSION = "view_dashboard"
 _GAUGES = (
     ("pending", "Tasks waiting to run now (including those waiting for a lock)."),
     ("delayed", "Tasks waiting for their due time (deferred, or retrying after a backoff)."),
+    ("blocked", "Tasks waiting for their parents to complete (after=)."),
     ("active", "Tasks running on a worker."),
     ("failed", "Tasks out of attempts, kept in the failed set until retried or deleted."),
 )

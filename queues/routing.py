@@ -31,8 +31,8 @@ async def not_found(scope, receive, send):
 
 
 urlpatterns = [
-    re_path(r"^ws/queues/(?P<view>overview|workers|schedules)/$", DashboardConsumer.as_asgi(), name="live"),
-    re_path(r"^ws/queues/(?P<view>queue|task|worker)/(?P<arg>[^/]+)/$", DashboardConsumer.as_asgi(), name="live"),
+    re_path(r"^ws/queues/(?P<view>overview|workers|schedules|batches)/$", DashboardConsumer.as_asgi(), name="live"),
+    re_path(r"^ws/queues/(?P<view>queue|task|worker|batch)/(?P<arg>[^/]+)/$", DashboardConsumer.as_asgi(), name="live"),
     re_path(r"", not_found),
 ]
 websocket_urlpatterns = urlpatterns

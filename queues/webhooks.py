@@ -7,7 +7,8 @@
 2. POST ``{"id", "queue", "payload", "topic", "content"}`` (``topic``/``content`` repeat
    ``queue``/``payload`` for clients of the seed) to the address that was checked (the name
    goes in the Host header and TLS SNI, so a second DNS answer can't move the connection),
-   with the task id and attempt in headers, so receivers can be idempotent: deliveries are
+   with the task id and attempt in headers (and ``X-Worqr-Batch``, the batch, for a batch's task
+   or callback), so receivers can be idempotent: deliveries are
    at-least-once. With OpenTelemetry on, the POST is a CLIENT span whose W3C ``traceparent``
    (and ``tracestate``) headers are sent, so the receiver continues the task's trace.
 3. Judge the reply:
@@ -347,6 +348,8 @@ def deliver(task):
         "X-Worqr-Attempt": str(task.attempt),
         "Idempotency-Key": task.id,
     }
+    if task.batch_id:  # a batch's task, or a batch's callback: the batch it is about
+        headers["X-Worqr-Batch"] = task.batch_id
     data = json.dumps(body_of(task)).encode()
     try:
         with _span(target, headers) as record_status:

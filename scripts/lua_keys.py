@@ -21,7 +21,7 @@ def main(fix):
         parts = []
         scripts._resolve_includes(scripts.LUA_DIR, text, path.name, set(), parts)
         used = set(scripts._K_USE_RE.findall("\n".join([*parts, text])))
-        kinds = [k for k in keys.QUEUE_KINDS if k in used]
+        kinds = [k for k in (*keys.QUEUE_KINDS, *keys.BATCH_KINDS) if k in used]
         declared = (scripts._KEYS_RE.findall(text) or [""])[0].split()
         name = f"{path.stem.rpartition('-')[0]}-{len(kinds)}.lua"
         if declared == kinds and path.name == name:

@@ -7,6 +7,10 @@ Limits: the queue's concurrency and rate (every start counts while a rate is set
 never passes), and per partition. A partitioned task is listed in its partition; the runnable
 partitions are served round-robin from the ring. As in Redis, a removed task's entry stays on
 its partition's list (skipped when reached), and the ring may hold stale entries.
+
+Workflows (``after=``) are modelled within the queue: ``link`` records children, a task's end
+with children (or a reason) goes to the outbox, and ``resolve`` tells children, releasing or
+cancelling them (``blocked`` tasks).
 """
 
 from collections import OrderedDict, deque
@@ -31,11 +35,15 @@ class Task:
         "cancel",
         "started",
         "part",
+        "waitfor",
+        "run_anyway",
+        "delayed",
     )
 
     def __init__(self, task_id, lock, unique, retries, part=None):
         self.id, self.lock, self.unique, self.retries, self.part = task_id, lock, unique, retries, part
         self.state, self.lease, self.attempts, self.worker, self.cancel, self.started = None, 0, 0, None, False, None
+        self.waitfor, self.run_anyway, self.delayed = set(), False, False
 
 
 class QueueModel:
@@ -52,6 +60,9 @@ class QueueModel:
         self.owned = {}  # worker -> set of ids
         self.paused = False
         self.stats = dict(enqueued=0, completed=0, failed=0, cancelled=0, deleted=0)
+        self.links = {}  # parent id -> set of child ids linked to it
+        self.ended = {}  # id -> its recorded end (links '='), for tasks with links or a reason
+        self.outbox = set()  # ids whose children are still to be told
         self.take_seq = 0
         self.leases = 0  # the queue's lease counter: every delivery and fencing takes the next
         #: the workers Redis woke during the operation being modelled (read from their channels
@@ -217,13 +228,24 @@ class QueueModel:
         if t.unique is not None and self.unique.get(t.unique) == t.id:
             del self.unique[t.unique]
 
-    def forget(self, t):
+    def forget(self, t, outcome=None, reason=False):
         self.clear_unique(t)
         del self.tasks[t.id]
+        if outcome is not None:
+            self.task_ended(t.id, outcome, reason)
+
+    def task_ended(self, tid, outcome, reason=False):
+        """Mirror of includes/links.lua: only the first end counts, only with links or a reason."""
+        if tid not in self.links and tid not in self.ended and not reason:
+            return
+        if tid in self.ended:
+            return
+        self.ended[tid] = outcome
+        self.outbox.add(tid)
 
     def requeue_front(self, t):
         if t.cancel:
-            self.forget(t)
+            self.forget(t, "cancelled")
             self.stats["cancelled"] += 1
             if t.lock is not None:
                 self.promote_waiter(t.lock)
@@ -289,7 +311,7 @@ class QueueModel:
                 raise ModelError(f"partition {part} started past its concurrency {pc}")
         return taken
 
-    def remove_inactive(self, t):
+    def remove_inactive(self, t, outcome):
         if t.state == "pending" and t.part is not None:
             pass  # its entry stays on its partition's list, skipped when reached
         elif t.state == "pending":
@@ -298,16 +320,35 @@ class QueueModel:
             self.waits[t.lock].remove(t.id)
             if not self.waits[t.lock]:
                 del self.waits[t.lock]
-        self.forget(t)
+        self.forget(t, outcome)
         if t.state == "pending" and t.lock is not None and self.heads.get(t.lock) == t.id:
             del self.heads[t.lock]
             self.promote_waiter(t.lock)
 
     # -- operations (each returns what the script should reply) -----------------------------
 
-    def enqueue(self, ids, lock, unique, delayed, retries, handed, part=None, remember=False):
+    def link(self, parents, children):
+        """What ``link`` answers per parent ('w': linked, or its end), linking live ones."""
+        out = []
+        for p in parents:
+            t = self.tasks.get(p)
+            if p in self.ended:
+                out.append(self.ended[p])
+            elif t is None:
+                raise ModelError(f"link to unknown parent {p}")
+            elif t.state == "failed":
+                out.append("failed")
+            else:
+                out.append("w")
+        for p, o in zip(parents, out):
+            if o == "w":
+                self.links.setdefault(p, set()).update(children)
+        return out
+
+    def enqueue(self, ids, lock, unique, delayed, retries, handed, part=None, remember=False, deps=None):
         """``handed``: the (worker, id, lease) hand-overs Redis published, in order. Returns the
-        ids replied. An id that exists, or was remembered, is left as it is."""
+        ids replied. An id that exists, or was remembered, is left as it is. ``deps``: ([(parent,
+        'w' or its end)], run_anyway) for tasks with after=."""
         out, runnable = [], 0
         for tid in ids:
             if unique is not None and unique in self.unique:
@@ -324,7 +365,20 @@ class QueueModel:
             if unique is not None:
                 self.unique[unique] = tid
             self.stats["enqueued"] += 1
-            if delayed:
+            why = False
+            if deps is not None:
+                told, t.run_anyway = deps
+                for p, o in told:
+                    if o == "w":
+                        t.waitfor.add(p)
+                    elif o != "completed" and not t.run_anyway:
+                        why = True
+            if why:
+                self.forget(t, "cancelled", reason=True)
+                self.stats["cancelled"] += 1
+            elif t.waitfor:
+                t.state, t.delayed = "blocked", delayed
+            elif delayed:
                 t.state = "delayed"
             elif self.make_runnable(t, "tail"):
                 runnable += 1
@@ -349,6 +403,34 @@ class QueueModel:
         self.wake(runnable - pushed)
         return out
 
+    def resolve(self, items):
+        """Tell children that a parent ended: one code per (child, parent, outcome) as the script."""
+        codes, runnable = [], 0
+        for child, parent, outcome in items:
+            t = self.tasks.get(child)
+            if t is None or parent not in t.waitfor or t.state != "blocked":
+                codes.append(0)
+                continue
+            t.waitfor.discard(parent)
+            if outcome == "completed" or t.run_anyway:
+                if t.waitfor:
+                    codes.append(3)
+                    continue
+                if t.delayed:
+                    t.state = "delayed"
+                elif self.make_runnable(t, "tail"):
+                    runnable += 1
+                codes.append(1)
+            else:
+                self.forget(t, "cancelled", reason=True)
+                self.stats["cancelled"] += 1
+                codes.append(2)
+        self.wake(runnable)
+        return codes
+
+    def outbox_done(self, ids):
+        self.outbox -= set(ids)
+
     def finish(self, worker, acks):
         codes = []
         for tid, lease, keep in acks:
@@ -357,7 +439,7 @@ class QueueModel:
                 codes.append(Code.STALE)
                 continue
             self.leave_active(t, lease, "keep" if keep else "release")
-            self.forget(t)
+            self.forget(t, "cancelled" if t.cancel else "completed")
             if t.cancel:
                 self.stats["cancelled"] += 1
                 codes.append(Code.CANCELLED)
@@ -388,7 +470,7 @@ class QueueModel:
             return Code.STALE
         self.leave_active(t, lease, "keep" if keep else "release")
         if t.cancel:
-            self.forget(t)
+            self.forget(t, "cancelled")
             self.stats["cancelled"] += 1
             return Code.CANCELLED
         t.worker = worker
@@ -397,6 +479,7 @@ class QueueModel:
             return Code.RETRYING
         t.state = "failed"
         self.clear_unique(t)
+        self.task_ended(t.id, "failed")
         self.stats["failed"] += 1
         return Code.FAILED
 
@@ -437,7 +520,7 @@ class QueueModel:
             return Code.STOPPING
         if t.state == "failed":
             return Code.FINISHED
-        self.remove_inactive(t)
+        self.remove_inactive(t, "cancelled")
         self.stats["cancelled"] += 1
         return Code.REMOVED
 
@@ -447,7 +530,7 @@ class QueueModel:
             return Code.UNKNOWN
         if t.state == "active":
             return Code.ACTIVE
-        self.remove_inactive(t)
+        self.remove_inactive(t, "deleted")
         self.stats["deleted"] += 1
         return Code.DELETED
 
@@ -458,6 +541,7 @@ class QueueModel:
         if t.state != "failed":
             return Code.NOT_FAILED
         t.attempts = 0
+        self.ended.pop(tid, None)
         if t.unique is not None and t.unique not in self.unique:
             self.unique[t.unique] = tid
         if self.make_runnable(t, "tail"):
@@ -468,7 +552,7 @@ class QueueModel:
         n = 0
         for lock in list(self.waits):
             for tid in self.waits.pop(lock):
-                self.forget(self.tasks[tid])
+                self.forget(self.tasks[tid], "deleted")
                 n += 1
         listed = [*self.front, *self.pending, *(i for lst in self.plists.values() for i in lst)]
         for tid in listed:
@@ -477,7 +561,7 @@ class QueueModel:
                 continue  # the entry of a removed task
             if t.lock is not None and self.heads.get(t.lock) == tid:
                 del self.heads[t.lock]
-            self.forget(t)
+            self.forget(t, "deleted")
             n += 1
         self.front.clear()
         self.pending.clear()

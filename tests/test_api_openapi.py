@@ -17,6 +17,7 @@ from tests.test_api import Api, make_token
 pytestmark = pytest.mark.django_db
 
 UNKNOWN = "t1-0123456789abcdef"
+NO_BATCH = "b-0123456789abcdef"
 GOOD = {"queue": "t1", "payload": "x"}
 
 
@@ -47,6 +48,7 @@ class Ctx:
         self.admin, self.noperm, self.anon = Api(make_token("all")), Api(make_token()), Api()
         self.monkeypatch = monkeypatch
         self.tid = Queue("t1").enqueue("kept")
+        self.bid = self.batch()
         schedules.sync(connection.get_default().client, [parse("sch", {"queue": "t1", "every": 3600})])
 
     def fresh(self):
@@ -62,6 +64,14 @@ class Ctx:
         self.monkeypatch.setattr(views.readmodel, "task", lambda c, i: Task(id=i, queue="t9", state="failed"))
         return tid
 
+    def batch(self, closed=False):
+        from queues.engine import Batch
+
+        b = Batch(description="api")
+        if closed:
+            b.close()
+        return b.id
+
     def big(self):
         return {"queue": "t1", "payload": "x" * 80000}
 
@@ -72,6 +82,36 @@ def specific(c):
     return {
         ("/api/tasks", "post", 201): lambda: a.post("/api/tasks", GOOD),
         ("/api/tasks", "post", 400): lambda: a.post("/api/tasks", {"queue": "t1"}),
+        ("/api/tasks", "post", 404): lambda: a.post("/api/tasks", {**GOOD, "after": [UNKNOWN]}),
+        ("/api/batches", "post", 201): lambda: a.post("/api/batches", {"description": "d"}),
+        ("/api/batches", "post", 400): lambda: a.post("/api/batches", {"on_success": ["t1", "x"]}),
+        ("/api/batches", "post", 413): lambda: a.post("/api/batches", c.big()),
+        ("/api/batches", "post", 415): lambda: a.post("/api/batches", "x", content_type="text/plain"),
+        ("/api/batches/{batch_id}", "get", 200): lambda: a.get(f"/api/batches/{c.batch()}"),
+        ("/api/batches/{batch_id}", "get", 400): lambda: a.get("/api/batches/nope"),
+        ("/api/batches/{batch_id}", "get", 404): lambda: a.get(f"/api/batches/{NO_BATCH}"),
+        ("/api/batches/{batch_id}", "delete", 200): lambda: a.delete(f"/api/batches/{c.batch()}"),
+        ("/api/batches/{batch_id}", "delete", 400): lambda: a.delete("/api/batches/nope"),
+        ("/api/batches/{batch_id}", "delete", 404): lambda: a.delete(f"/api/batches/{NO_BATCH}"),
+        ("/api/batches/{batch_id}/tasks", "post", 201): lambda: a.post(
+            f"/api/batches/{c.batch()}/tasks", {"queue": "t1", "payloads": ["a"]}
+        ),
+        ("/api/batches/{batch_id}/tasks", "post", 400): lambda: a.post(
+            f"/api/batches/{c.batch()}/tasks", {"queue": "t1", "payloads": []}
+        ),
+        ("/api/batches/{batch_id}/tasks", "post", 404): lambda: a.post(
+            f"/api/batches/{NO_BATCH}/tasks", {"queue": "t1", "payloads": ["a"]}
+        ),
+        ("/api/batches/{batch_id}/tasks", "post", 409): lambda: a.post(
+            f"/api/batches/{c.batch(closed=True)}/tasks", {"queue": "t1", "payloads": ["a"]}
+        ),
+        ("/api/batches/{batch_id}/tasks", "post", 413): lambda: a.post(f"/api/batches/{c.batch()}/tasks", c.big()),
+        ("/api/batches/{batch_id}/tasks", "post", 415): lambda: a.post(
+            f"/api/batches/{c.batch()}/tasks", "x", content_type="text/plain"
+        ),
+        ("/api/batches/{batch_id}/close", "post", 200): lambda: a.post(f"/api/batches/{c.batch()}/close"),
+        ("/api/batches/{batch_id}/close", "post", 400): lambda: a.post("/api/batches/nope/close"),
+        ("/api/batches/{batch_id}/close", "post", 404): lambda: a.post(f"/api/batches/{NO_BATCH}/close"),
         ("/api/tasks", "post", 413): lambda: a.post("/api/tasks", c.big()),
         ("/api/tasks", "post", 415): lambda: a.post("/api/tasks", "queue=t1", content_type="text/plain"),
         ("/api/tasks/{id}", "get", 200): lambda: a.get(f"/api/tasks/{c.tid}"),
@@ -131,10 +171,13 @@ def specific(c):
 
 def generic(api, path, method, c):
     """The operation called by ``api`` with a plausible body."""
-    url = path.replace("{id}", c.tid).replace("{name}", "t1")
-    body = {"/api/tasks": GOOD, "/api/create": {"topic": "t1", "content": "x"}}.get(
-        path, {"id": c.tid} if path in ("/api/query", "/api/delete") else None
-    )
+    url = path.replace("{id}", c.tid).replace("{name}", "t1").replace("{batch_id}", c.bid)
+    body = {
+        "/api/tasks": GOOD,
+        "/api/create": {"topic": "t1", "content": "x"},
+        "/api/batches": {"description": "d"},
+        "/api/batches/{batch_id}/tasks": {"queue": "t1", "payloads": ["a"]},
+    }.get(path, {"id": c.tid} if path in ("/api/query", "/api/delete") else None)
     return api.call(method.upper(), url, body)
 
 

@@ -355,3 +355,30 @@ async def test_200_open_dashboards_cost_redis_one_subscriber(staff_cookie, clien
     while await asyncio.to_thread(subscribers, client):
         assert time.monotonic() < deadline, "the subscriber outlived the last socket"
         await asyncio.sleep(0.05)
+
+
+async def test_batch_views_update_live_as_tasks_end(staff_cookie):
+    """The Batches page and a batch's page get an update with the new progress when a task of the
+    batch ends and is told to it."""
+    from queues.engine import Batch, connection, workflows
+    from tests.engine_calls import finish, take
+
+    b = await asyncio.to_thread(Batch, description="live")
+    await asyncio.to_thread(b.enqueue_many, "t1", ["a", "b"])
+    listing = communicator("/ws/queues/batches/", ORIGIN, staff_cookie)
+    one = communicator(f"/ws/queues/batch/{b.id}/", ORIGIN, staff_cookie)
+    assert (await listing.connect())[0] and (await one.connect())[0]
+    assert "0 / 2" in (await receive(listing))["sections"]["batches"]
+    assert "0 of 2 ended" in (await receive(one))["sections"]["batch"]
+    client = connection.get_default().client
+
+    def end_one():
+        (t,) = take(client, "t1")
+        finish(client, t)
+        workflows.drain(client, "t1")
+
+    await asyncio.to_thread(end_one)
+    assert "1 / 2" in (await receive(listing))["sections"]["batches"]
+    assert "1 of 2 ended" in (await receive(one))["sections"]["batch"]
+    await listing.disconnect()
+    await one.disconnect()

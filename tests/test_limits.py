@@ -71,7 +71,8 @@ def test_concurrency_caps_starts_and_a_freed_slot_wakes_an_idle_worker(client):
     msg = p.get_message(timeout=5)  # one idle worker (either: both asked for more) is woken
     assert msg and msg["data"] == b"w lim-c"
     p.close()
-    assert len(start(client, "lim-c", 5, worker="w2").tasks) == 1
+    woken = msg["channel"].decode().rsplit(":", 1)[1]
+    assert len(start(client, "lim-c", 5, worker=woken).tasks) == 1
     limits = q.limits()
     assert limits["concurrency"] == 2 and limits["active"] == 2 and limits["held_back"] == 2
     assert limits["handler"]["concurrency"] == 2 and limits["overrides"] == {}

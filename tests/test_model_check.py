@@ -1,6 +1,7 @@
 """Randomized model check of the engine's scripts: seeded random sequences of operations (enqueue
 with and without locks, unique keys and partitions, start with acknowledgements, finish, fail,
-give back, release, cancel, delete, retry, purge, worker death, pause, limits set and reset) run
+give back, release, cancel, delete, retry, purge, worker death, pause, limits set and reset, tasks
+enqueued after others and the drain step that tells them) run
 against the real scripts on the
 test Redis and against the reference model in tests/model.py; after every step the whole state
 is compared, and the invariants are checked on Redis alone:
@@ -8,7 +9,8 @@ is compared, and the invariants are checked on Redis alone:
 - every task's state, lease and attempts, and no task more or less than the model has;
 - the runnable order (front, then pending), each lock's wait list, holder and runnable head, the
   locks kept for handlers still running, the idle set, what each worker holds;
-- counts: completed + failed + cancelled + deleted + pending + delayed + active == enqueued;
+- counts: completed + failed + cancelled + deleted + pending + delayed + active + blocked == enqueued;
+- the outbox (ended tasks whose children are still to be told) and each parent's children;
 - locks: no two active tasks share one, and each active task with a lock holds it;
 - limits: never more active tasks than the concurrency, nor per partition; the partitions' lists,
   states, the ring and the logs of starts as the model has them.
@@ -17,6 +19,7 @@ Reproduce a failure with its seed: ``WORQR_MODEL_SEED=<seed> pytest tests/test_m
 ``WORQR_SOAK=1`` runs more seeds and steps.
 """
 
+import json
 import os
 import random
 import uuid
@@ -100,13 +103,23 @@ class Driver:
         retries = rng.choice((0, 0, 1))
         remember = rng.random() < 0.3  # the outbox's pushes: idempotent by id
         ids = [f"{Q}-{rng.getrandbits(64):016x}" for _ in range(n)]
-        if self.used_ids and rng.random() < 0.3:  # a second push of an id (its task may be gone)
+        reused = self.used_ids and rng.random() < 0.3
+        if reused:  # a second push of an id (its task may be gone)
             ids[0], remember = rng.choice(self.used_ids), True
         if remember:
             self.used_ids += ids
         items = [(i, b"p", unique or "", "") for i in ids]
         tags = rng.sample(TAGS, rng.choice((0, 0, 1, 2)))  # the tag index is checked against the model
         before = set(m.tasks)
+        known = sorted({*m.tasks, *m.ended})
+        deps, doc = None, ""
+        if known and rng.random() < 0.3 and not reused:  # links of a pushed-again id: not modelled
+            parents = rng.sample(known, min(len(known), rng.choice((1, 1, 2))))
+            run_anyway = rng.random() < 0.3
+            code, told = commands.link(Q, parents, ids).run(self.client)
+            assert code == Code.OK and told == m.link(parents, ids), (told, parents)
+            deps = (list(zip(parents, told)), run_anyway)
+            doc = json.dumps({"p": [list(x) for x in deps[0]], **({"ob": "run"} if run_anyway else {})})
         reply, expected = self.run(
             lambda: commands.enqueue(
                 Q,
@@ -118,15 +131,39 @@ class Driver:
                 partition=part or "",
                 tags=tags,
                 remember=LONG if remember else 0,
+                parents=doc,
             ).run(self.client),
-            lambda handed: m.enqueue(ids, lock, unique, delayed, retries, handed, part, remember),
+            lambda handed: m.enqueue(ids, lock, unique, delayed, retries, handed, part, remember, deps),
         )
         assert reply.ids == expected
         for i in ids:  # tasks made now carry these tags (an id pushed again changes nothing)
             if i in m.tasks and i not in before:
                 m.tags_of[i] = tags
         self.delivered += [(w, i, lease) for w, i, lease in self.handed]
-        self.log.append(("enqueue", ids, lock, unique, delayed, part, remember))
+        self.log.append(("enqueue", ids, lock, unique, delayed, part, remember, deps))
+
+    def op_drain(self):
+        """The drain step for the oldest outbox entry: tell its children, then take it off."""
+        head = readmodel.outbox(self.client, Q, 1)
+        if not head:
+            assert not self.m.outbox, f"the model's outbox {sorted(self.m.outbox)} is not in redis"
+            return
+        tid = head[0]
+        assert tid in self.m.outbox, f"{tid} is in redis's outbox, not the model's"
+        outcome = self.m.ended.get(tid)
+        if outcome is not None:
+            children = sorted(self.m.links.get(tid, ()))
+            info = readmodel.links(self.client, Q, tid)
+            assert info["children"] == children and info["outcome"] == outcome
+            items = [(c, tid, outcome) for c in children]
+            if items:
+                codes, expected = self.run(
+                    lambda: commands.resolve(Q, items).run(self.client), lambda _: self.m.resolve(items)
+                )
+                assert codes == expected
+        commands.outbox_done(Q, [tid]).run(self.client)
+        self.m.outbox_done([tid])
+        self.log.append(("drain", tid, outcome))
 
     def _acks(self, worker):
         mine = self.m.active_of(worker)
@@ -394,6 +431,7 @@ class Driver:
         ("heartbeat", 2),
         ("pause", 2),
         ("stale", 5),
+        ("drain", 8),
         ("limits", 3),
         ("progress", 3),
     )
@@ -475,12 +513,26 @@ def check(client, m):
         deleted=m.stats["deleted"],
         enqueued=m.stats["enqueued"],
         total_failed=m.stats["failed"],
+        blocked=len(m.in_state("blocked")),
         paused=m.paused,
     )
     assert {k: c[k] for k in expected} == expected
     assert (
-        c["completed"] + c["failed"] + c["cancelled"] + c["deleted"] + c["pending"] + c["delayed"] + c["active"]
+        c["completed"]
+        + c["failed"]
+        + c["cancelled"]
+        + c["deleted"]
+        + c["pending"]
+        + c["delayed"]
+        + c["active"]
+        + c["blocked"]
     ) == c["enqueued"]
+    assert set(readmodel.outbox(client, Q, 100000)) == m.outbox
+    blocked = {i.decode() for i in client.zrange(keys.queue_key(Q, "blocked"), 0, -1)}
+    assert blocked == {t.id for t in m.in_state("blocked")}
+    for t in m.in_state("blocked"):
+        told = readmodel.parents(client, Q, t.id)
+        assert {p for p, v in told.items() if v == "w"} == t.waitfor, f"parents of {t.id}"
 
     active = [t for t in m.in_state("active")]
     locks = [t.lock for t in active if t.lock is not None]

@@ -371,3 +371,15 @@ def _idle(queue):
     from queues.engine import keys
 
     return Queue(queue).client.scard(keys.queue_key(queue, "idle")) >= 1
+
+
+def test_a_batch_task_delivery_carries_its_batch_in_a_header(receiver):
+    """A webhook delivery of a batch's task (or a batch's callback) says which batch in X-Worqr-Batch."""
+    from dataclasses import replace
+
+    from queues.webhooks import deliver
+
+    deliver(replace(_task(receiver.plan("/batch", (204, ""))), batch_id="b-00000000000000ab"))
+    assert receiver.on("/batch")[0]["headers"]["X-Worqr-Batch"] == "b-00000000000000ab"
+    deliver(_task(receiver.plan("/plain", (204, ""))))
+    assert "X-Worqr-Batch" not in receiver.on("/plain")[0]["headers"]

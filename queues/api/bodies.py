@@ -17,7 +17,14 @@ timeout    timeout  seconds an attempt may run (> 0, at most a week)
 backoff    backoff  base seconds between retries (0 to a day; retry n waits backoff * 2**(n-1))
 callback   callback http(s) URL the built-in webhook delivery POSTs the task to
 tags                 array of up to 20 strings (1-100 characters, no newline), indexed for search
+after      -        task ids (at most 1,000) the task waits for: it is ``blocked`` until each
+                    completed
+on_parent_failure   "cancel" (default) or "run": what a parent ending otherwise does to it
 =========  =======  ==========================================================================
+
+Batches: ``POST /api/batches`` takes ``description``, ``on_success`` and ``on_complete`` (each
+``{"queue", "payload"}``); ``POST /api/batches/<id>/tasks`` takes ``queue``, ``payloads`` (1 to
+10,000) and the options of a task (``delay``, ``retries``, ``timeout``, ``backoff``).
 """
 
 import math
@@ -39,6 +46,11 @@ QUEUE_PATTERN = "^[A-Za-z0-9][A-Za-z0-9._@+-]*$"
 TASK_ID_PATTERN = "^[A-Za-z0-9][A-Za-z0-9._@+-]*-[0-9a-f]{16}$"
 QUEUE_SCHEMA = {"type": "string", "pattern": QUEUE_PATTERN, "minLength": 1, "maxLength": keys.QUEUE_NAME_MAX}
 TASK_ID_SCHEMA = {"type": "string", "pattern": TASK_ID_PATTERN, "minLength": 18, "maxLength": keys.QUEUE_NAME_MAX + 17}
+BATCH_ID_PATTERN = "^b-[0-9a-f]{16}$"
+BATCH_ID_SCHEMA = {"type": "string", "pattern": BATCH_ID_PATTERN}
+MAX_PARENTS = 1000
+MAX_BATCH_PAYLOADS = 10000
+MAX_DESCRIPTION = 1000
 
 
 class Huge:
@@ -95,15 +107,44 @@ class Field:
 
     def parse(self, value):
         name = self.name
+        if self.kind == "task_ids":
+            if not isinstance(value, list):
+                raise BadRequest(f"{name}: must be an array of task ids, not {json_type(value)}", name)
+            if len(value) > MAX_PARENTS:
+                raise BadRequest(f"{name}: at most {MAX_PARENTS} task ids", name)
+            return [task_id(v, name) for v in value]
+        if self.kind == "parent_failure":
+            if value not in ("cancel", "run"):
+                raise BadRequest(f'{name}: must be "cancel" or "run", not {shown(value)}', name)
+            return value
+        if self.kind == "description":
+            text(name, value)
+            if len(value) > MAX_DESCRIPTION:
+                raise BadRequest(f"{name}: at most {MAX_DESCRIPTION} characters", name)
+            return value
+        if self.kind == "batch_callback":
+            if not isinstance(value, dict) or set(value) != {"queue", "payload"}:
+                raise BadRequest(f'{name}: must be an object {{"queue", "payload"}}', name)
+            queue_name(value["queue"], f"{name}.queue")
+            text(f"{name}.payload", value["payload"])
+            self._size(f"{name}.payload", value["payload"])
+            return (value["queue"], value["payload"])
+        if self.kind == "payloads":
+            if not isinstance(value, list) or not value:
+                raise BadRequest(f"{name}: must be a non-empty array of strings", name)
+            if len(value) > MAX_BATCH_PAYLOADS:
+                raise BadRequest(f"{name}: at most {MAX_BATCH_PAYLOADS} payloads per request", name)
+            for v in value:
+                text(name, v)
+                self._size(name, v)
+            return value
         if self.kind == "queue":
             return queue_name(value, name)
         if self.kind == "task_id":
             return task_id(value, name)
         if self.kind == "payload":
             text(name, value)
-            size, limit = len(value.encode("utf-8")), get_connection().config.max_payload_bytes
-            if size > limit:
-                raise BadRequest(f"{name}: {size} bytes is over the limit of {limit} bytes", name)
+            self._size(name, value)
             return value
         if self.kind == "callback":
             text(name, value)
@@ -121,6 +162,12 @@ class Field:
             except InvalidTask as exc:
                 raise BadRequest(f"{name}: {exc}", name) from None
         return self._number(value)
+
+    @staticmethod
+    def _size(name, value):
+        size, limit = len(value.encode("utf-8")), get_connection().config.max_payload_bytes
+        if size > limit:
+            raise BadRequest(f"{name}: {size} bytes is over the limit of {limit} bytes", name)
 
     def _number(self, value):
         name, integer = self.name, self.kind == "integer"
@@ -143,7 +190,23 @@ class Field:
     def schema(self):
         """The field's JSON Schema, or None when the field can't be used (callbacks off)."""
         doc = self.doc
-        if self.kind == "queue":
+        payload = {"type": "string", "maxLength": get_connection().config.max_payload_bytes // 4}
+        if self.kind == "task_ids":
+            out = {"type": "array", "items": dict(TASK_ID_SCHEMA), "maxItems": MAX_PARENTS}
+        elif self.kind == "parent_failure":
+            out = {"type": "string", "enum": ["cancel", "run"]}
+        elif self.kind == "description":
+            out = {"type": "string", "maxLength": MAX_DESCRIPTION}
+        elif self.kind == "batch_callback":
+            out = {
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["queue", "payload"],
+                "properties": {"queue": dict(QUEUE_SCHEMA), "payload": payload},
+            }
+        elif self.kind == "payloads":
+            out = {"type": "array", "items": payload, "minItems": 1, "maxItems": MAX_BATCH_PAYLOADS}
+        elif self.kind == "queue":
             out = dict(QUEUE_SCHEMA)
         elif self.kind == "task_id":
             out = dict(TASK_ID_SCHEMA)
@@ -200,7 +263,17 @@ class Body:
         return {"type": "object", "additionalProperties": False, "required": required, "properties": properties}
 
 
-def _create(queue, payload, retries, others, extra=()):
+def _create(queue, payload, retries, others, extra=(), workflow=False):
+    extra = tuple(extra)
+    if workflow:
+        extra += (
+            Field("after", "task_ids", doc="task ids the task waits for (blocked until each completed)"),
+            Field(
+                "on_parent_failure",
+                "parent_failure",
+                doc="what a parent failing, cancelled or deleted does: cancel the task (default) or run it",
+            ),
+        )
     return Body(
         Field(queue, "queue", "queue", required=True, doc="the queue's name"),
         Field(payload, "payload", "payload", required=True),
@@ -230,9 +303,25 @@ CREATE_TASK = _create(
     "retries",
     {"topic": "queue", "content": "payload", "retry": "retries"},
     [Field("tags", "tags", doc="tags, indexed for search (e.g. customer:42)")],
+    workflow=True,
 )
 #: POST /api/create, in the seed's names
 SEED_CREATE = _create("topic", "content", "retry", {"queue": "topic", "payload": "content", "retries": "retry"})
+#: POST /api/batches
+CREATE_BATCH = Body(
+    Field("description", "description", doc="what the batch is"),
+    Field("on_success", "batch_callback", doc="a task enqueued once if every task of the batch completed"),
+    Field("on_complete", "batch_callback", doc="a task enqueued once when every task of the batch has ended"),
+)
+#: POST /api/batches/<id>/tasks
+BATCH_TASKS = Body(
+    Field("queue", "queue", required=True, doc="the queue the tasks go to"),
+    Field("payloads", "payloads", required=True, doc="the tasks' payloads, one task each"),
+    Field("delay", "number", maximum=MAX_DELAY, doc="seconds before they may run"),
+    Field("retries", "integer", maximum=MAX_RETRIES, doc="retries after a failed attempt"),
+    Field("timeout", "number", maximum=MAX_TIMEOUT, positive=True, doc="seconds an attempt may run"),
+    Field("backoff", "number", maximum=MAX_BACKOFF, doc="base seconds between retries"),
+)
 #: POST /api/query and /api/delete
 BY_ID = Body(Field("id", "task_id", required=True, doc="a task id"))
 

@@ -15,6 +15,7 @@
 Engine errors are turned into these in one place, ``from_engine``.
 """
 
+from ..engine.batches import BatchNotFound
 from ..engine.errors import InvalidInput, InvalidQueueName, InvalidState, PayloadTooLarge, TaskNotFound
 
 
@@ -80,7 +81,7 @@ def from_engine(exc, field=None):
         return BadRequest(f"payload: {exc}", "payload")
     if isinstance(exc, InvalidInput):
         return BadRequest(f"{field}: {exc}" if field else str(exc), field)
-    if isinstance(exc, TaskNotFound):
+    if isinstance(exc, (TaskNotFound, BatchNotFound)):
         return NotFound(str(exc))
     if isinstance(exc, InvalidState):
         return Conflict(str(exc))

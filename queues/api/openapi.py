@@ -11,7 +11,17 @@ fail with a 5xx, and every answer must match its documented status and schema).
 from django.http import JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 
-from .bodies import BY_ID, CREATE_TASK, QUEUE_SCHEMA, SEED_CREATE, TASK_ID_SCHEMA, limits_schema
+from .bodies import (
+    BATCH_ID_SCHEMA,
+    BATCH_TASKS,
+    BY_ID,
+    CREATE_BATCH,
+    CREATE_TASK,
+    QUEUE_SCHEMA,
+    SEED_CREATE,
+    TASK_ID_SCHEMA,
+    limits_schema,
+)
 from .errors import MethodNotAllowed
 from .http import error_response
 
@@ -29,7 +39,7 @@ _STATUS = {
 }
 _READ = (401, 403, 503)
 _WRITE = (400, 401, 403, 413, 415, 503)
-_PARAMS = {"id": TASK_ID_SCHEMA, "name": QUEUE_SCHEMA}
+_PARAMS = {"id": TASK_ID_SCHEMA, "name": QUEUE_SCHEMA, "batch_id": BATCH_ID_SCHEMA}
 
 
 def _object(properties, required=None):
@@ -57,7 +67,45 @@ def _op(summary, permission, codes, schema=None, body=None, params=()):
 
 _PATHS = {
     "/api/tasks": {
-        "post": _op("Create a task", "enqueue_task", (201, *_WRITE), _ref("Created"), "CreateTask"),
+        "post": _op(
+            "Create a task (404: a task of `after` is unknown)",
+            "enqueue_task",
+            (201, 404, *_WRITE),
+            _ref("Created"),
+            "CreateTask",
+        ),
+    },
+    "/api/batches": {
+        "post": _op("Open a batch", "enqueue_task", (201, *_WRITE), _ref("Created"), "CreateBatch"),
+    },
+    "/api/batches/{batch_id}": {
+        "get": _op("Read a batch", "view_dashboard", (200, 400, 404, *_READ), _ref("Batch"), params=("batch_id",)),
+        "delete": _op(
+            "Cancel a batch: it is closed and its unfinished tasks are cancelled",
+            "cancel_task",
+            (200, 400, 404, *_READ),
+            _object({"id": {"type": "string"}, "cancelled": {"type": "integer"}}),
+            params=("batch_id",),
+        ),
+    },
+    "/api/batches/{batch_id}/tasks": {
+        "post": _op(
+            "Add tasks to an open batch (409 once it is closed)",
+            "enqueue_task",
+            (201, 404, 409, *_WRITE),
+            _object({"ids": {"type": "array", "items": {"type": "string"}}}),
+            "BatchTasks",
+            params=("batch_id",),
+        ),
+    },
+    "/api/batches/{batch_id}/close": {
+        "post": _op(
+            "Close a batch: no more tasks; its callbacks are enqueued once every task has ended",
+            "enqueue_task",
+            (200, 400, 404, *_READ),
+            _ref("Batch"),
+            params=("batch_id",),
+        ),
     },
     "/api/tasks/{id}": {
         "get": _op("Read a task", "view_dashboard", (200, 404, *_READ), _ref("Task"), params=("id",)),
@@ -196,7 +244,7 @@ _RESPONSES = {
             "id": _STR,
             "queue": _STR,
             "payload": _STR,
-            "state": {"enum": ["pending", "delayed", "waiting", "active", "failed", "completed"]},
+            "state": {"enum": ["pending", "delayed", "waiting", "blocked", "active", "failed", "completed"]},
             "attempts": _INT,
             "retries": {"type": ["integer", "null"]},
             "timeout": {"type": ["number", "null"]},
@@ -232,6 +280,27 @@ _RESPONSES = {
             "has_retry": _INT,
             "state": _STR,
             "error": _NULLABLE_STR,
+        }
+    ),
+    "Batch": _object(
+        {
+            "id": _STR,
+            "description": _STR,
+            "state": {"enum": ["open", "running", "succeeded", "finished_with_failures"]},
+            "total": _INT,
+            "pending": _INT,
+            "active": _INT,
+            "completed": _INT,
+            "failed": _INT,
+            "cancelled": _INT,
+            "created_at": _TIME,
+            "finished_at": _TIME,
+            "closed": {"type": "boolean"},
+            "cancel_requested": {"type": "boolean"},
+            "callbacks_enqueued": {"type": "boolean"},
+            "on_success": {"type": ["array", "null"], "description": "[queue, payload]"},
+            "on_complete": {"type": ["array", "null"], "description": "[queue, payload]"},
+            "queues": {"type": "array", "items": _STR},
         }
     ),
     "Removed": _object({"id": _STR, "queue": _STR, "result": {"enum": ["cancelled", "deleted"]}}),
@@ -304,6 +373,8 @@ def describe():
             description="POST /api/tasks in the seed's names: topic, content, retry (for queue, payload, retries).",
         ),
         "ById": BY_ID.schema(),
+        "CreateBatch": dict(CREATE_BATCH.schema(), description="A new batch: its description and callbacks."),
+        "BatchTasks": dict(BATCH_TASKS.schema(), description="Tasks added to a batch: a queue and their payloads."),
         "SetLimits": limits_schema(),
     }
     return {

@@ -2,7 +2,7 @@
 
 from django.urls import path, re_path
 
-from . import compat, openapi, schedules, views
+from . import batches, compat, openapi, schedules, views
 from .http import not_found
 
 app_name = "queues-api"
@@ -20,6 +20,10 @@ urlpatterns = [
     path("schedules/<str:name>/pause", schedules.pause, name="schedule-pause"),
     path("schedules/<str:name>/resume", schedules.resume, name="schedule-resume"),
     path("schedules/<str:name>/trigger", schedules.trigger, name="schedule-trigger"),
+    path("batches", batches.batch_list, name="batches"),
+    path("batches/<str:batch_id>", batches.batch, name="batch"),
+    path("batches/<str:batch_id>/tasks", batches.batch_tasks, name="batch-tasks"),
+    path("batches/<str:batch_id>/close", batches.batch_close, name="batch-close"),
     path("create", compat.create, name="seed-create"),
     path("query", compat.query, name="seed-query"),
     path("delete", compat.delete, name="seed-delete"),

@@ -22,7 +22,7 @@ from .errors import NotFound
 from .http import endpoint, json_body, respond
 
 #: States a DELETE cancels (permission cancel_task); the others are deleted (delete_task).
-CANCELLABLE = ("pending", "delayed", "waiting", "active")
+CANCELLABLE = ("pending", "delayed", "waiting", "blocked", "active")
 
 
 @contextmanager

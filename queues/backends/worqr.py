@@ -58,6 +58,7 @@ _STATUS = {
     "pending": TaskResultStatus.READY,
     "delayed": TaskResultStatus.READY,
     "waiting": TaskResultStatus.READY,
+    "blocked": TaskResultStatus.READY,
     "active": TaskResultStatus.RUNNING,
     "completed": TaskResultStatus.SUCCESSFUL,
     "failed": TaskResultStatus.FAILED,

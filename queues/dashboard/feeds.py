@@ -111,6 +111,36 @@ class TaskFeed(Feed):
         return queries.task(self.client, self.task_id, full=self.full)
 
 
+class BatchesFeed(Feed):
+    """The Batches page: every batch's progress (the batches' channel)."""
+
+    channels = (keys.BATCH_EVENTS,)
+
+    def __init__(self, client, page=1):
+        super().__init__(client)
+        self.page = page
+
+    def snapshot(self):
+        return queries.batches(self.client, self.page)
+
+
+class BatchFeed(Feed):
+    """One batch: its events on the batches' channel, and its queues' events (task states)."""
+
+    channels = (keys.BATCH_EVENTS,)
+
+    def __init__(self, client, batch_id, page=1):
+        super().__init__(client)
+        self.batch_id, self.page = batch_id, page
+        self._needle = f'"b":"{batch_id}"'.encode()
+
+    def wants(self, data):
+        return self._needle in data
+
+    def snapshot(self):
+        return queries.batch(self.client, self.batch_id, self.page)
+
+
 def parse_page(value):
     """A 1-based page number from a query string value; InvalidInput if it is not one."""
     if value in (None, ""):
@@ -139,6 +169,12 @@ def feed_for(client, view, arg=None, params=None):
         if not queries.queue_exists(client, name):
             raise TaskNotFound(f"no queue {shown(name)}")
         return QueueFeed(client, name, parse_page(params.get("page")))
+    if view == "batches":
+        return BatchesFeed(client, parse_page(params.get("page")))
+    if view == "batch":
+        if not keys.is_batch_id(arg):
+            raise InvalidInput(f"{shown(arg)} is not a batch id")
+        return BatchFeed(client, arg, parse_page(params.get("page")))
     if view == "task":
         if keys.queue_from_task_id(arg) is None:
             raise InvalidInput(f"{shown(arg)} is not a task id")

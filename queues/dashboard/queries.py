@@ -140,7 +140,7 @@ def _valid_queue(name):
         return False
 
 
-_COUNT_NAMES = ("pending", "delayed", "active", "failed", "completed", "waiting", "failures", "enqueued")
+_COUNT_NAMES = ("pending", "delayed", "active", "failed", "completed", "waiting", "blocked", "failures", "enqueued")
 
 
 def overview(client):
@@ -246,6 +246,10 @@ def queue(client, name, page=1, cache=None):
             "total": counts["delayed"],
             "tasks": [task_row(t) for t in readmodel.delayed(client, name, 0, PER_PAGE)],
         },
+        "blocked": {
+            "total": counts["blocked"],
+            "tasks": [_blocked_row(client, t) for t in readmodel.blocked(client, name, 0, PER_PAGE)],
+        },
         "active": {"total": counts["active"], "tasks": [task_row(t) for t in active]},
         "failed": {
             "total": counts["failed"],
@@ -256,6 +260,89 @@ def queue(client, name, page=1, cache=None):
         "failure_groups": (cache or FailureCache()).groups_for(client, name),
         "throughput": throughput(client, [name], now_ms=now),
     }
+
+
+def _blocked_row(client, task):
+    """A blocked task's row, with how many of its parents it still waits for."""
+    row = task_row(task)
+    told = readmodel.parents(client, task.queue, task.id)
+    row["waiting_for"] = sum(1 for v in told.values() if v == "w")
+    row["parents"] = len(told)
+    return row
+
+
+def relatives(client, queue, task_id):
+    """(parents, children) of a task, each [{id, state}] with the state now (or how it ended,
+    or None once gone), at most 50 of each."""
+    parents = sorted(readmodel.parents(client, queue, task_id))[:50]
+    info = readmodel.links(client, queue, task_id)
+    children = (info["children"] if info else [])[:50]
+    states = readmodel.task_ends(client, [*parents, *children])
+    return (
+        [{"id": i, "state": states.get(i) or "gone"} for i in parents],
+        [{"id": i, "state": states.get(i) or "gone"} for i in children],
+    )
+
+
+def batch_row(info):
+    """A batch as a row: its counts, and the shares of a progress bar (in %)."""
+    total = info["total"] or 0
+    done = info["completed"] + info["failed"] + info["cancelled"]
+
+    def pct(n):
+        return round(100 * n / total, 1) if total else 0
+
+    return {
+        **{k: info[k] for k in ("id", "description", "state", "total", "pending", "active")},
+        **{k: info[k] for k in ("completed", "failed", "cancelled", "closed")},
+        "done": done,
+        "created": fmt(info["created_at"]),
+        "finished": fmt(info["finished_at"]),
+        "pct_completed": pct(info["completed"]),
+        "pct_failed": pct(info["failed"] + info["cancelled"]),
+        "pct_active": pct(info["active"]),
+        # where the failed and the active parts of the bar start (an SVG bar: no inline style)
+        "x_failed": pct(info["completed"]),
+        "x_active": pct(info["completed"] + info["failed"] + info["cancelled"]),
+        "pct_done": pct(done) if total else (100 if info["finished_at"] else 0),
+        "queues": info["queues"],
+        "on_success": info["on_success"],
+        "on_complete": info["on_complete"],
+        "callbacks_enqueued": info["callbacks_enqueued"],
+    }
+
+
+def batches(client, page=1):
+    """The Batches page: one page of batches, newest first, with their progress."""
+    ids, total = readmodel.batches(client, 0, 0)
+    pages = page_count(total)
+    page = min(max(1, page), pages)
+    ids, total = readmodel.batches(client, (page - 1) * PER_PAGE, PER_PAGE)
+    rows = [batch_row(info) for info in (readmodel.batch(client, i) for i in ids) if info]
+    return {
+        "view": "batches",
+        "now_ms": server_ms(client),
+        "batches": {"page": page, "pages": pages, "total": total, "rows": rows},
+    }
+
+
+def batch(client, batch_id, page=1):
+    """A batch's page: its progress and one page of its tasks with their states."""
+    info = readmodel.batch(client, batch_id)
+    out = {"view": "batch", "id": batch_id, "now_ms": server_ms(client), "batch": None, "tasks": None}
+    if info is None:
+        return out
+    pages = page_count(info["total"])
+    page = min(max(1, page), pages)
+    ids = readmodel.batch_tasks(client, batch_id, (page - 1) * PER_PAGE, PER_PAGE)
+    states = readmodel.task_ends(client, ids)
+    out["batch"] = batch_row(info)
+    out["tasks"] = {
+        "page": page,
+        "pages": pages,
+        "rows": [{"id": i, "queue": keys.queue_from_task_id(i), "state": states.get(i) or "gone"} for i in ids],
+    }
+    return out
 
 
 def _rate_text(rate):
@@ -293,7 +380,10 @@ def task(client, task_id, full=False, payload_limit=4000):
         "now_ms": server_ms(client),
         "task": None,
         "failures": history,
+        "parents": [],
+        "children": [],
     }
+    out["parents"], out["children"] = relatives(client, queue_name, task_id)
     if found is not None:
         d = found.as_dict()
         payload = d["payload"] or ""
@@ -308,6 +398,7 @@ def task(client, task_id, full=False, payload_limit=4000):
             traceback=found.traceback or "",
             unique_key=found.unique_key or "",
             callback=found.callback or "",
+            batch=found.batch_id or "",
             finished=fmt(found.finished_at),
             is_bytes=isinstance(found.payload, bytes),
         )

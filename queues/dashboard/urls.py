@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from .views import actions, overview, queue, schedule_actions, schedules, search, task, workers
+from .views import actions, batches, overview, queue, schedule_actions, schedules, search, task, workers
 
 app_name = "queues"
 
@@ -14,6 +14,8 @@ urlpatterns = [
     path("schedules/<str:name>/pause/", schedule_actions.schedule_pause, name="schedule-pause"),
     path("schedules/<str:name>/resume/", schedule_actions.schedule_resume, name="schedule-resume"),
     path("schedules/<str:name>/trigger/", schedule_actions.schedule_trigger, name="schedule-trigger"),
+    path("batches/", batches.batch_list, name="batches"),
+    path("batches/<str:batch_id>/", batches.batch, name="batch"),
     path("q/<str:name>/", queue.queue, name="queue"),
     path("q/<str:name>/history/", queue.history, name="queue-history"),
     path("q/<str:name>/pause/", actions.queue_pause, name="queue-pause"),

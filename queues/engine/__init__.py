@@ -1,5 +1,6 @@
 """worqr's engine: plain Python and Lua on Redis, with no Django import anywhere below here."""
 
+from .batches import Batch, BatchNotFound
 from .config import Config
 from .connection import Connection, configure, get_default
 from .errors import (
@@ -22,6 +23,7 @@ from .errors import (
 from .queue import Queue
 from .registry import handler
 from .task import Task
+from .workflows import chain
 
 __all__ = [
     "Config",
@@ -30,6 +32,9 @@ __all__ = [
     "get_default",
     "Queue",
     "Task",
+    "Batch",
+    "BatchNotFound",
+    "chain",
     "handler",
     "WorqrError",
     "ConfigurationError",

@@ -10,7 +10,7 @@ script, the queue and the task. ``Queue``, the worker and the tests call these, 
 
 from dataclasses import dataclass, field
 
-from . import scripts
+from . import keys, scripts
 from .codes import Code
 from .errors import InvalidState, NotReplicated, StaleLease, TaskNotFound, WorkerLost
 from .task import Task, decode_payload
@@ -108,14 +108,22 @@ def enqueue(
     partition="",
     tags=(),
     remember=0,
+    parents="",
+    batch="",
+    batch_callback="",
+    once="",
 ):
     """Add tasks. ``items``: (id, payload bytes, unique key or '', 'b' if bytes else '').
     ``when``: '' now, '+<ms>' a delay, '@<ms>' a due time (Unix ms). Options are text, '' when
     not given; ``trace`` is the trace context delivered with the tasks (``tracing``);
     ``partition`` their partition key; ``tags`` (checked by ``keys.check_tags``) go into the
-    queue's tag index. Returns ``Enqueued``; an id whose task exists already is left as it is.
-    ``remember`` (seconds, 0 for not): the ids are remembered that long, and enqueueing one again
-    meanwhile is a no-op even once its task finished (how the outbox's pushes are idempotent)."""
+    queue's tag index; ``remember`` (seconds, 0 for not): the ids are remembered that long, and
+    enqueueing one again meanwhile is a no-op even once its task finished (how the outbox's pushes
+    are idempotent); ``parents`` the JSON ``{"p": [[parent id, 'w' or its outcome], ...], "ob":
+    "run"}`` of tasks with ``after=`` (what ``link`` answered); ``batch`` the batch they belong
+    to; ``batch_callback`` the batch they are a callback of; ``once`` a key used once ever (the
+    call adds nothing if it was used). Returns ``Enqueued``; an id whose task exists already is
+    left as it is."""
     flat = [x for item in items for x in item]
     args = (
         len(items),
@@ -130,13 +138,17 @@ def enqueue(
         partition,
         "\n".join(tags),
         _ms(remember),
+        parents,
+        batch,
+        batch_callback,
+        once,
         *flat,
     )
     return Call("enqueue", queue, args, _enqueued, durable="strict")
 
 
 #: ``enqueue``'s arguments after n for one task now, with no options (``enqueue_one``).
-_PLAIN = ("",) * 11
+_PLAIN = ("",) * 15
 
 
 def enqueue_one(client, queue, task_id, payload):
@@ -144,6 +156,33 @@ def enqueue_one(client, queue, task_id, payload):
     common call, kept short): returns (whether the queue was new, the task's id)."""
     reply = scripts.run(client, "enqueue", queue, 1, *_PLAIN, task_id, payload, "", "", durable="strict")
     return reply[0] == 1, reply[2].decode()
+
+
+def link(queue, parents, children):
+    """Link ``children`` (ids of tasks about to be enqueued) to ``parents`` of ``queue``:
+    (OK, ['w' (linked) or the parent's outcome, ...]) or (UNKNOWN, index of the first unknown
+    parent); nothing is written in the second case."""
+
+    def parse(reply):
+        if reply[0] == Code.UNKNOWN:
+            return Code.UNKNOWN, int(reply[1]) - 1
+        return Code.OK, [r.decode() for r in reply[1:]]
+
+    parents, children = list(parents), list(children)
+    return Call("link", queue, (len(parents), *parents, *children), parse, durable="strict")
+
+
+def resolve(queue, items):
+    """Tell blocked tasks of ``queue`` that a parent ended: (child, parent, outcome) each. One
+    code per item: 1 released, 2 cancelled, 3 still blocked, 0 nothing to do (told already)."""
+    items = list(items)
+    return Call("resolve", queue, (len(items), *(x for item in items for x in item)), lambda r: [int(c) for c in r])
+
+
+def outbox_done(queue, ids):
+    """Take ended tasks whose children and batch were told off the queue's outbox."""
+    ids = list(ids)
+    return Call("outbox_done", queue, (len(ids), *ids), int, durable="log")
 
 
 # -- the worker's calls ----------------------------------------------------------------------
@@ -158,14 +197,16 @@ class Started:
 
 
 #: Fields per delivery, in ``start``'s reply and in a hand-over message (``includes/take.lua``).
-DELIVERY_FIELDS = 10
+DELIVERY_FIELDS = 11
 
 
 def task_from_fields(queue, fields):
-    """The Task a delivery's 10 fields describe (from ``start``, or a hand-over message). A
-    hand-over from an older version's enqueue script (during a rolling deploy) has 9: no trace."""
+    """The Task a delivery's 11 fields describe (from ``start``, or a hand-over message). A
+    hand-over from an older version's enqueue script (during a rolling deploy) has 9 or 10: no
+    trace, no batch."""
     task_id, payload, lease, attempt, timeout, callback, meta, retries, kind = fields[:9]
     trace = fields[9] if len(fields) > 9 else b""
+    batch = fields[10] if len(fields) > 10 else b""
     timeout = float(timeout or 0)
     return Task(
         id=task_id.decode(),
@@ -179,6 +220,7 @@ def task_from_fields(queue, fields):
         meta=meta.decode() or None,
         retries=int(retries) if retries else None,
         trace_context=trace.decode() or None,
+        batch_id=batch.decode() or None,
     )
 
 
@@ -417,3 +459,34 @@ def schedule_remove(queue, name):
 def schedule_pause(queue, name, paused, *, version="", next_ms=0):
     """Pause (True) or resume; 1 changed, 0 unchanged, or Code UNKNOWN / STALE (negative)."""
     return Call("schedule_pause", queue, (name, "1" if paused else "0", version, int(next_ms)), int)
+
+
+# -- batches (each in its own slot: the "queue" of these calls is keys.batch_slot(id)) ---------
+
+
+def batch_open(batch_id, description, on_success, on_complete):
+    """Open a batch; the callbacks are '' or their JSON. Returns its created ms (0: it existed)."""
+    return Call("batch_open", keys.batch_slot(batch_id), (description, on_success, on_complete), int, durable="strict")
+
+
+def batch_add(batch_id, queue, ids):
+    """Reserve ``ids`` (tasks about to be enqueued in ``queue``) in the batch: OK, UNKNOWN or
+    FINISHED (it is closed)."""
+    ids = list(ids)
+    return Call("batch_add", keys.batch_slot(batch_id), (queue, len(ids), *ids), _code, durable="strict")
+
+
+def batch_tell(batch_id, ended):
+    """Tasks of the batch ended: (id, outcome) each. Returns True if the batch finished now."""
+    ended = list(ended)
+    return Call("batch_tell", keys.batch_slot(batch_id), (len(ended), *(x for e in ended for x in e)), bool)
+
+
+def batch_close(batch_id, cancel=False):
+    """Close the batch (``cancel``: and mark it cancelled): (OK or UNKNOWN, finished now)."""
+    return Call("batch_close", keys.batch_slot(batch_id), ("1" if cancel else "0",), lambda r: (Code(r[0]), bool(r[1])))
+
+
+def batch_callbacks_done(batch_id):
+    """The batch's callbacks were enqueued: True if they were due."""
+    return Call("batch_callbacks_done", keys.batch_slot(batch_id), (), bool, durable="log")

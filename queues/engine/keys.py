@@ -37,6 +37,13 @@ Queue keys (``QUEUE_KINDS``; the type is in brackets):
                          ``le:+Inf`` holds the rest), ``count`` and ``sum`` (seconds)
 - ``schedules``  [zset]  the periodic tasks (schedules) whose runs go to this queue (score: the
                          next run, ms; ``+inf`` while paused or disabled)
+- ``outbox``     [zset]  ids of ended tasks whose children (``after=``) or batch must still be
+                         told, in their own slots (score: when the task ended, ms); drained by
+                         ``workflows.drain`` (right after, and by every worker's sweep)
+- ``blocked``    [zset]  ids of tasks waiting for their parents (``after=``; score: enqueued, ms)
+- ``batchruns``  [hash]  batch id -> how many of that batch's tasks of this queue are active
+- ``once``       [zset]  keys of enqueues that must happen once ever (a batch's callbacks;
+                         score: when, ms; kept 7 days)
 - ``limits``     [hash]  the queue's limits (README "Limits"): the handler's values as workers
                          registered them (``hc``, ``hrn``/``hrw``, ``hpc``, ``hprn``/``hprw``), the
                          operator's overrides (``oc``... ``-`` for "none"), and the values in force
@@ -63,6 +70,11 @@ Keys built inside a script from the queue's prefix and a kind below (``SUBKEY_KI
                                still runs (``<id>:<lease>`` -> lock key), until it really stops
 - ``lock:<key>``      [string] the holder of a lock, ``<id>:<lease>``, always with an expiry
 - ``lockwait:<key>``  [list]   ids of tasks waiting for that lock, in order
+- ``links:<id>``     [hash]   a task's children (``after=``) and ending: one field per child id,
+                               ``=`` its outcome once it ended (completed, failed, cancelled,
+                               deleted), ``b`` its batch; kept a day after it ended
+- ``parents:<id>``   [hash]   a blocked task's parents: parent id -> ``w`` (waiting) or the
+                               parent's outcome once told
 - ``plist:<key>``     [list]   the runnable tasks of one partition, oldest first
 - ``pstarts:<key>``   [zset]   one partition's sliding window log of starts (as ``starts``)
 - ``schedule:<name>`` [hash]   one schedule: its settings as synced (``spec``, JSON, and its
@@ -74,6 +86,13 @@ Keys built inside a script from the queue's prefix and a kind below (``SUBKEY_KI
                                live and failed tasks only and never outlives them
 - ``log:<id>``        [list]   a task's log lines (``task.log``), the last ``TASK_LOG_MAX``; kept
                                while the task lives (and with a failed task), deleted with it
+
+Batch keys live in the batch's own slot, ``worqr:{batch:<id>}:<kind>`` (``BATCH_KINDS``; a
+colon can't appear in a queue name, so no queue shares it): ``batch`` [hash] (description,
+callbacks, state, counters, times), ``live`` [set] (ids of its tasks not ended yet),
+``tasks`` [list] (every id, in order; for the batch page) and ``queues`` [set] (queues it uses).
+``worqr:batches`` [zset] lists every batch (score: created, ms) and ``worqr:batches-due``
+[zset] those whose callbacks are not enqueued yet (swept by workers).
 
 Channels: ``worqr:{<queue>}:events`` (every transition, for dashboards) and
 ``worqr:control:<worker>`` (a worker's wake-ups, hand-overs and cancels).
@@ -127,6 +146,10 @@ QUEUE_KINDS = (
     "depth",
     "leases",
     "schedules",
+    "outbox",
+    "blocked",
+    "batchruns",
+    "once",
     "limits",
     "starts",
     "partitions",
@@ -136,6 +159,9 @@ QUEUE_KINDS = (
     "seen",
 )
 
+#: Kinds of a batch's keys (in its own slot, ``worqr:{batch:<id>}:<kind>``).
+BATCH_KINDS = ("batch", "live", "tasks", "queues")
+
 #: Kinds of the keys a script builds from the queue's prefix: ``<prefix><kind>:<suffix>``.
 SUBKEY_KINDS = {
     "task": "task",
@@ -144,6 +170,8 @@ SUBKEY_KINDS = {
     "lock": "lock",
     "lockwait": "lockwait",
     "schedule": "schedule",
+    "links": "links",
+    "parents": "parents",
     "plist": "plist",
     "pstarts": "pstarts",
     "tag": "tag",
@@ -167,6 +195,11 @@ GONE_WORKERS = f"{PREFIX}:workers:gone"
 BULK_PREFIX = f"{PREFIX}:bulk:"
 #: Channel telling workers' schedulers that schedules changed (synced, paused, resumed).
 SCHEDULE_CHANGES = f"{PREFIX}:schedule-changes"
+#: Every batch (a zset, score: created ms) and those whose callbacks are still to enqueue.
+BATCHES = f"{PREFIX}:batches"
+BATCHES_DUE = f"{PREFIX}:batches-due"
+#: Channel on which batches' progress is announced (for the dashboard).
+BATCH_EVENTS = f"{PREFIX}:batch-events"
 #: Pattern matching every queue's event channel.
 ALL_QUEUE_EVENTS = f"{PREFIX}:{{*}}:events"
 
@@ -289,6 +322,30 @@ def partition_starts_key(queue, partition):
 def schedule_key(queue, name):
     """``worqr:{<queue>}:schedule:<name>``: one schedule's settings and state."""
     return subkey(queue, "schedule", name)
+
+
+def links_key(queue, task_id):
+    return subkey(queue, "links", task_id)
+
+
+def parents_key(queue, task_id):
+    return subkey(queue, "parents", task_id)
+
+
+_BATCH_RE = re.compile(r"b-[0-9a-f]{16}")
+
+
+def batch_slot(batch_id):
+    """The pseudo queue name scripts run under for a batch: its keys are ``worqr:{batch:<id>}:*``."""
+    return f"batch:{batch_id}"
+
+
+def batch_key(batch_id, kind):
+    return f"{PREFIX}:{{batch:{batch_id}}}:{kind}"
+
+
+def is_batch_id(value):
+    return isinstance(value, str) and bool(_BATCH_RE.fullmatch(value))
 
 
 def queue_events_channel(queue):

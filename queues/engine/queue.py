@@ -6,7 +6,7 @@ import os
 import time
 from datetime import UTC, datetime
 
-from . import commands, keys, readmodel, tracing
+from . import commands, keys, readmodel, tracing, workflows
 from .codes import Code
 from .connection import NETWORK_ERRORS, get_default
 from .errors import ConfigurationError, InvalidInput, InvalidTask, PayloadTooLarge, RedisUnavailable
@@ -92,7 +92,7 @@ class Queue:
             connection.client.sadd(keys.KNOWN_QUEUES, self.name)
         return task_id
 
-    def enqueue_many(self, payloads, *, ids=None, **options):
+    def enqueue_many(self, payloads, *, ids=None, after=None, on_parent_failure="cancel", **options):
         """Add tasks, atomically in steps of 5,000; returns their ids in order.
 
         Options: ``delay`` (seconds) or ``eta`` (a datetime) defers them; ``retries``,
@@ -107,16 +107,31 @@ class Queue:
         Redis unreachable: retried for ``WORQR["ENQUEUE_RETRY_FOR"]`` seconds (2 by default),
         then ``RedisUnavailable`` is raised (the tasks of that call not acknowledged by Redis
         were not added). A retry after an unanswered call cannot add a task twice.
+
+        ``after`` (task ids, of any queues, at most 1,000) makes the tasks ``blocked`` until every
+        one of those parents has completed; if a parent ends otherwise (failed for good,
+        cancelled, deleted) they are cancelled (``on_parent_failure="cancel"``, the default) or
+        run anyway (``"run"``). See ``workflows``.
         """
         payloads = list(payloads)
         if ids is not None:
             ids = list(ids)
             if len(ids) != len(payloads) or any(keys.queue_from_task_id(i) != self.name for i in ids):
                 raise InvalidTask(f"ids must be one task id of queue {self.name!r} per payload")
+        extra = {k: options.pop(k) for k in ("_batch", "_batch_callback", "_once") if k in options}
+        parents = workflows.check_after(after, on_parent_failure, ids)
         batches = self._prepare(payloads, **options)
         if batches is None:  # the handler's lock or partition function gave different keys
-            return self._enqueue_grouped(payloads, ids, options)
-        return self._enqueue(batches, ids).ids
+            grouped = dict(options, after=after, on_parent_failure=on_parent_failure, **extra)
+            return self._enqueue_grouped(payloads, ids, grouped)
+        ids = ids if ids is not None else [new_task_id(self.name) for _ in payloads]
+        deps = ""
+        if parents:
+            deps = workflows.link(self.client, parents, ids, on_parent_failure)
+        enqueued = self._enqueue(batches, ids, deps=deps, **extra)
+        if parents:
+            workflows.drain(self.client, self.name)  # tasks cancelled at once: their batch is told
+        return enqueued.ids
 
     def _enqueue_grouped(self, payloads, ids, options):
         """Enqueue payloads whose lock or partition keys differ: one call per key, ids in order."""
@@ -136,23 +151,26 @@ class Queue:
                 out[i] = task_id
         return out
 
-    def _enqueue(self, batches, ids=None, *, retry_for=None, remember=None):
+    def _enqueue(
+        self, batches, ids=None, deps="", _batch="", _batch_callback="", _once="", *, retry_for=None, remember=None
+    ):
         """Run the checked enqueue; returns ``commands.Enqueued`` (ids, and Redis time). Given
         ``ids`` are remembered (see ``enqueue_many``) unless ``remember=False``; ``retry_for``
         overrides the setting."""
         when, opts, items = batches
         items = [((ids[i] if ids is not None else new_task_id(self.name)), *rest) for i, rest in enumerate(items)]
+        extra = dict(parents=deps, batch=_batch, batch_callback=_batch_callback, once=_once)
         names = ("retries", "timeout", "backoff", "lock", "callback", "meta", "partition", "tags")
         options = dict(zip(names, opts, strict=True))
         remember = ids is not None if remember is None else remember
         if not tracing.enabled(self.connection.config):
-            return self._send(when, options, items, remember=remember, retry_for=retry_for)
+            return self._send(when, options, items, remember=remember, retry_for=retry_for, extra=extra)
         with tracing.enqueue_span(self.name, len(items)) as (span, trace):
-            enqueued = self._send(when, options, items, trace, remember=remember, retry_for=retry_for)
+            enqueued = self._send(when, options, items, trace, remember=remember, retry_for=retry_for, extra=extra)
             tracing.enqueued(span, enqueued.ids)
             return enqueued
 
-    def _send(self, when, options, items, trace="", *, remember=False, retry_for=None):
+    def _send(self, when, options, items, trace="", *, remember=False, retry_for=None, extra=None):
         out, now, new = [], 0, False
         config = self.connection.config
         retry_for = config.enqueue_retry_for if retry_for is None else retry_for
@@ -163,7 +181,9 @@ class Queue:
             while True:
                 # A retry remembers the ids: had the lost call been applied, this one adds nothing.
                 keep = config.enqueue_dedup_for if remember or attempt else 0
-                call = commands.enqueue(self.name, batch, when=when, trace=trace, remember=keep, **options)
+                call = commands.enqueue(
+                    self.name, batch, when=when, trace=trace, remember=keep, **options, **(extra or {})
+                )
                 try:
                     reply = call.run(self.connection.enqueue_client)
                     break
@@ -183,8 +203,11 @@ class Queue:
             self.client.sadd(keys.KNOWN_QUEUES, self.name)
         return commands.Enqueued(new, now, out)
 
-    def validate(self, payloads, **options):
+    def validate(self, payloads, *, after=None, on_parent_failure="cancel", **options):
         """Raise what ``enqueue_many`` would raise for these payloads and options; adds nothing."""
+        parents = workflows.check_after(after, on_parent_failure, None)
+        if parents:
+            workflows.check_parents_exist(self.client, parents)
         self._prepare(list(payloads), **options)
 
     def _prepare(
@@ -395,6 +418,8 @@ class Queue:
         if code == Code.UNKNOWN:
             return None
         commands.check(code, "cancel", self.name, task_id)
+        if code == Code.REMOVED:
+            workflows.drain(self.client, self.name)
         return "stopping" if code == Code.STOPPING else "removed"
 
     def retry(self, task_id):
@@ -414,6 +439,7 @@ class Queue:
         """Delete a task in any state but active."""
         code = commands.delete(self.name, [self._check_id(task_id)]).run(self.client)[0]
         commands.check(code, "delete", self.name, task_id)
+        workflows.drain(self.client, self.name)
         return True
 
     def pause(self):
@@ -432,6 +458,7 @@ class Queue:
         while more:
             deleted, more = commands.purge(self.name, _BATCH).run(self.client)
             total += deleted
+        workflows.drain_all(self.client, self.name)
         return total
 
     def drop(self):

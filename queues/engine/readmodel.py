@@ -25,6 +25,7 @@ _STAT_NAMES = (
     "deleted",
     "waiting",
     "gone",
+    "blocked",
     "plisted",
 )
 
@@ -58,7 +59,10 @@ def queue_counts(client, queue):
 
     ``pending`` includes tasks waiting for a lock (also given alone as ``waiting``; the others
     are ``runnable``); ``failed`` is the size of the failed set (tasks out of attempts);
-    ``total_failed`` counts tasks that ran out of attempts, ``failures`` failed attempts.
+    ``total_failed`` counts tasks that ran out of attempts, ``failures`` failed attempts;
+    ``blocked`` counts tasks waiting for their parents (``after=``). The invariant:
+    enqueued == completed + total_failed + cancelled + deleted + pending + delayed + active +
+    blocked (+ failed tasks retried and deleted: see ``counts()``'s tests).
     """
     return _counts(scripts.run(client, "counts", queue))
 
@@ -96,6 +100,12 @@ def pending(client, queue, offset=0, limit=50):
 def delayed(client, queue, offset=0, limit=50):
     """One page of delayed tasks, soonest first."""
     ids = client.zrange(keys.queue_key(queue, "delayed"), offset, offset + limit - 1)
+    return _tasks(client, queue, ids)
+
+
+def blocked(client, queue, offset=0, limit=50):
+    """One page of blocked tasks (waiting for their parents, ``after=``), oldest first."""
+    ids = client.zrange(keys.queue_key(queue, "blocked"), offset, offset + limit - 1)
     return _tasks(client, queue, ids)
 
 
@@ -362,6 +372,130 @@ def task_states(client, task_ids):
     for task_id in ids:
         p.hget(keys.task_key(keys.queue_from_task_id(task_id), task_id), "s")
     return {task_id: _decode(state) for task_id, state in zip(ids, p.execute() if ids else [])}
+
+
+# -- workflows (after=, batches) -------------------------------------------------------------
+
+
+def outbox(client, queue, limit=100, before_ms=None):
+    """Ids of ended tasks of ``queue`` whose children or batch are still to be told, oldest
+    first; only those that ended before ``before_ms`` if given (a sweep leaves the newest to the
+    worker that ended them)."""
+    top = "+inf" if before_ms is None else f"({int(before_ms)}"
+    return [_decode(i) for i in client.zrangebyscore(keys.queue_key(queue, "outbox"), "-inf", top, 0, limit)]
+
+
+def links(client, queue, task_id):
+    """A task's links: {outcome: its end or None, batch: id or None, why: reason or None,
+    children: [ids]} (None if it has none)."""
+    return links_many(client, queue, [task_id])[0]
+
+
+def links_many(client, queue, ids):
+    """``links`` of several tasks of ``queue``, in one round trip, in order."""
+    p = client.pipeline(transaction=False)
+    for task_id in ids:
+        p.hgetall(keys.links_key(queue, task_id))
+    out = []
+    for raw in p.execute() if ids else []:
+        if not raw:
+            out.append(None)
+            continue
+        h = {_decode(k): _decode(v) for k, v in raw.items()}
+        children = sorted(k for k in h if k not in ("=", "b", "why"))
+        out.append({"outcome": h.get("="), "batch": h.get("b"), "why": h.get("why"), "children": children})
+    return out
+
+
+def task_ends(client, ids):
+    """{id: state} of tasks of any queues, in one round trip: the task's state if it is in
+    Redis, else its recorded end (completed, failed, cancelled, deleted: only for a task that had
+    children or a batch, for a day), else None (unknown)."""
+    ids = list(ids)
+    p = client.pipeline(transaction=False)
+    for tid in ids:
+        q = keys.queue_from_task_id(tid)
+        p.hget(keys.task_key(q, tid), "s")
+        p.hget(keys.links_key(q, tid), "=")
+    replies = p.execute()
+    return {tid: _decode(replies[2 * i] or replies[2 * i + 1]) for i, tid in enumerate(ids)}
+
+
+def parents(client, queue, task_id):
+    """{parent id: 'w' (not told yet) or its outcome} of a blocked task (empty once released)."""
+    raw = client.hgetall(keys.parents_key(queue, task_id))
+    return {_decode(k): _decode(v) for k, v in raw.items()}
+
+
+def batch(client, batch_id):
+    """One batch as a dict (None if unknown): id, description, state, total, pending, active,
+    completed, failed, cancelled, created_at, finished_at, closed, cancel_requested, callbacks
+    ({on_success, on_complete}: [queue, payload] or None) and its queues. ``active`` sums the
+    per-queue counters of its running tasks; ``pending`` is the rest of the unfinished ones."""
+    p = client.pipeline(transaction=False)
+    p.hgetall(keys.batch_key(batch_id, "batch"))
+    p.smembers(keys.batch_key(batch_id, "queues"))
+    raw, queues = p.execute()
+    if not raw:
+        return None
+    h = {_decode(k): _decode(v) for k, v in raw.items()}
+    queues = sorted(_decode(q) for q in queues)
+    p = client.pipeline(transaction=False)
+    for q in queues:
+        p.hget(keys.queue_key(q, "batchruns"), batch_id)
+    active = sum(int(n or 0) for n in p.execute()) if queues else 0
+    n = {k: int(h.get(k) or 0) for k in ("total", "completed", "failed", "cancelled")}
+    unfinished = max(0, n["total"] - n["completed"] - n["failed"] - n["cancelled"])
+    active = max(0, min(active, unfinished))
+
+    def callback(field):
+        if not h.get(field):
+            return None
+        queue, payload, _kind = json.loads(h[field])
+        return [queue, payload]
+
+    return dict(
+        id=batch_id,
+        description=h.get("d", ""),
+        state=h.get("st", "open"),
+        **n,
+        pending=unfinished - active,
+        active=active,
+        created_at=ms_to_datetime(h.get("c")),
+        finished_at=ms_to_datetime(h.get("fin")),
+        closed=bool(h.get("closed")),
+        cancel_requested=bool(h.get("x")),
+        callbacks_enqueued=h.get("cb") == "done",
+        on_success=callback("os"),
+        on_complete=callback("oc"),
+        queues=queues,
+    )
+
+
+def batch_tasks(client, batch_id, offset=0, limit=50):
+    """One page of a batch's task ids, in the order they were added."""
+    return [_decode(i) for i in client.lrange(keys.batch_key(batch_id, "tasks"), offset, offset + limit - 1)]
+
+
+def batch_live(client, batch_id, cursor=0, count=500):
+    """(next cursor, ids) of a batch's unfinished tasks, a page at a time (SSCAN)."""
+    cursor, ids = client.sscan(keys.batch_key(batch_id, "live"), cursor, count=count)
+    return int(cursor), [_decode(i) for i in ids]
+
+
+def batches(client, offset=0, limit=50):
+    """One page of batch ids, newest first, and how many there are."""
+    p = client.pipeline(transaction=False)
+    p.zrevrange(keys.BATCHES, offset, offset + limit - 1)
+    p.zcard(keys.BATCHES)
+    ids, total = p.execute()
+    return [_decode(i) for i in ids], total
+
+
+def batches_due(client, limit=20, before_ms=None):
+    """Ids of batches whose callbacks may still be due (closed, not yet enqueued), oldest first."""
+    top = "+inf" if before_ms is None else f"({int(before_ms)}"
+    return [_decode(i) for i in client.zrangebyscore(keys.BATCHES_DUE, "-inf", top, 0, limit)]
 
 
 _LIMIT_FIELDS = (("concurrency", "c", None), ("rate", "rn", "rw"))

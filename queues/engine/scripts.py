@@ -45,8 +45,13 @@ class ScriptError(RuntimeError):
 
 def _placeholders():
     values = dict(keys.SUBKEY_KINDS)
-    values.update(events=keys.EVENTS, control=keys.CONTROL_PREFIX, duration_bounds=durations.lua_bounds())
-    values.update(task_log_max=str(keys.TASK_LOG_MAX))
+    values.update(
+        events=keys.EVENTS,
+        control=keys.CONTROL_PREFIX,
+        duration_bounds=durations.lua_bounds(),
+        batch_events=keys.BATCH_EVENTS,
+        task_log_max=str(keys.TASK_LOG_MAX),
+    )
     values.update(lua_placeholders())
     return values
 
@@ -132,7 +137,7 @@ def build(path, lua_dir=LUA_DIR):
     if len(declared) != 1:
         raise ScriptError(f"{path.name}: the header must declare its keys once ('-- Keys: ...')")
     kinds = declared[0].split()
-    unknown = [k for k in kinds if k not in keys.QUEUE_KINDS]
+    unknown = [k for k in kinds if k not in keys.QUEUE_KINDS and k not in keys.BATCH_KINDS]
     if unknown or len(set(kinds)) != len(kinds):
         raise ScriptError(f"{path.name}: unknown or repeated key kinds {unknown or kinds}")
     if len(kinds) != int(count):

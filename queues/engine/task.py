@@ -16,6 +16,8 @@ x     cancel asked while running                               y     'b' if the 
 res   kept result                                              fin   finished at (ms)
 tc    trace context: W3C traceparent (+ newline, tracestate)  tg    tags, one per line
 pg    progress: a fraction, 0 to 1                             pm    progress message
+np    parents not yet told (blocked)                       ob    'run': run even if a parent failed
+bt    batch it belongs to                                  bc    batch it is a callback of
 ====  =======================================================  ====  ===========================
 
 A running handler reports with ``task.progress(0.4, "rendered 40 of 100 pages")`` and
@@ -26,8 +28,8 @@ them to Redis in small batches (``worker.progress``); the log is a ring of the l
 ``tc`` is set at enqueue when OpenTelemetry is on and the enqueue's span has a valid context
 (``tracing``); it is delivered with the task, so its runs continue the enqueue's trace.
 
-States: pending, delayed, waiting (for a lock), active, failed, completed (only while a kept
-result lasts). Finished tasks are otherwise deleted.
+States: pending, delayed, waiting (for a lock), blocked (waiting for parents, ``after=``),
+active, failed, completed (only while a kept result lasts). Finished tasks are otherwise deleted.
 """
 
 from dataclasses import dataclass, field
@@ -104,6 +106,8 @@ class Task:
     #: The last progress the handler reported (0 to 1), and its message.
     progress_value: float | None = None
     progress_message: str | None = None
+    #: The batch the task belongs to, or is the callback of (``bt`` / ``bc``).
+    batch_id: str | None = None
     #: Set by the worker (from its event loop thread) when the task is cancelled or times out.
     _cancelled: bool = False
     #: Where ``progress`` and ``log`` go: set by the worker on the tasks it runs (None elsewhere).
@@ -177,7 +181,18 @@ class Task:
             tags=_text(g(b"tg")).split("\n") if g(b"tg") else [],
             progress_value=_float(g(b"pg")),
             progress_message=_text(g(b"pm")),
+            batch_id=_text(g(b"bt") or g(b"bc")),
         )
+
+    @property
+    def batch(self):
+        """The batch this task belongs to (or, for a batch's callback, the batch it reports on),
+        read now from Redis (``Batch.get``); None if it has none."""
+        if not self.batch_id:
+            return None
+        from .batches import Batch
+
+        return Batch.get(self.batch_id)
 
     def as_dict(self):
         """A JSON-friendly description (payload as text, bytes shown with replacements)."""

@@ -42,6 +42,7 @@ def _record(task, start, outcome):
         "payload": task.payload.hex() if isinstance(task.payload, bytes) else task.payload,
         "bytes": isinstance(task.payload, bytes),
         "meta": task.meta,
+        "batch": task.batch_id,
     }
     client = get_default().client
     client.rpush(f"test:log:{task.queue}", json.dumps(rec))

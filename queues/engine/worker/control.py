@@ -1,7 +1,7 @@
 """The worker's control channel: one subscription per worker, kept across reconnects.
 
-Messages (published from Lua): ``w <queue>`` work is there; ``d <queue> <ms>`` a delayed task
-is due in that many ms; ``c <queue> <id>`` stop that task; ``t <queue>\\n<fields>`` a task handed
+Messages (published from Lua): ``w <queue>`` work is there; ``o <queue>`` tasks it ended have
+children or a batch to tell (``linker``); ``d <queue> <ms>`` a delayed task is due in that many ms; ``c <queue> <id>`` stop that task; ``t <queue>\\n<fields>`` a task handed
 straight to this worker. After every (re)subscribe the worker is told to take stock, so a
 message lost while disconnected strands nothing and a cancel is never missed.
 """

@@ -37,6 +37,7 @@ from . import processor, procpool
 from .control import Listener
 from .fetch import Fetcher
 from .heartbeat import Heart
+from .linker import Linker
 from .pool import ThreadPool
 from .progress import ProgressSink
 from .reporter import Reporter
@@ -155,6 +156,7 @@ class Worker:
         self.changed, self.stop_event, self.subscribed = asyncio.Event(), asyncio.Event(), asyncio.Event()
         self.reporter, self.fetcher, self.heart = Reporter(self), Fetcher(self), Heart(self)
         self.progress = ProgressSink(self)  # task.progress() and task.log() of running handlers
+        self.linker = Linker(self)
         self.pool = ThreadPool(self.concurrency)
         self.redis = self.connection.async_client(max_connections=self.concurrency + 8)
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -170,7 +172,10 @@ class Worker:
                 await self.procs.start()
             await self.heart.register_until_done()
             listener = Listener(self.redis, keys.worker_channel(self.name), self.on_control, self.on_subscribed)
-            helpers = [asyncio.ensure_future(c) for c in (listener.run(), self.heart.run(), self.progress.run())]
+            helpers = [
+                asyncio.ensure_future(c)
+                for c in (listener.run(), self.heart.run(), self.progress.run(), self.linker.run())
+            ]
             self.scheduler = Scheduler(self, self.schedules)  # schedules (periodic tasks)
             helpers.append(asyncio.ensure_future(self.scheduler.run()))
             log.info("worqr: worker %s serving %s with %d slot(s)", self.name, ", ".join(self.queues), self.concurrency)
@@ -257,6 +262,8 @@ class Worker:
             self.fetcher.on_wake(rest)
         elif kind == "d":
             self.changed.set()
+        elif kind == "o":
+            self.linker.on_outbox(rest)
         elif kind == "c":
             queue, _, task_id = rest.partition(" ")
             mine = [d for d in self.deliveries.values() if d.task.id == task_id and d.task.queue == queue]

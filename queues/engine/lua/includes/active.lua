@@ -1,4 +1,5 @@
 -- @include locks
+-- @include links
 -- Leaving the active state: a task finishes, fails, is given back or dropped.
 
 -- Drop the unique marker if this task still owns it.
@@ -12,6 +13,8 @@ end
 -- has really stopped ('keep': its outcome is recorded while it still runs).
 local function leave_active(id, lease, lk, w, lock_mode, now)
   rcall('ZREM', K.active, id)
+  local bt = rcall('HGET', task_key(id), 'bt')
+  if bt and rcall('HINCRBY', K.batchruns, bt, -1) <= 0 then rcall('HDEL', K.batchruns, bt) end
   rcall('ZREM', K.deadlines, id)
   if w then rcall('SREM', worker_tasks_key(w), id) end
   limits_left(rcall('HGET', task_key(id), 'pk'))
@@ -22,8 +25,9 @@ local function leave_active(id, lease, lk, w, lock_mode, now)
 end
 
 -- A task asked to cancel while active has left that state: it is gone, counted as cancelled.
-local function drop_cancelled(id, tk, uk)
+local function drop_cancelled(id, tk, uk, now, worker)
   clear_unique(id, uk)
+  task_ended(id, tk, 'cancelled', now, worker)
   forget(id, tk)
   rcall('DEL', tk)
   rcall('HINCRBY', K.stats, 'cancelled', 1)
@@ -33,7 +37,7 @@ end
 -- cancel was asked for (then its lock's next waiter may run). Returns 1 if it was requeued.
 local function requeue_front(id, tk, x, uk, lk, now)
   if x then
-    drop_cancelled(id, tk, uk)
+    drop_cancelled(id, tk, uk, now)
     if lk then promote_waiter(lk, now) end
     return 0
   end

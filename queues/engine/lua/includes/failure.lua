@@ -32,6 +32,7 @@ local function record_failure(id, tk, now, opts)
   rcall('ZADD', K.failed, now, id)
   rcall('HSET', tk, 's', 'failed', 'fa', now)
   clear_unique(id, f[5])
+  task_ended(id, tk, 'failed', now, opts.worker)
   rcall('HINCRBY', K.stats, 'failed', 1)
   publish({e = 'failed', ids = {id}, error = string.sub(opts.error, 1, 200)})
   return @@FAILED@@

@@ -22,11 +22,12 @@ local function finish_tasks(worker, n, result_ttl, base, now)
       leave_active(id, lease, f[3], f[4], keep == 'k' and 'keep' or 'release', now)
       if f[7] then runs[#runs + 1] = math.max(0, now - tonumber(f[7])) / 1000 end
       if f[5] then
-        drop_cancelled(id, tk, f[6])
+        drop_cancelled(id, tk, f[6], now, worker)
         cancelled[#cancelled + 1] = id
         out[#out + 1] = @@CANCELLED@@
       else
         clear_unique(id, f[6])
+        task_ended(id, tk, 'completed', now, worker)
         forget(id, tk)
         if result ~= '' then
           rcall('HSET', tk, 's', 'completed', 'res', result, 'fin', now)

@@ -28,7 +28,7 @@ end
 -- true if it started.
 local function start_task(worker, wk, id, nth, out, now, opts)
   local tk = task_key(id)
-  local f = rcall('HMGET', tk, 'p', 'lk', 't', 'cb', 'm', 'r', 'y', 's', 'tc', 'pk', 'a')
+  local f = rcall('HMGET', tk, 'p', 'lk', 't', 'cb', 'm', 'r', 'y', 's', 'tc', 'pk', 'a', 'bt', 'bc')
   if f[8] ~= 'pending' then
     rcall('HINCRBY', K.stats, 'gone', -1)  -- removed (or run) since it was listed
     return false
@@ -47,19 +47,20 @@ local function start_task(worker, wk, id, nth, out, now, opts)
   -- the fraction keeps the start order of one batch (a requeue restores it)
   rcall('ZADD', K.active, now + math.min(nth, 999) / 1000, id)
   rcall('SADD', wk, id)
+  if f[12] then rcall('HINCRBY', K.batchruns, f[12], 1) end
   local timeout = tonumber(f[3] or opts.default_timeout)
   if timeout > 0 then rcall('ZADD', K.deadlines, now + timeout * 1000 + opts.grace, id) end
   local i = #out
   out[i + 1], out[i + 2], out[i + 3], out[i + 4] = id, f[1], tostring(lease), tostring(attempt)
   out[i + 5], out[i + 6], out[i + 7], out[i + 8] = tostring(timeout), f[4] or '', f[5] or '', f[6] or ''
-  out[i + 9], out[i + 10] = f[7] or '', f[9] or ''
+  out[i + 9], out[i + 10], out[i + 11] = f[7] or '', f[9] or '', f[12] or f[13] or ''
   return true
 end
 
 -- Take up to `count` runnable tasks, from the head of front, then pending, then the ring of
 -- partitions (one task per partition per turn), for `worker`, as many as the limits allow,
--- appending 10 fields per task to `out` (id, payload, lease, attempt, timeout, callback, meta,
--- retries, payload kind, trace context). Each task taken gets a new lease (fencing token) and
+-- appending 11 fields per task to `out` (id, payload, lease, attempt, timeout, callback, meta,
+-- retries, payload kind, trace context, batch: the task's own or the one it is a callback of). Each task taken gets a new lease (fencing token) and
 -- its lock, and is recorded as held by the worker. opts: lock_ttl (ms), grace (ms),
 -- default_timeout (s).
 -- Returns the ids taken, and true if it stopped at TAKE_SCAN_MAX with more to look at.

@@ -2,7 +2,7 @@
 -- backoff (backoff * 2^(attempt-1), capped, plus jitter); after the last it goes to the failed
 -- set. The failure goes into the history, trimmed in this script. With retry_after set, the
 -- attempt is given back and the task is delayed that long (a "too many requests" answer).
--- Keys: pending front delayed active deadlines failed failures stats throughput idle unique lockwaits lockheads durations limits starts partitions ring pactive pwait
+-- Keys: pending front delayed active deadlines failed failures stats throughput idle unique lockwaits lockheads durations outbox batchruns limits starts partitions ring pactive pwait
 -- @include failure
 -- Input: ARGV[3] worker, ARGV[4] id, ARGV[5] lease, ARGV[6] error, ARGV[7] traceback,
 --   ARGV[8] default retries, ARGV[9] default backoff s, ARGV[10] backoff max s,
@@ -19,7 +19,7 @@ local now = now_ms()
 leave_active(id, lease, f[3], f[4], ARGV[14] == 'k' and 'keep' or 'release', now)
 if f[7] then record_durations({math.max(0, now - tonumber(f[7])) / 1000}) end
 if f[5] then
-  drop_cancelled(id, tk, f[6])
+  drop_cancelled(id, tk, f[6], now, worker)
   publish({e = 'cancelled', ids = {id}})
   return @@CANCELLED@@
 end

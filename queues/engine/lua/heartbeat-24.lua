@@ -8,7 +8,7 @@
 --     the old holder out, and the task goes back first in line, or to the failed set when out
 --     of attempts; a holder still alive keeps the lock until it says the handler stopped;
 --  5. looks at up to 20 locks with waiters that nothing freed (a last-resort safety net).
--- Keys: pending front delayed active deadlines failed failures stats throughput workers idle unique lockwaits lockheads durations leases limits starts partitions ring pactive pwait
+-- Keys: pending front delayed active deadlines failed failures stats throughput workers idle unique lockwaits lockheads durations leases outbox batchruns limits starts partitions ring pactive pwait
 -- @include workers
 -- @include failure
 -- Input: ARGV[3] worker, ARGV[4] heartbeat TTL ms, ARGV[5] lock TTL ms,

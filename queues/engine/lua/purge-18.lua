@@ -1,7 +1,7 @@
 -- Delete up to `limit` of the tasks that wait to run: those on lock wait lists, then the
 -- runnable ones (front, then pending, then the partitions' lists). Active and delayed tasks stay. Callers loop while it
 -- says there is more; each call looks at `limit` entries at most.
--- Keys: pending front delayed active deadlines stats idle unique lockwaits lockheads limits starts partitions ring pactive pwait
+-- Keys: pending front delayed active deadlines stats idle unique lockwaits lockheads outbox batchruns limits starts partitions ring pactive pwait
 -- @include active
 -- Input: ARGV[3] limit
 -- Output: {tasks deleted, 1 if there may be more (call again) else 0}
@@ -11,6 +11,7 @@ local now = now_ms()
 local looked, deleted = 0, 0
 local function delete(id, tk, uk)
   clear_unique(id, uk)
+  task_ended(id, tk, 'deleted', now)
   forget(id, tk)
   rcall('DEL', tk)
   deleted = deleted + 1

@@ -2,7 +2,7 @@
 -- is checked against the task's current lease: a stale one (the task was recovered and handed to
 -- someone else) is refused. A task asked to cancel while running counts as cancelled, its
 -- outcome discarded.
--- Keys: pending front delayed active deadlines stats throughput idle unique lockwaits lockheads results durations limits starts partitions ring pactive pwait
+-- Keys: pending front delayed active deadlines stats throughput idle unique lockwaits lockheads results durations outbox batchruns limits starts partitions ring pactive pwait
 -- @include finish
 -- Input: ARGV[3] worker, ARGV[4] n, ARGV[5] result TTL ms, then n quadruples: id, lease, result
 --   ('' to keep none; else kept for the result TTL), keep ('k': the handler still runs, keep its

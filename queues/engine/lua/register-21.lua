@@ -1,6 +1,6 @@
 -- A worker starts serving the queue: it is recorded with a heartbeat deadline. A worker that
 -- starts afresh under the name of one that died fails that one first (its tasks go back).
--- Keys: pending front delayed active deadlines stats meta workers idle unique lockwaits lockheads leases limits starts partitions ring pactive pwait
+-- Keys: pending front delayed active deadlines stats meta workers idle unique lockwaits lockheads leases outbox batchruns limits starts partitions ring pactive pwait
 -- @include workers
 -- Input: ARGV[3] worker, ARGV[4] heartbeat TTL ms, and the worker's timings for tasks handed to
 --   it by enqueue: ARGV[5] lock TTL ms, ARGV[6] timeout grace ms, ARGV[7] default timeout s;

@@ -1,8 +1,8 @@
--- Cancel a task. Pending, delayed or waiting: removed at once (O(1)) and never run. Active: the
+-- Cancel a task. Pending, delayed, waiting or blocked: removed at once (O(1)) and never run. Active: the
 -- task is marked, and the worker holding it is told over its control channel; that worker stops
 -- it and its outcome is discarded (finish/fail/stop then drop it as cancelled). A worker that
 -- missed the message finds the mark when it takes stock after (re)subscribing.
--- Keys: pending front delayed active deadlines failed stats idle unique lockwaits lockheads limits starts partitions ring pactive pwait
+-- Keys: pending front delayed active deadlines failed stats idle unique lockwaits lockheads outbox blocked batchruns limits starts partitions ring pactive pwait
 -- @include inactive
 -- Input: ARGV[3] id
 -- Output: REMOVED, STOPPING (it is active), UNKNOWN, or FINISHED (failed or completed: delete it)
@@ -18,7 +18,7 @@ if f[1] == 'active' then
   return @@STOPPING@@
 end
 if f[1] == 'failed' or f[1] == 'completed' then return @@FINISHED@@ end
-remove_inactive(id, now_ms())
+remove_inactive(id, now_ms(), 'cancelled')
 rcall('HINCRBY', K.stats, 'cancelled', 1)
 publish({e = 'cancelled', ids = {id}, n = 1})
 return @@REMOVED@@

@@ -1,8 +1,9 @@
 -- Drop the queue: up to `limit` tasks per call, then, when none is left, every key of the
 -- queue. Workers holding its tasks are told to stop them (their reports are then refused).
 -- Callers loop until it returns 0.
--- Keys: pending front delayed active deadlines failed failures stats throughput meta workers idle unique lockwaits lockheads results durations limits starts partitions ring pactive pwait
+-- Keys: pending front delayed active deadlines failed failures stats throughput meta workers idle unique lockwaits lockheads results durations outbox blocked batchruns once limits starts partitions ring pactive pwait
 -- @include limits
+-- @include links
 -- Input: ARGV[3] limit
 -- Output: 1 while tasks are left, 0 when the queue is gone
 -- Events: 'dropped' once at the end
@@ -11,7 +12,7 @@ local looked = 0
 local function unlink_all(ids)
   for _, id in ipairs(ids) do
     forget(id, task_key(id))
-    rcall('UNLINK', task_key(id))
+    rcall('UNLINK', task_key(id), links_key(id), parents_key(id))
   end
   looked = looked + #ids
 end
@@ -29,7 +30,7 @@ while looked < limit do
   if ids then unlink_all(ids) end
   if rcall('LLEN', lock_wait_key(first)) == 0 then rcall('ZREM', K.lockwaits, first) end
 end
-for _, set in ipairs({K.delayed, K.failed, K.results}) do
+for _, set in ipairs({K.delayed, K.failed, K.results, K.blocked}) do
   if looked < limit then
     local ids = rcall('ZRANGE', set, 0, limit - looked - 1)
     if #ids > 0 then
@@ -55,7 +56,7 @@ while looked < limit do
     end
   end
 end
-if looked >= limit or rcall('EXISTS', K.active, K.lockwaits, K.delayed, K.failed, K.results, K.front, K.pending,
+if looked >= limit or rcall('EXISTS', K.active, K.lockwaits, K.delayed, K.failed, K.results, K.blocked, K.front, K.pending,
     K.partitions) > 0 then
   return 1
 end
@@ -68,6 +69,6 @@ for _, w in ipairs(rcall('ZRANGE', K.workers, 0, -1)) do
 end
 rcall('UNLINK', K.pending, K.front, K.delayed, K.active, K.deadlines, K.failed, K.failures, K.stats,
   K.throughput, K.meta, K.workers, K.idle, K.unique, K.lockwaits, K.lockheads, K.results, K.durations,
-  K.limits, K.starts, K.ring, K.pactive, K.pwait)
+  K.limits, K.starts, K.ring, K.pactive, K.pwait, K.blocked, K.outbox, K.batchruns, K.once)
 publish({e = 'dropped'})
 return 0

@@ -1,6 +1,6 @@
--- Delete tasks in any state but active (pending, delayed, waiting on a lock, failed, or a kept
+-- Delete tasks in any state but active (pending, delayed, waiting on a lock, blocked, failed, or a kept
 -- result), each in O(1).
--- Keys: pending front delayed active deadlines failed stats idle unique lockwaits lockheads results limits starts partitions ring pactive pwait
+-- Keys: pending front delayed active deadlines failed stats idle unique lockwaits lockheads results outbox blocked batchruns limits starts partitions ring pactive pwait
 -- @include inactive
 -- Input: ARGV[3] n, then n ids
 -- Output: one code per id: DELETED, UNKNOWN, or ACTIVE (cancel it instead)
@@ -21,7 +21,7 @@ for i = 1, n do
       rcall('ZREM', K.results, id)
       rcall('DEL', tk)
     else
-      remove_inactive(id, now)
+      remove_inactive(id, now, 'deleted')
       deleted[#deleted + 1] = id
     end
     out[i] = @@DELETED@@

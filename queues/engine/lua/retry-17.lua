@@ -1,7 +1,8 @@
 -- Put failed tasks back at the tail of the queue with their attempts reset (on their lock's
 -- wait list if the lock is taken).
--- Keys: pending front delayed active failed stats idle unique lockwaits lockheads limits starts partitions ring pactive pwait
+-- Keys: pending front delayed active failed stats idle unique lockwaits lockheads outbox limits starts partitions ring pactive pwait
 -- @include locks
+-- @include links
 -- Input: ARGV[3] n, then n ids
 -- Output: one code per id: REQUEUED, UNKNOWN, or NOT_FAILED
 -- Events: 'retried' {ids}
@@ -20,6 +21,7 @@ for i = 1, n do
     rcall('ZREM', K.failed, id)
     rcall('HSET', tk, 'a', 0)
     rcall('HDEL', tk, 'fa', 'due')
+    rcall('HDEL', links_key(id), '=', 'why')  -- it may end again: children linked from now on wait for that
     if f[2] then rcall('HSETNX', K.unique, f[2], id) end
     if make_runnable(id, tk, f[3], 'tail', now) then runnable = runnable + 1 end
     retried[#retried + 1] = id

@@ -3,14 +3,14 @@
 -- runnable first. Each task taken gets a new lease (fencing token), its lock, and is recorded as
 -- held by this worker. A worker that takes fewer than asked joins the idle set in the same step,
 -- so a wake-up can't slip between "found nothing" and "waiting".
--- Keys: pending front delayed active deadlines stats throughput meta workers idle unique lockwaits lockheads results durations leases limits starts partitions ring pactive pwait
+-- Keys: pending front delayed active deadlines stats throughput meta workers idle unique lockwaits lockheads results durations leases outbox batchruns limits starts partitions ring pactive pwait
 -- @include take
 -- @include finish
 -- Input: ARGV[3] worker, ARGV[4] count (0: only acknowledge), ARGV[5] lock TTL ms,
 --   ARGV[6] timeout grace ms, ARGV[7] default timeout s (0: none), ARGV[8] result TTL ms,
 --   ARGV[9] n finished, then n quadruples as for finish: id, lease, result, keep.
 -- Output: {status, ms until the next delayed task is due or a rate window holding tasks back
---   opens (-1: none), then 10 fields per task
+--   opens (-1: none), then 11 fields per task
 --   taken: id, payload, lease, attempt, timeout, callback, meta, retries, payload kind ('b':
 --   bytes), trace context ('' for none), then the n finish codes (as finish returns them)}.
 --   Status: OK, PAUSED, NOT_REGISTERED (the worker was presumed dead: nothing taken), or MORE

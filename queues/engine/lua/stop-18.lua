@@ -2,7 +2,7 @@
 -- but never received): each goes back first in line, the attempt not counted, in the order
 -- given (the first ends up frontmost), and idle workers are woken. A task asked to cancel is
 -- dropped instead. Stale leases are refused.
--- Keys: pending front delayed active deadlines stats idle unique lockwaits lockheads limits starts partitions ring pactive pwait
+-- Keys: pending front delayed active deadlines stats idle unique lockwaits lockheads outbox batchruns limits starts partitions ring pactive pwait
 -- @include active
 -- Input: ARGV[3] worker, ARGV[4] n, then n triples: id, lease, keep ('k': the handler still
 --   runs; its lock stays held until the worker releases it)

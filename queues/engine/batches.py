@@ -1,0 +1,280 @@
+"""Batches: a group of tasks, across queues, tracked with O(1) work per finished task, whose
+callbacks are enqueued exactly once after it is closed and every task has ended.
+
+    batch = Batch(on_success=("reports", "nightly-done"), on_complete=("audit", "nightly"),
+                  description="nightly import")
+    batch.enqueue("imports", "row-1"); batch.enqueue_many("imports", rows, retries=2)
+    batch.close()
+    Batch.get(batch.id)
+
+How it stays exact (each batch is its own slot, ``worqr:{batch:<id>}``; ``keys``):
+
+- ``enqueue`` reserves the ids in the batch (``batch_add``: refused once closed) before the tasks
+  are enqueued in their queue, so no task can end uncounted;
+- a task's end is recorded in its queue (``links``, the outbox) and told to the batch by
+  ``workflows.drain``; ``batch_tell`` counts it only when it leaves the batch's ``live`` set, so a
+  repeated step counts nothing twice;
+- the batch finishes in the step that counts its last task after ``close``: its state becomes
+  ``succeeded`` (no task failed or was cancelled) or ``finished_with_failures``, and its callbacks
+  are due. They are enqueued with a once key in their queue (``once``: a repeat after a crash adds
+  nothing) and then marked done; ``worqr:batches-due`` lists closed batches until then, so every
+  worker's sweep finishes the job of a process that died midway.
+
+A task counts by its first end: retrying a failed task of a batch later does not change the
+batch's counts (nor fire its callbacks again).
+"""
+
+import json
+import os
+import time
+
+from . import commands, keys, readmodel, scripts, tracing
+from .codes import Code
+from .connection import get_default
+from .errors import InvalidInput, InvalidState, InvalidTask, WorqrError
+
+#: Ids reserved per batch_add call; tasks per enqueue call, and enqueue calls per round trip.
+_ADD_CHUNK = 5000
+_ENQUEUE_CHUNK = 500
+_PIPELINE = 20
+
+
+class BatchNotFound(WorqrError, LookupError):
+    """No batch of that id."""
+
+
+def new_batch_id():
+    return f"b-{os.urandom(8).hex()}"
+
+
+def _callback(name, value):
+    """'' or the JSON [queue, payload, kind] of a callback (queue, payload); raises on bad input."""
+    if value is None:
+        return ""
+    if not isinstance(value, tuple) or len(value) != 2:
+        raise InvalidInput(f"{name} must be a (queue, payload) tuple, not {value!r}")
+    queue, payload = value
+    keys.check_queue_name(queue)
+    if isinstance(payload, str):
+        return json.dumps([queue, payload, ""])
+    if isinstance(payload, (bytes, bytearray)):
+        return json.dumps([queue, bytes(payload).decode("latin-1"), "b"])
+    raise InvalidInput(f"{name}: the payload must be str or bytes, not {type(payload).__name__}")
+
+
+def _callback_task_id(queue, batch_id, kind):
+    """The callback's task id, the same on every attempt: ``<queue>-<16 hex>``."""
+    import hashlib
+
+    return f"{queue}-{hashlib.sha1(f'{batch_id}:{kind}'.encode()).hexdigest()[:16]}"
+
+
+class Batch:
+    """A batch of tasks (see the module doc). ``Batch(...)`` opens a new one; ``Batch.get(id)``
+    reads one; ``Batch.open(id)`` gives a handle on an existing one (to add to or close it)."""
+
+    def __init__(self, on_success=None, on_complete=None, description="", *, connection=None, _id=None):
+        self._connection = connection
+        if _id is not None:
+            self.id = _id
+            return
+        if not isinstance(description, str) or len(description) > 1000:
+            raise InvalidInput("description must be a string of at most 1000 characters")
+        success, complete = _callback("on_success", on_success), _callback("on_complete", on_complete)
+        self.id = new_batch_id()
+        created = commands.batch_open(self.id, description, success, complete).run(self.client)
+        self.client.zadd(keys.BATCHES, {self.id: created})
+
+    def __repr__(self):
+        return f"<Batch {self.id}>"
+
+    @property
+    def connection(self):
+        return self._connection or get_default()
+
+    @property
+    def client(self):
+        return self.connection.client
+
+    @classmethod
+    def open(cls, batch_id, connection=None):
+        """A handle on an existing batch (to add tasks to it, close or cancel it)."""
+        if not keys.is_batch_id(batch_id):
+            raise InvalidInput(f"{batch_id!r} is not a batch id")
+        return cls(connection=connection, _id=batch_id)
+
+    @classmethod
+    def get(cls, batch_id, connection=None):
+        """The batch as a dict: id, description, state ("open", "running", "succeeded",
+        "finished_with_failures"), total, pending, active, completed, failed, cancelled,
+        created_at, finished_at (and closed, cancel_requested, callbacks, queues); None if unknown."""
+        if not keys.is_batch_id(batch_id):
+            raise InvalidInput(f"{batch_id!r} is not a batch id")
+        client = (connection or get_default()).client
+        return readmodel.batch(client, batch_id)
+
+    # -- adding tasks ----------------------------------------------------------------------
+
+    def enqueue(self, queue, payload, **options):
+        """Add one task to the batch, in ``queue``; returns its id. Options as ``Queue.enqueue``."""
+        return self.enqueue_many(queue, [payload], **options)[0]
+
+    def enqueue_many(self, queue, payloads, **options):
+        """Add tasks to the batch, in ``queue``, in bulk; returns their ids. Options as
+        ``Queue.enqueue_many`` (``unique`` excepted: a batch's task must be its own). A closed
+        batch refuses them (InvalidState), and nothing is written."""
+        from .queue import Queue, new_task_id
+
+        payloads = list(payloads)
+        if options.get("unique"):
+            raise InvalidTask("a batch's tasks can't be unique (each must be its own task)")
+        if "ids" in options:
+            raise InvalidTask("a batch makes its tasks' ids")
+        q = Queue(queue, self._connection)
+        if "after" in options or "on_parent_failure" in options:
+            raise InvalidTask("a batch's tasks can't wait for other tasks (after=)")
+        checked = q._prepare(payloads, **options)  # everything checked before anything is written
+        ids = [new_task_id(q.name) for _ in payloads]
+        for i in range(0, max(len(ids), 1), _ADD_CHUNK):
+            code = commands.batch_add(self.id, q.name, ids[i : i + _ADD_CHUNK]).run(self.client)
+            if code == Code.UNKNOWN:
+                raise BatchNotFound(f"no such batch {self.id}")
+            if code == Code.FINISHED:
+                raise InvalidState(f"batch {self.id} is closed: no more tasks can be added")
+        if not payloads:
+            return []
+        if checked is None:  # a handler's lock function puts them under several locks
+            return q.enqueue_many(payloads, ids=ids, _batch=self.id, **options)
+        if getattr(q.client, "worqr_replicas", None):  # each call waits for its replicas
+            return q._enqueue(checked, ids, _batch=self.id).ids
+        if not tracing.enabled(q.connection.config):
+            return self._send_pipelined(q, checked, ids)
+        with tracing.enqueue_span(q.name, len(ids)) as (span, trace):
+            out = self._send_pipelined(q, checked, ids, trace)
+            tracing.enqueued(span, out)
+            return out
+
+    def _send_pipelined(self, q, checked, ids, trace=""):
+        """Enqueue in calls of 500 tasks (each atomic), 20 calls per round trip."""
+        when, opts, items = checked
+        names = ("retries", "timeout", "backoff", "lock", "callback", "meta", "partition")
+        options = dict(zip(names, opts, strict=True))
+        items = [(ids[i], *rest) for i, rest in enumerate(items)]
+        calls = [
+            commands.enqueue(q.name, items[s : s + _ENQUEUE_CHUNK], when=when, trace=trace, batch=self.id, **options)
+            for s in range(0, len(items), _ENQUEUE_CHUNK)
+        ]
+        out, new = [], False
+        for g in range(0, len(calls), _PIPELINE):
+            group = calls[g : g + _PIPELINE]
+            replies = scripts.run_pipelined(q.client, [(c.script, c.queue, c.args) for c in group])
+            for c, reply in zip(group, replies):
+                enqueued = c.parse(reply)
+                new = new or enqueued.is_new_queue
+                out += enqueued.ids
+        if new:
+            q.client.sadd(keys.KNOWN_QUEUES, q.name)
+        return out
+
+    # -- ending ----------------------------------------------------------------------------
+
+    def close(self):
+        """No more tasks: the callbacks fire once every task has ended (now, if all have)."""
+        self._close(cancel=False)
+
+    def cancel(self):
+        """Close the batch and cancel every unfinished task (running ones are told to stop).
+        Returns how many were asked to cancel."""
+        from .queue import Queue
+
+        self._close(cancel=True)
+        asked, cursor = 0, 0
+        while True:
+            cursor, ids = readmodel.batch_live(self.client, self.id, cursor)
+            never = []
+            for task_id in ids:
+                queue = keys.queue_from_task_id(task_id)
+                try:
+                    if Queue(queue, self._connection).cancel_outcome(task_id) is not None:
+                        asked += 1
+                    else:
+                        never.append(task_id)
+                except InvalidState:
+                    pass  # ended meanwhile (failed): told to the batch by the drain
+            # reserved but never enqueued (its producer died): it ends here, as cancelled
+            ends = readmodel.task_ends(self.client, never) if never else {}
+            gone = [(i, "cancelled") for i in never if ends[i] is None]
+            if gone:
+                asked += len(gone)
+                tell(self.client, self.id, gone)
+            if cursor == 0:
+                break
+        return asked
+
+    def _close(self, cancel):
+        self.client.zadd(keys.BATCHES_DUE, {self.id: _now_ms()}, nx=True)
+        code, finished = commands.batch_close(self.id, cancel).run(self.client)
+        if code == Code.UNKNOWN:
+            self.client.zrem(keys.BATCHES_DUE, self.id)
+            raise BatchNotFound(f"no such batch {self.id}")
+        if finished:
+            fire_callbacks(self.client, self.id)
+
+
+def _now_ms():
+    return int(time.time() * 1000)
+
+
+def tell(client, batch_id, ended):
+    """Tasks of a batch ended ((id, outcome) each): count them; fire the callbacks if that
+    finished it."""
+    if commands.batch_tell(batch_id, ended).run(client):
+        fire_callbacks(client, batch_id)
+
+
+def fire_callbacks(client, batch_id):
+    """Enqueue the finished batch's callbacks, each exactly once, then mark them done. Safe to
+    repeat (a sweep after a crash): each enqueue has a once key."""
+    info = readmodel.batch(client, batch_id)
+    if info is None or info["finished_at"] is None:
+        return False
+    raw = client.hmget(keys.batch_key(batch_id, "batch"), "os", "oc", "cb")
+    if raw[2] == b"due":
+        wanted = [("complete", raw[1])]
+        if info["state"] == "succeeded":
+            wanted.insert(0, ("success", raw[0]))
+        for kind, doc in wanted:
+            if not doc:
+                continue
+            queue, payload, flag = json.loads(doc)
+            if flag == "b":
+                payload = payload.encode("latin-1")
+            task_id = _callback_task_id(queue, batch_id, kind)
+            _enqueue_callback(client, queue, payload, task_id, batch_id, kind)
+        commands.batch_callbacks_done(batch_id).run(client)
+    client.zrem(keys.BATCHES_DUE, batch_id)
+    return True
+
+
+def _enqueue_callback(client, queue, payload, task_id, batch_id, kind):
+    from .connection import Connection
+    from .queue import Queue
+
+    q = Queue(queue, _ClientConnection(client) if not isinstance(client, Connection) else client)
+    q.enqueue_many([payload], ids=[task_id], _batch_callback=batch_id, _once=f"batch:{batch_id}:{kind}")
+
+
+class _ClientConnection:
+    """A connection-like wrapper around a bare client (the drain runs with one)."""
+
+    def __init__(self, client):
+        self.client = client
+        self.config = get_default().config
+
+
+def sweep(client, now_ms, limit=20):
+    """A worker's sweep: fire the callbacks of closed batches that finished but whose callbacks a
+    dead process left undone; batches still running are looked at again later."""
+    for batch_id in readmodel.batches_due(client, limit, before_ms=now_ms - 2000):
+        if not fire_callbacks(client, batch_id):
+            client.zadd(keys.BATCHES_DUE, {batch_id: now_ms}, xx=True)

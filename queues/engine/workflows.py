@@ -1,0 +1,176 @@
+"""Workflows: tasks that wait for other tasks (``after=``), chains, and the cross-slot step that
+tells children (and batches) that a task ended.
+
+A task enqueued with ``after=[ids]`` is ``blocked`` until each parent has completed. Parents may
+be in other queues; each queue is its own cluster slot and one script touches one slot, so:
+
+1. enqueue: ``link`` runs in each parent's queue (the parent records the new ids in
+   ``links:<parent>``, or answers its outcome if it already ended), then ``enqueue`` writes the
+   children as ``blocked`` in theirs (with ``parents:<child>``);
+2. a task ends (completed, failed for good, cancelled, deleted): the script that ended it
+   records the outcome in ``links:<id>`` and puts the id in its queue's ``outbox`` (O(1));
+3. ``drain``: for each id in the outbox, ``resolve`` runs in each child's queue (release, or
+   cancel with the reason), the batch is told (``batches.tell``), then ``outbox_done``.
+
+Step 3 is run at once by whoever ended the task (the worker, told over its control channel,
+or ``Queue.cancel``/``delete``), and again by every worker's sweep for entries older than a
+few seconds, so a crash between steps 2 and 3 (or inside 3) delays the release, never loses
+it. Every step is idempotent: ``resolve`` acts once per (child, parent), a batch counts a task
+once, so a repeated step never releases (or counts) twice.
+
+Retrying a failed parent: the children it cancelled stay cancelled (they are gone, counted as
+cancelled); the children it released (``on_parent_failure="run"``) have run. The retry clears
+its recorded end, so children linked to it from then on wait for its new outcome.
+
+Fault injection for tests: ``WORQR_FAULT=drain-kill`` makes a worker kill itself (SIGKILL)
+right before telling the children of an ended task, i.e. between "parent finished" and "child
+released"; ``WORQR_FAULT=drain-kill-after`` after telling them, before ``outbox_done``.
+"""
+
+import json
+import os
+import signal
+from collections import defaultdict
+
+from . import commands, keys, readmodel
+from .codes import Code
+from .errors import InvalidInput, TaskNotFound
+
+#: At most this many parents per task.
+MAX_PARENTS = 1000
+#: Tasks taken from an outbox per drain call, and children told per resolve call.
+DRAIN_BATCH = 500
+RESOLVE_BATCH = 500
+#: A sweep leaves outbox entries younger than this to the worker that ended them (ms).
+SWEEP_AGE_MS = 2000
+
+ON_PARENT_FAILURE = ("cancel", "run")
+
+
+def check_after(after, on_parent_failure, ids):
+    """Check ``after`` and ``on_parent_failure``: the parent ids, deduplicated in order (or [])."""
+    if on_parent_failure not in ON_PARENT_FAILURE:
+        raise InvalidInput(f"on_parent_failure must be 'cancel' or 'run', not {on_parent_failure!r}")
+    if after is None:
+        return []
+    if isinstance(after, (str, bytes)) or not isinstance(after, (list, tuple, set, frozenset)):
+        raise InvalidInput(f"after must be a list of task ids, not {type(after).__name__}")
+    parents = list(dict.fromkeys(after))
+    if len(parents) > MAX_PARENTS:
+        raise InvalidInput(f"after has {len(parents)} parents; at most {MAX_PARENTS} are allowed")
+    for p in parents:
+        if keys.queue_from_task_id(p) is None:
+            raise InvalidInput(f"after: {p!r} is not a task id")
+    if ids and set(ids) & set(parents):
+        raise InvalidInput("after: a task can't wait for itself (a cycle)")
+    return parents
+
+
+def check_parents_exist(client, parents):
+    """Raise TaskNotFound naming the first parent that is neither in Redis nor recorded as ended."""
+    states = readmodel.task_ends(client, parents)
+    for p in parents:
+        if states[p] is None:
+            raise TaskNotFound(f"after: no such task {p} (it never existed, or it ended and left nothing behind)")
+    return states
+
+
+def link(client, parents, children, on_parent_failure):
+    """Step 1 of enqueueing ``children`` after ``parents``: check every parent, then link them in
+    each parent's queue. Returns the ``parents`` argument of ``commands.enqueue``."""
+    check_parents_exist(client, parents)  # nothing written if one is unknown
+    by_queue = defaultdict(list)
+    for p in parents:
+        by_queue[keys.queue_from_task_id(p)].append(p)
+    told = {}
+    for queue, pids in by_queue.items():
+        code, answer = commands.link(queue, pids, children).run(client)
+        if code == Code.UNKNOWN:  # it ended (leaving nothing) since the check: a rare race
+            raise TaskNotFound(f"after: no such task {pids[answer]} (it ended meanwhile)")
+        told.update(zip(pids, answer))
+    doc = {"p": [[p, told[p]] for p in parents]}
+    if on_parent_failure == "run":
+        doc["ob"] = "run"
+    return json.dumps(doc, separators=(",", ":"))
+
+
+def _fault(point):
+    if os.environ.get("WORQR_FAULT") == point:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def drain(client, queue, limit=DRAIN_BATCH, before_ms=None):
+    """Step 3 for up to ``limit`` ended tasks of ``queue``'s outbox: tell their children (one
+    ``resolve`` call per child queue and 500 children) and their batches (one ``batch_tell`` per
+    batch), then take them off (``outbox_done``). Children cancelled because of it ended too:
+    their queues are drained next. Returns how many were drained. Safe to run anywhere, any
+    number of times, concurrently: every step is idempotent."""
+    from . import batches
+
+    ids = readmodel.outbox(client, queue, limit, before_ms)
+    if not ids:
+        return 0
+    resolves, tells = defaultdict(list), defaultdict(list)
+    for task_id, info in zip(ids, readmodel.links_many(client, queue, ids)):
+        if info is None or info["outcome"] is None:  # retried since it ended: it ends again
+            continue
+        for child in info["children"]:
+            cq = keys.queue_from_task_id(child)
+            if cq is not None:
+                resolves[cq].append((child, task_id, info["outcome"]))
+        if info["batch"]:
+            tells[info["batch"]].append((task_id, info["outcome"]))
+    _fault("drain-kill")
+    cascade = set()
+    for cq, items in resolves.items():
+        for i in range(0, len(items), RESOLVE_BATCH):
+            if 2 in commands.resolve(cq, items[i : i + RESOLVE_BATCH]).run(client):
+                cascade.add(cq)
+    for batch_id, ended in tells.items():
+        for i in range(0, len(ended), RESOLVE_BATCH):
+            batches.tell(client, batch_id, ended[i : i + RESOLVE_BATCH])
+    _fault("drain-kill-after")
+    commands.outbox_done(queue, ids).run(client)
+    for cq in sorted(cascade):
+        drain_all(client, cq)
+    return len(ids)
+
+
+def drain_all(client, queue):
+    """Drain ``queue``'s outbox until it is empty (bounded per call)."""
+    while drain(client, queue) == DRAIN_BATCH:
+        pass
+
+
+def sweep(client, queue, now_ms, limit=20):
+    """A worker's sweep: drain up to ``limit`` outbox entries older than ``SWEEP_AGE_MS`` (left by
+    a process that died between a task's end and telling its children)."""
+    return drain(client, queue, limit, before_ms=now_ms - SWEEP_AGE_MS)
+
+
+def chain(steps, connection=None):
+    """Enqueue tasks that run one after the other, each after the one before (across queues):
+    ``steps`` are (queue, payload) or (queue, payload, {options}). Returns their ids. All steps
+    are checked before anything is written."""
+    from .queue import Queue
+
+    steps = list(steps)
+    if not steps:
+        raise InvalidInput("chain: give at least one step")
+    checked = []
+    for i, step in enumerate(steps):
+        if not isinstance(step, (tuple, list)) or len(step) not in (2, 3):
+            raise InvalidInput(f"chain: step {i} must be (queue, payload) or (queue, payload, options)")
+        options = dict(step[2]) if len(step) == 3 else {}
+        if not isinstance(step[2] if len(step) == 3 else {}, dict):
+            raise InvalidInput(f"chain: step {i}'s options must be a dict")
+        if "after" in options:
+            raise InvalidInput(f"chain: step {i} can't set after= (the chain sets it)")
+        q = Queue(step[0], connection)
+        q.validate([step[1]], **options)
+        checked.append((q, step[1], options))
+    ids = []
+    for q, payload, options in checked:
+        after = [ids[-1]] if ids else None
+        ids.append(q.enqueue(payload, after=after, **options))
+    return ids
