@@ -126,3 +126,11 @@ def test_bulk_engine_cancels_retries_and_deletes_in_batches(client, conn):
 
 def tag_keys_of(client, queue):
     return list(client.scan_iter(match=f"worqr:{{{queue}}}:tag:*"))
+
+
+def test_state_blocked_finds_tasks_waiting_for_parents(client):
+    """state:blocked lists the tasks enqueued with after= whose parents have not completed."""
+    a = Queue("sb").enqueue("parent")
+    b = Queue("sb").enqueue("child", after=[a])
+    page = readmodel.search(client, "queue:sb state:blocked")
+    assert [t.id for t in page.tasks] == [b]

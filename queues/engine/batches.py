@@ -157,7 +157,7 @@ class Batch:
     def _send_pipelined(self, q, checked, ids, trace=""):
         """Enqueue in calls of 500 tasks (each atomic), 20 calls per round trip."""
         when, opts, items = checked
-        names = ("retries", "timeout", "backoff", "lock", "callback", "meta", "partition")
+        names = ("retries", "timeout", "backoff", "lock", "callback", "meta", "partition", "tags")
         options = dict(zip(names, opts, strict=True))
         items = [(ids[i], *rest) for i, rest in enumerate(items)]
         calls = [
@@ -269,6 +269,7 @@ class _ClientConnection:
 
     def __init__(self, client):
         self.client = client
+        self.enqueue_client = client
         self.config = get_default().config
 
 

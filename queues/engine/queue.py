@@ -119,16 +119,18 @@ class Queue:
             if len(ids) != len(payloads) or any(keys.queue_from_task_id(i) != self.name for i in ids):
                 raise InvalidTask(f"ids must be one task id of queue {self.name!r} per payload")
         extra = {k: options.pop(k) for k in ("_batch", "_batch_callback", "_once") if k in options}
+        # ids the caller gave are remembered (a second push is a no-op); ids made here are new
+        remember = options.pop("_remember", ids is not None)
         parents = workflows.check_after(after, on_parent_failure, ids)
         batches = self._prepare(payloads, **options)
         if batches is None:  # the handler's lock or partition function gave different keys
-            grouped = dict(options, after=after, on_parent_failure=on_parent_failure, **extra)
+            grouped = dict(options, after=after, on_parent_failure=on_parent_failure, _remember=remember, **extra)
             return self._enqueue_grouped(payloads, ids, grouped)
         ids = ids if ids is not None else [new_task_id(self.name) for _ in payloads]
         deps = ""
         if parents:
             deps = workflows.link(self.client, parents, ids, on_parent_failure)
-        enqueued = self._enqueue(batches, ids, deps=deps, **extra)
+        enqueued = self._enqueue(batches, ids, deps=deps, remember=remember, **extra)
         if parents:
             workflows.drain(self.client, self.name)  # tasks cancelled at once: their batch is told
         return enqueued.ids

@@ -583,7 +583,7 @@ def limits(client, queue, busiest=10):
 
 #: The qualifiers a search understands; anything else is free text (over payloads and errors).
 SEARCH_QUALIFIERS = ("queue", "state", "error", "tag", "worker", "before", "after")
-SEARCH_STATES = ("pending", "delayed", "waiting", "active", "failed", "completed")
+SEARCH_STATES = ("pending", "delayed", "waiting", "blocked", "active", "failed", "completed")
 #: Where each state's tasks are listed, in the order a search looks: (state, source kind).
 _SOURCES = (
     ("active", "active"),
@@ -592,6 +592,7 @@ _SOURCES = (
     ("pending", "pending"),
     ("delayed", "delayed"),
     ("waiting", "lockwaits"),
+    ("blocked", "blocked"),
     ("completed", "results"),
 )
 _TOKEN = re.compile(r'(?:(\w+):)?("(?:[^"\\]|\\.)*"|\S+)')
@@ -729,7 +730,7 @@ def _read_source(client, queue, kind, key, offset, count):
             p.lrange(keys.lock_wait_key(queue, _decode(lk)), 0, 999)
         ids = [i for waiting in p.execute() for i in waiting]
         return ids, len(locks), len(locks) < count
-    else:  # active, delayed: oldest / soonest first
+    else:  # active, delayed, blocked: oldest / soonest first
         ids = client.zrange(key, offset, offset + count - 1)
     return ids, len(ids), len(ids) < count
 
@@ -755,6 +756,7 @@ def search_total(client, s, queues):
             "waiting": counts["waiting"],
             "delayed": counts["delayed"],
             "active": counts["active"],
+            "blocked": counts["blocked"],
             "failed": counts["failed"],
             "completed": results,
         }
