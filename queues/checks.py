@@ -10,7 +10,7 @@ from .engine.errors import ConfigurationError
 HANDLER_ERRORS = []
 
 
-@register()
+@register("worqr")
 def check_handlers(app_configs, **kwargs):
     """A bad ``@handler`` option (its queue and option named) stops ``manage.py`` at start-up."""
     from .engine.limits import check_limits
@@ -80,6 +80,7 @@ SCHEDULE_ERROR_IDS = {
     "timeout": "queues.E025",
     "backoff": "queues.E025",
     "lock": "queues.E025",
+    "partition": "queues.E025",
     "callback": "queues.E025",
 }
 UNKNOWN_KEY_ID = "queues.E026"

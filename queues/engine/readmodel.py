@@ -83,18 +83,47 @@ def _tasks(client, queue, ids, state=None):
     return [t for t in tasks if t and (state is None or t.state == state)]
 
 
-def pending(client, queue, offset=0, limit=50):
-    """One page of runnable tasks, in the order they will run (front, then pending). Entries
-    of tasks removed since they were listed are left out, so a page may be short."""
-    front_key = keys.queue_key(queue, "front")
+#: Partitions of the ring a page of pending tasks reads at most (``pending``).
+PARTITIONS_SHOWN = 100
+
+
+def pending(client, queue, offset=0, limit=50, partitions=True):
+    """One page of runnable tasks, in the order they will run (front, then pending), then
+    (``partitions``) those listed in the partitions of the ring, partition by partition in the
+    ring's order (they run interleaved, one per partition per turn; the first
+    ``PARTITIONS_SHOWN`` partitions are read). Entries of tasks removed since they were listed
+    are left out, so a page may be short."""
+    front_key, pending_key = keys.queue_key(queue, "front"), keys.queue_key(queue, "pending")
     p = client.pipeline(transaction=False)
     p.llen(front_key)
     p.lrange(front_key, offset, offset + limit - 1)
-    front_len, ids = p.execute()
+    p.llen(pending_key)
+    front_len, ids, pending_len = p.execute()
     if len(ids) < limit:
         start = max(0, offset - front_len)
-        ids += client.lrange(keys.queue_key(queue, "pending"), start, start + limit - len(ids) - 1)
+        ids += client.lrange(pending_key, start, start + limit - len(ids) - 1)
+    if partitions and len(ids) < limit:
+        ids += _partitioned(client, queue, max(0, offset - front_len - pending_len), limit - len(ids))
     return _tasks(client, queue, ids, state="pending")
+
+
+def _partitioned(client, queue, skip, limit):
+    ring = list(dict.fromkeys(client.lrange(keys.queue_key(queue, "ring"), 0, PARTITIONS_SHOWN - 1)))
+    if not ring:
+        return []
+    p = client.pipeline(transaction=False)
+    for part in ring:
+        p.llen(keys.partition_list_key(queue, _decode(part)))
+    ids = []
+    for part, n in zip(ring, p.execute()):
+        if skip >= n:
+            skip -= n
+            continue
+        ids += client.lrange(keys.partition_list_key(queue, _decode(part)), skip, skip + limit - len(ids) - 1)
+        skip = 0
+        if len(ids) >= limit:
+            break
+    return ids
 
 
 def delayed(client, queue, offset=0, limit=50):
