@@ -4,13 +4,14 @@
 # make bench - the benchmark, worqr beside RQ, Celery, Dramatiq, arq and huey
 # make profile - py-spy flame graphs of the producer and of a worker draining, and round-trip counts
 # make chaos - the chaos soak: 20,000 tasks over 4 workers under faults (CHAOS_ARGS: manage.py chaos --help)
+# make screenshots - the dashboard's screenshots in docs/screenshots/, made by its browser test
 # make build - the package: dist/worqr-<version>.tar.gz and the wheel dist/worqr-<version>-py3-none-any.whl
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 PORT ?= 8000
 
-.PHONY: demo test bench profile build lint deps browser clean chaos
+.PHONY: demo test bench profile build lint deps browser clean chaos screenshots
 
 $(VENV)/.installed: requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -37,6 +38,10 @@ CLUSTER_TESTS ?= tests/test_cluster.py tests/test_enqueue.py tests/test_worker.p
 test: deps browser lint
 	$(PY) -m pytest -q
 	WORQR_TEST_REDIS=cluster $(PY) -m pytest -q $(CLUSTER_TESTS)
+
+# The README's screenshots of the dashboard (docs/screenshots/), made by its browser test.
+screenshots: deps browser
+	WORQR_SCREENSHOTS=1 $(PY) -m pytest -q tests/test_dashboard_round2_browser.py
 
 demo: deps
 	PY=$(PY) PORT=$(PORT) ./scripts/demo.sh

@@ -717,7 +717,7 @@ class SearchPage:
 def _matches(s, t, tags):
     if s.states and t.state not in s.states:
         return False
-    if s.workers and (t.worker or "") not in s.workers:
+    if s.workers and not any((t.worker or "").startswith(w) for w in s.workers):  # a name, or its start
         return False
     if any(tag not in tags for tag in s.tags):
         return False
