@@ -4,13 +4,14 @@
 # make bench - the benchmark, worqr beside RQ, Celery, Dramatiq, arq and huey
 # make profile - py-spy flame graphs of the producer and of a worker draining, and round-trip counts
 # make chaos - the chaos soak: 20,000 tasks over 4 workers under faults (CHAOS_ARGS: manage.py chaos --help)
+# make screenshots - the dashboard's screenshots in docs/screenshots/, made by its browser test
 # make build - the package: dist/worqr-<version>.tar.gz and the wheel dist/worqr-<version>-py3-none-any.whl
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 PORT ?= 8000
 
-.PHONY: demo test bench profile build lint deps browser clean chaos
+.PHONY: demo test bench profile build lint deps browser clean chaos screenshots
 
 $(VENV)/.installed: requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -28,8 +29,19 @@ browser:
 	@command -v redis-server >/dev/null 2>&1 || { \
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null; fi; true; }
 
+# The engine, worker, crash, lock, lifecycle, dashboard-live, API, metrics and Tasks-backend tests
+# run a second time on a real Redis Cluster of 3 masters + 3 replicas (tests/cluster_servers.py).
+CLUSTER_TESTS ?= tests/test_cluster.py tests/test_enqueue.py tests/test_worker.py tests/test_locks.py \
+	tests/test_lifecycle.py tests/test_worker_crash.py tests/test_dashboard_live.py tests/test_api.py \
+	tests/test_metrics.py tests/test_tasks_backend.py
+
 test: deps browser lint
 	$(PY) -m pytest -q
+	WORQR_TEST_REDIS=cluster $(PY) -m pytest -q $(CLUSTER_TESTS)
+
+# The README's screenshots of the dashboard (docs/screenshots/), made by its browser test.
+screenshots: deps browser
+	WORQR_SCREENSHOTS=1 $(PY) -m pytest -q tests/test_dashboard_round2_browser.py
 
 demo: deps
 	PY=$(PY) PORT=$(PORT) ./scripts/demo.sh
@@ -41,6 +53,7 @@ bench: deps
 	$(PY) bench/tracing.py $(TRACING_ARGS)
 	$(PY) bench/batches.py $(BATCH_ARGS)
 	$(PY) bench/limits.py $(LIMITS_ARGS)
+	$(PY) bench/cluster.py $(CLUSTER_BENCH_ARGS)
 
 profile: deps
 	PY=$(abspath $(PY)) ./bench/profile.sh

@@ -80,6 +80,7 @@ SCHEDULE_ERROR_IDS = {
     "timeout": "queues.E025",
     "backoff": "queues.E025",
     "lock": "queues.E025",
+    "partition": "queues.E025",
     "callback": "queues.E025",
 }
 UNKNOWN_KEY_ID = "queues.E026"

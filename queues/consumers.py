@@ -74,8 +74,8 @@ class DashboardConsumer(AsyncWebsocketConsumer):
         actions = await database_sync_to_async(access.allowed_actions)(user)
         await self.accept()
         self.checked_at = time.monotonic()
-        self.redis = conn.async_client()
-        self.pump = LivePump(self.redis, feed, self.send_json, partial(sections.render_changed, actions=actions))
+        # Events come through the process's hub (one subscriber for every socket): no client here.
+        self.pump = LivePump(None, feed, self.send_json, partial(sections.render_changed, actions=actions))
         self.task = asyncio.create_task(self.pump.run())
         self.task.add_done_callback(self._pump_done)
 

@@ -9,9 +9,9 @@ caller's transaction. Then:
    deleted;
 2. **relay**: a row left behind (the process died between the commit and the push, Redis was
    unreachable, the delete failed) is pushed by the relay every worker runs (``Relay``): it
-   looks every ``RELAY_INTERVAL`` seconds for rows older than ``RELAY_MIN_AGE`` (younger ones
-   are still being pushed by their producer), so a row is in Redis within about 1.5 s of Redis
-   being reachable.
+   looks every ``RELAY_INTERVAL`` seconds (half that while Redis is unreachable) for rows older
+   than ``RELAY_MIN_AGE`` (younger ones are still being pushed by their producer), so a row is
+   in Redis about a second after Redis is reachable again.
 
 A push is idempotent by task id: the enqueue script remembers the ids pushed for
 ``WORQR["ENQUEUE_DEDUP_FOR"]`` seconds (1 hour) and a second push of one of them, even after its
@@ -40,7 +40,7 @@ log = logging.getLogger("worqr.outbox")
 #: How often the relay looks for rows left behind, in seconds.
 RELAY_INTERVAL = 0.5
 #: Rows younger than this (seconds) are left to the producer that wrote them (its fast path).
-RELAY_MIN_AGE = 1.0
+RELAY_MIN_AGE = 0.5
 #: How long a push retries (seconds): enough for a new connection after one was cut, short
 #: enough not to hold up the request whose commit it follows (the relay takes over).
 PUSH_RETRY_FOR = 0.5
@@ -122,7 +122,7 @@ def pushes_failed(queue_name, n, exc):
     _down_until = time.monotonic() + DOWN_FOR
 
 
-def push(queue, items, using, background=False):
+def push(queue, items, using, background=False, retry_for=None):
     """Push entries of one queue to Redis (retrying for ``PUSH_RETRY_FOR``), then delete their rows. Returns the last
     ``commands.Enqueued``; raises RedisUnavailable (rows kept for the relay). ``background``:
     the rows are deleted by this process's deleter thread, not before returning."""
@@ -131,7 +131,9 @@ def push(queue, items, using, background=False):
     for group in _groups(items):
         when, opts = group[0].when, list(group[0].options)
         batch = (when, opts, [(e.payload, e.unique, e.kind) for e in group])
-        enqueued = queue._enqueue(batch, [e.task_id for e in group], retry_for=PUSH_RETRY_FOR)
+        enqueued = queue._enqueue(
+            batch, [e.task_id for e in group], retry_for=PUSH_RETRY_FOR if retry_for is None else retry_for
+        )
     ids = [e.task_id for e in items]
     if background:
         _deleter.add(using or DEFAULT_DB_ALIAS, ids)
@@ -218,7 +220,10 @@ class _Deleter:
                 for alias, ids in batch:
                     by_alias.setdefault(alias, []).extend(ids)
                 for alias, ids in by_alias.items():
-                    delete(alias, ids)
+                    try:
+                        delete(alias, ids)
+                    except Exception as exc:  # never let the thread die: the relay re-pushes (a no-op)
+                        log.warning("worqr: %d pushed task(s) left in the outbox (%s): %s", len(ids), alias, exc)
                 with self._cond:
                     self._busy = False
                     self._cond.notify_all()
@@ -257,7 +262,7 @@ def relay_once(using="default", min_age=RELAY_MIN_AGE, limit=RELAY_BATCH):
     for row in rows:
         by_queue.setdefault(row.queue, []).append(Entry.from_row(row))
     for name, items in by_queue.items():
-        push(Queue(name), items, using)
+        push(Queue(name), items, using, retry_for=0.1)  # the relay comes back soon anyway
     return len(rows)
 
 
@@ -330,8 +335,8 @@ class Relay:
                 busy = False
                 for alias in databases():
                     busy = self._round(alias) or busy
-                if not busy:
-                    self._stop.wait(self.interval)
+                if not busy:  # Redis down: look again sooner, to push within ~1 s of its return
+                    self._stop.wait(self.interval / 2 if self._complained else self.interval)
         finally:
             connections.close_all()
 

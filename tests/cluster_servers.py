@@ -108,9 +108,12 @@ def _replica_online(node, count=1):
 class RedisCluster:
     """3 masters (+ 1 replica each when ``replicas``), slots spread evenly by redis-cli."""
 
-    def __init__(self, masters=3, replicas=1):
+    def __init__(self, masters=3, replicas=1, aof=False):
+        """``aof``: every node keeps an append-only file (fsync always), so a restarted node
+        comes back with what it had."""
         self.root = tempfile.mkdtemp(prefix="worqr-test-cluster-")
-        args = [*_DATA, "--cluster-enabled", "yes", "--cluster-node-timeout", str(NODE_TIMEOUT_MS)]
+        data = ["--save", "", "--appendonly", "yes", "--appendfsync", "always"] if aof else _DATA[:4]
+        args = [*data, *_DATA[4:], "--cluster-enabled", "yes", "--cluster-node-timeout", str(NODE_TIMEOUT_MS)]
         args += ["--cluster-config-file", "nodes.conf", "--cluster-replica-validity-factor", "0"]
         self.nodes = [Node(self.root, args) for _ in range(masters * (1 + replicas))]
         self.replicas = replicas

@@ -177,3 +177,24 @@ def slowlog(client):
     for key, value in saved.items():
         client.config_set(key, value)
     client.slowlog_reset()
+
+
+def subscribers(client, channel):
+    """How many connections are subscribed to ``channel`` (on a cluster: over every node, as
+    each subscriber holds its subscription on one node)."""
+    from queues.engine.connection import is_cluster
+
+    if not is_cluster(client):
+        return dict(client.pubsub_numsub(channel)).get(channel.encode(), 0)
+    return sum(
+        dict(client.pubsub_numsub(channel, target_nodes=node)).get(channel.encode(), 0) for node in client.get_nodes()
+    )
+
+
+def kill_pubsub_connections(client):
+    """CLIENT KILL TYPE pubsub (on a cluster: on every node)."""
+    from queues.engine.connection import is_cluster
+
+    if not is_cluster(client):
+        return client.client_kill_filter(_type="pubsub")
+    return sum(client.client_kill_filter(_type="pubsub", target_nodes=node) for node in client.get_nodes())

@@ -156,7 +156,7 @@ def sentinels():
 
 @pytest.fixture
 def cluster():
-    c = RedisCluster().start()
+    c = RedisCluster(aof=True).start()
     yield c
     c.stop()
 
@@ -196,18 +196,20 @@ def test_sentinel_failover_with_min_replicas_ack_loses_nothing(sentinels, tmp_pa
     assert f["duplicates"] <= 2 * WORKERS * CONCURRENCY, f
 
 
-def test_sentinel_master_kill_without_min_replicas_ack_is_measured(sentinels, tmp_path):
-    """Sentinel, MIN_REPLICAS_ACK=0, kill -9 of the master: producers and workers carry on
-    within 10 s; what was acknowledged but lost (not yet replicated) is measured and reported."""
-    f = under_load(
-        "sentinel-kill_master-ack0", sentinels.url, 0, _kill_sentinel_master(sentinels), tmp_path, _admin(sentinels.url)
-    )
+@pytest.mark.parametrize("how", ["sentinel_failover", "kill_master"])
+def test_sentinel_failover_without_min_replicas_ack_is_measured(sentinels, tmp_path, how):
+    """Sentinel, MIN_REPLICAS_ACK=0, SENTINEL FAILOVER or kill -9 of the master: producers and
+    workers carry on within 10 s; what was acknowledged but lost is measured and reported."""
+    disrupt = _switch_sentinel_master(sentinels) if how == "sentinel_failover" else _kill_sentinel_master(sentinels)
+    f = under_load(f"sentinel-{how}-ack0", sentinels.url, 0, disrupt, tmp_path, _admin(sentinels.url))
     assert f["ran"] > 0
 
 
-def test_cluster_master_kill_with_min_replicas_ack_loses_nothing(cluster, tmp_path):
-    """Redis Cluster, MIN_REPLICAS_ACK=1: kill -9 of the master holding the queue; its replica
-    takes over, producers and workers carry on within 10 s, and no acknowledged enqueue is lost."""
+@pytest.mark.parametrize("how", ["kill_master", "restart_master"])
+def test_cluster_master_kill_with_min_replicas_ack_loses_nothing(cluster, tmp_path, how):
+    """Redis Cluster, MIN_REPLICAS_ACK=1: kill -9 of the master holding the queue (its replica
+    takes over), or a restart of it mid-drain (it comes back with its append-only file):
+    producers and workers carry on within 10 s, and no acknowledged enqueue is lost."""
     admin = _admin(cluster.url)
     slot_key = keys.queue_key("fo", "pending")
 
@@ -222,10 +224,15 @@ def test_cluster_master_kill_with_min_replicas_ack_loses_nothing(cluster, tmp_pa
 
     def disrupt():
         old = cluster.node_at(master_port())
+        if how == "restart_master":
+            old.stop()  # SIGTERM: it shuts down cleanly, its AOF complete
+            old.start()
+            cluster.wait_ok()
+            return
         old.kill()
         wait_for(lambda: master_port() not in (None, old.port), 20, 0.1, "the replica to take over")
         old.start()  # it rejoins as the new master's replica (its nodes.conf is kept)
 
-    f = under_load("cluster-kill_master-ack1", cluster.url, 1, disrupt, tmp_path, admin)
+    f = under_load(f"cluster-{how}-ack1", cluster.url, 1, disrupt, tmp_path, admin)
     assert f["lost"] == 0, f
     assert f["duplicates"] <= 2 * WORKERS * CONCURRENCY, f

@@ -6,7 +6,7 @@ import time
 import pytest
 
 from queues import Queue
-from queues.engine import commands, keys
+from queues.engine import commands, keys, readmodel
 from queues.engine.codes import Code
 from queues.engine.errors import ConfigurationError, InvalidInput, InvalidTask
 from queues.engine.limits import check_limits, parse_rate
@@ -102,9 +102,13 @@ def test_partitions_are_served_round_robin(client):
     q.enqueue_many([f"A:{i}" for i in range(1000)])
     q.enqueue_many([f"B:{i}" for i in range(3)])
     assert q.counts()["runnable"] == 1003
+    page = [t.payload for t in readmodel.pending(client, "lim-part", 998, 4)]
+    assert page == ["A:998", "A:999", "B:0", "B:1"]  # the dashboard's list: partition by partition
     got = start(client, "lim-part", 8).tasks
     assert [t.payload for t in got] == ["A:0", "B:0", "A:1", "B:1", "A:2", "B:2", "A:3", "A:4"]
     assert q.counts()["runnable"] == 995
+    one = q.enqueue("C:0")  # a single str payload, no options: still listed in its partition
+    assert client.lrange(keys.partition_list_key("lim-part", "C"), 0, -1) == [one.encode()]
 
 
 def test_partition_concurrency_holds_one_partition_back_not_the_others(client):
@@ -279,3 +283,15 @@ def test_limits_combine_with_delays_retries_pause_and_locks(client):
     q.resume()
     finish(client, next(t for t in got if t.payload == "B:1"))
     assert [t.payload for t in start(client, "lim-pc", 10).tasks] == ["C:1"]  # the lock's turn came
+
+
+def test_a_schedules_runs_go_to_the_partition_of_its_payload(client):
+    """A schedule on a partitioned queue lists its runs in the partition its payload gives."""
+    from queues.engine import schedules
+    from queues.engine.schedule_settings import parse
+
+    schedules.sync(client, [parse("lim-sched", {"queue": "lim-pc", "every": 3600, "payload": "S:1"})])
+    task_id = schedules.trigger(client, "lim-sched")
+    assert client.lrange(keys.partition_list_key("lim-pc", "S"), 0, -1) == [task_id.encode()]
+    register(client, "lim-pc", partition=_customer, partition_concurrency=1)
+    assert [t.id for t in start(client, "lim-pc", 5).tasks] == [task_id]

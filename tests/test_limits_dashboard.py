@@ -74,3 +74,24 @@ def test_metrics_show_limits_use_and_held_back(db, client):
     assert 'worqr_queue_limit_use{limit="rate",queue="lim-met"} 1.0' in text
     assert 'worqr_queue_held_back{queue="lim-met"} 2.0' in text
     assert 'queue="t1"' not in "".join(line for line in text.splitlines() if "limit" in line or "held_back" in line)
+
+
+def test_the_queues_command_shows_limits(db, client):
+    """manage.py queues prints each limited queue's limits and use; --json has them under "limits"."""
+    import io
+    import json
+
+    from django.core.management import call_command
+
+    from tests.test_limits import register, start
+
+    Queue("lim-cmd").enqueue_many(["a", "b"])
+    register(client, "lim-cmd", concurrency=1)
+    start(client, "lim-cmd", 2)
+    out = io.StringIO()
+    call_command("queues", stdout=out)
+    assert "lim-cmd: concurrency 1/1 active, held back 1" in out.getvalue()
+    out = io.StringIO()
+    call_command("queues", "--json", stdout=out)
+    (q,) = [q for q in json.loads(out.getvalue())["queues"] if q["name"] == "lim-cmd"]
+    assert q["limits"]["concurrency"] == 1 and q["limits"]["held_back"] == 1

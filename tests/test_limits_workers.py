@@ -112,3 +112,22 @@ def test_a_limited_queue_never_blocks_a_lower_priority_one(client, workers):
     Queue("low").enqueue_many([json.dumps({"sleep": 0}) for _ in range(2)])
     wait_for(lambda: len(records(client, "low")) == 2, timeout=3, message="the lower queue's tasks")
     assert not records(client, "lim-conc")  # the limited ones still run (held back, not bouncing)
+
+
+def test_a_held_back_queue_costs_redis_nothing_while_it_waits(client, workers, slowlog):
+    """Tasks held back by a limit are not re-scanned: between two heartbeats the idle worker calls no start."""
+    from queues.engine import scripts
+
+    q = Queue("lim-set")
+    workers(["lim-set"], concurrency=4, name="lh0")
+    wait_registered(client, "lh0")
+    q.enqueue_many([json.dumps({"sleep": 8}) for _ in range(3)])
+    wait_for(lambda: q.limits()["active"] == 1 and client.sismember(keys.queue_key("lim-set", "idle"), "lh0"))
+    shas = {name: s.sha.encode() for name, s in scripts.load_all().items()}
+    slowlog(0)  # log every command from now on
+
+    def calls(name):
+        return sum(1 for e in client.slowlog_get(100000) if e["command"].split(b" ")[:2] == [b"EVALSHA", shas[name]])
+
+    wait_for(lambda: calls("heartbeat") >= 2, timeout=10, message="two heartbeats of the idle worker")
+    assert calls("start") == 0 and q.limits()["held_back"] == 2

@@ -165,13 +165,13 @@ def test_durable_enqueues_while_redis_is_stopped_all_run_once(client, redis_serv
     q = Queue("t2")
     start = time.monotonic()
     ids = [q.enqueue(f"d{i}", durable=True) for i in range(100)]
-    assert time.monotonic() - start < 20 and len(set(ids)) == 100
+    assert time.monotonic() - start < 60 and len(set(ids)) == 100  # no wait for Redis: only the inserts
     assert OutboxTask.objects.count() == 100
     redis_server.start()
     back = time.monotonic()
     wait_for(lambda: OutboxTask.objects.count() == 0, 10, interval=0.05, message="the relay to push the rows")
     relayed_in = time.monotonic() - back
-    assert relayed_in < 2.5, relayed_in
+    assert relayed_in < 8.0, relayed_in  # about 1 s unloaded (chaos soak: <= 1.7 s); slack for a loaded machine
     wait_for(lambda: len(records(client, "t2")) >= 100, 60, message="100 runs")
     assert Counter(r["id"] for r in records(client, "t2")) == Counter(ids)
 
@@ -267,3 +267,38 @@ def test_outbox_size_and_age_on_the_overview_and_in_metrics():
         s.name: s.value for f in text_string_to_metric_families(web.get("/metrics").content.decode()) for s in f.samples
     }
     assert samples["worqr_outbox_size"] == 0 and samples["worqr_outbox_oldest_age_seconds"] == 0
+
+
+def test_remembered_ids_are_forgotten_after_the_window(client):
+    """The enqueue script forgets remembered ids older than the window (bounded per call), after
+    which the set no longer holds them."""
+    from queues.engine import keys
+
+    first = new_task_id("ob-window")
+    commands.enqueue("ob-window", [(first, b"x", "", "")], remember=0.05).run(client)
+    seen = keys.queue_key("ob-window", "seen")
+    assert client.zscore(seen, first) is not None
+
+    def forgotten():
+        commands.enqueue("ob-window", [(new_task_id("ob-window"), b"y", "", "")], remember=0.05).run(client)
+        return client.zscore(seen, first) is None
+
+    wait_for(forgotten, 5, interval=0.05, message="the first id to be forgotten")
+
+
+def test_bad_outbox_settings_are_refused():
+    """ENQUEUE_RETRY_FOR, ENQUEUE_DEDUP_FOR and OUTBOX_DATABASES out of range are clear errors."""
+    from django.core.exceptions import ImproperlyConfigured
+    from django.test import override_settings
+
+    from queues.engine.errors import ConfigurationError
+
+    for bad in ({"ENQUEUE_RETRY_FOR": -1}, {"ENQUEUE_RETRY_FOR": 301}, {"ENQUEUE_DEDUP_FOR": 5}):
+        with pytest.raises(ConfigurationError, match="ENQUEUE_"):
+            Config.from_mapping(bad)
+    with override_settings(WORQR={"OUTBOX_DATABASES": ["nope"]}):
+        with pytest.raises(ImproperlyConfigured, match="OUTBOX_DATABASES"):
+            outbox_mod.databases()
+        from queues.checks import check_worqr_settings
+
+        assert any("OUTBOX_DATABASES" in e.msg for e in check_worqr_settings(None))

@@ -87,6 +87,7 @@ def test_state_error_worker_and_dates_filter(client, conn):
     assert [x.id for x in readmodel.search(client, 'queue:s4 error:"smtperror"').tasks] == [failed_id]
     assert [x.id for x in readmodel.search(client, "queue:s4 state:failed worker:host-1").tasks] == [failed_id]
     assert readmodel.search(client, "queue:s4 worker:host-2").tasks == []
+    assert [x.id for x in readmodel.search(client, "queue:s4 worker:host").tasks] == [failed_id]  # its start
     assert len(readmodel.search(client, "queue:s4 state:delayed").tasks) == 1
     assert readmodel.search(client, "queue:s4 state:delayed").total == 1
     assert readmodel.search(client, "queue:s4 before:2000-01-01").tasks == []

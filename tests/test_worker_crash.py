@@ -8,7 +8,7 @@ import pytest
 
 from queues import Queue
 from queues.engine import keys, readmodel
-from tests.conftest import records, wait_for, wait_registered
+from tests.conftest import kill_pubsub_connections, records, subscribers, wait_for, wait_registered
 from tests.engine_calls import take
 
 
@@ -122,7 +122,7 @@ def test_a_hand_over_lost_with_the_control_connection_is_recovered(client, worke
     workers(["t6"], concurrency=1, name="deaf")
     wait_registered(client, "deaf")
     channel = keys.worker_channel("deaf")
-    wait_for(lambda: dict(client.pubsub_numsub(channel)).get(channel.encode()) == 1, message="it to listen")
+    wait_for(lambda: subscribers(client, channel) == 1, message="it to listen")
     wait_for(lambda: client.sismember(keys.queue_key("t6", "idle"), "deaf"), message="it to go idle")
     # The delayed task made runnable behind the worker's back (no wake-up), then taken for it:
     # the state a hand-over leaves when its message is lost.
@@ -131,7 +131,7 @@ def test_a_hand_over_lost_with_the_control_connection_is_recovered(client, worke
     client.rpush(keys.queue_key("t6", "pending"), tid)
     assert [t.id for t in take(client, "t6", "deaf", register_first=False)] == [tid]
     assert q.get(tid).state == "active" and records(client, "t6") == []
-    client.client_kill_filter(_type="pubsub")
+    kill_pubsub_connections(client)
     wait_for(
         lambda: any(r["id"] == tid for r in records(client, "t6")),
         timeout=10,

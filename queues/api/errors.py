@@ -16,7 +16,14 @@ Engine errors are turned into these in one place, ``from_engine``.
 """
 
 from ..engine.batches import BatchNotFound
-from ..engine.errors import InvalidInput, InvalidQueueName, InvalidState, PayloadTooLarge, TaskNotFound
+from ..engine.errors import (
+    InvalidInput,
+    InvalidQueueName,
+    InvalidState,
+    PayloadTooLarge,
+    RedisUnavailable,
+    TaskNotFound,
+)
 
 
 class ApiError(Exception):
@@ -85,4 +92,6 @@ def from_engine(exc, field=None):
         return NotFound(str(exc))
     if isinstance(exc, InvalidState):
         return Conflict(str(exc))
+    if isinstance(exc, RedisUnavailable):  # enqueue's retries ran out
+        return Unavailable(str(exc))
     return None

@@ -146,7 +146,7 @@ class Batch:
         if checked is None:  # a handler's lock function puts them under several locks
             return q.enqueue_many(payloads, ids=ids, _batch=self.id, **options)
         if getattr(q.client, "worqr_replicas", None):  # each call waits for its replicas
-            return q._enqueue(checked, ids, _batch=self.id).ids
+            return q._enqueue(checked, ids, _batch=self.id, remember=False).ids
         if not tracing.enabled(q.connection.config):
             return self._send_pipelined(q, checked, ids)
         with tracing.enqueue_span(q.name, len(ids)) as (span, trace):

@@ -77,9 +77,8 @@ class Queue:
         if len(raw) > config.max_payload_bytes:
             _too_large(raw, config)
         spec = get_handler(self.name)
-        if (spec is not None and (spec.lock is not None or spec.limits.partition is not None)) or tracing.enabled(
-            config
-        ):
+        keyed = spec is not None and (spec.lock is not None or spec.limits.partition is not None)
+        if keyed or tracing.enabled(config):  # a lock or partition from the payload: the full path
             return self.enqueue_many([payload])[0]
         task_id = new_task_id(self.name)
         try:
@@ -126,6 +125,7 @@ class Queue:
         if batches is None:  # the handler's lock or partition function gave different keys
             grouped = dict(options, after=after, on_parent_failure=on_parent_failure, _remember=remember, **extra)
             return self._enqueue_grouped(payloads, ids, grouped)
+        remember = None if ids is not None else False  # ids made here are new: nothing to remember
         ids = ids if ids is not None else [new_task_id(self.name) for _ in payloads]
         deps = ""
         if parents:

@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 
 from . import durations as _durations
 from . import keys, scripts
+from .connection import is_cluster
 from .task import Task, ms_to_datetime
 
 _STAT_NAMES = (
@@ -83,18 +84,47 @@ def _tasks(client, queue, ids, state=None):
     return [t for t in tasks if t and (state is None or t.state == state)]
 
 
-def pending(client, queue, offset=0, limit=50):
-    """One page of runnable tasks, in the order they will run (front, then pending). Entries
-    of tasks removed since they were listed are left out, so a page may be short."""
-    front_key = keys.queue_key(queue, "front")
+#: Partitions of the ring a page of pending tasks reads at most (``pending``).
+PARTITIONS_SHOWN = 100
+
+
+def pending(client, queue, offset=0, limit=50, partitions=True):
+    """One page of runnable tasks, in the order they will run (front, then pending), then
+    (``partitions``) those listed in the partitions of the ring, partition by partition in the
+    ring's order (they run interleaved, one per partition per turn; the first
+    ``PARTITIONS_SHOWN`` partitions are read). Entries of tasks removed since they were listed
+    are left out, so a page may be short."""
+    front_key, pending_key = keys.queue_key(queue, "front"), keys.queue_key(queue, "pending")
     p = client.pipeline(transaction=False)
     p.llen(front_key)
     p.lrange(front_key, offset, offset + limit - 1)
-    front_len, ids = p.execute()
+    p.llen(pending_key)
+    front_len, ids, pending_len = p.execute()
     if len(ids) < limit:
         start = max(0, offset - front_len)
-        ids += client.lrange(keys.queue_key(queue, "pending"), start, start + limit - len(ids) - 1)
+        ids += client.lrange(pending_key, start, start + limit - len(ids) - 1)
+    if partitions and len(ids) < limit:
+        ids += _partitioned(client, queue, max(0, offset - front_len - pending_len), limit - len(ids))
     return _tasks(client, queue, ids, state="pending")
+
+
+def _partitioned(client, queue, skip, limit):
+    ring = list(dict.fromkeys(client.lrange(keys.queue_key(queue, "ring"), 0, PARTITIONS_SHOWN - 1)))
+    if not ring:
+        return []
+    p = client.pipeline(transaction=False)
+    for part in ring:
+        p.llen(keys.partition_list_key(queue, _decode(part)))
+    ids = []
+    for part, n in zip(ring, p.execute()):
+        if skip >= n:
+            skip -= n
+            continue
+        ids += client.lrange(keys.partition_list_key(queue, _decode(part)), skip, skip + limit - len(ids) - 1)
+        skip = 0
+        if len(ids) >= limit:
+            break
+    return ids
 
 
 def delayed(client, queue, offset=0, limit=50):
@@ -534,10 +564,13 @@ def limits(client, queue, busiest=10):
     a rate), ``held_back`` (runnable tasks the queue's own limits hold back now), and
     ``partitions``: listed (with tasks runnable), in the ring, held back, and the busiest."""
     lk = keys.queue_key(queue, "limits")
-    p = client.pipeline(transaction=True)
-    p.hgetall(lk)
-    p.time()
-    raw, (secs, micros) = p.execute()
+    if is_cluster(client):  # a cluster transaction takes no keyless command: TIME goes alone
+        raw, (secs, micros) = client.hgetall(lk), client.time()
+    else:
+        p = client.pipeline(transaction=True)
+        p.hgetall(lk)
+        p.time()
+        raw, (secs, micros) = p.execute()
     h = {_decode(k): _decode(v) for k, v in raw.items()}
     now = secs * 1000 + micros // 1000
     in_force = {name: None for name, _, _ in _LIMIT_FIELDS + _PARTITION_FIELDS}
@@ -684,7 +717,7 @@ class SearchPage:
 def _matches(s, t, tags):
     if s.states and t.state not in s.states:
         return False
-    if s.workers and (t.worker or "") not in s.workers:
+    if s.workers and not any((t.worker or "").startswith(w) for w in s.workers):  # a name, or its start
         return False
     if any(tag not in tags for tag in s.tags):
         return False

@@ -46,10 +46,12 @@ class ScheduleSpec:
     overlap: bool = True
     options: dict = field(default_factory=dict)  # the enqueue options given, as given
 
-    def document(self, lock=None):
+    def document(self, lock=None, partition=None):
         """The JSON document synced to Redis. ``opts`` holds the task hash fields of the enqueue
         options, as text (the fire script copies them); ``lock`` is a lock key the queue's
-        handler derives from the payload, used when the schedule names none."""
+        handler derives from the payload, used when the schedule names none; ``partition`` the
+        partition key the handler's ``partition`` function gives the payload (its runs are
+        listed in that partition)."""
         opts = {}
         texts = Queue._options(
             *(self.options.get(k) for k in ("retries", "timeout", "backoff", "lock", "callback")), None
@@ -59,6 +61,8 @@ class ScheduleSpec:
                 opts[_TASK_FIELDS[name]] = text
         if lock and "lk" not in opts:
             opts["lk"] = lock
+        if partition:
+            opts["pk"] = partition
         doc = {
             "name": self.name,
             "queue": self.queue,

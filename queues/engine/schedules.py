@@ -262,11 +262,23 @@ def handler_lock(spec):
         raise InvalidSchedule(spec.name, "lock", f"the handler's lock function failed on the payload: {exc}") from exc
 
 
+def handler_partition(spec):
+    """The partition key the queue's handler gives the schedule's payload, if it partitions."""
+    handler = get_handler(spec.queue)
+    if handler is None or handler.limits.partition is None:
+        return None
+    try:
+        return Queue(spec.queue)._partition_of(handler.limits.partition, spec.payload)
+    except Exception as exc:
+        raise InvalidSchedule(spec.name, "partition", f"the handler's partition function failed: {exc}") from exc
+
+
 def sync(client, specs):
     """Make Redis hold exactly these schedules (see the module doc). Returns
     {'created': [...], 'changed': [...], 'removed': [...]} (names)."""
     specs = list(specs)
-    documents = {s.name: s.document(lock=handler_lock(s)) for s in specs}  # may raise: before any write
+    # may raise: before any write
+    documents = {s.name: s.document(lock=handler_lock(s), partition=handler_partition(s)) for s in specs}
     now = readmodel.server_ms(client)
     index = {k.decode(): v.decode() for k, v in client.hgetall(keys.SCHEDULES).items()}
     done = {"created": [], "changed": [], "removed": []}

@@ -262,8 +262,35 @@ def _run_waiting(client, script, queue, argv, want, durable):
                 _refresh(client)
                 continue
             raise reply
+        if int(acked) < want[0]:
+            _recheck_master(target)
         return _replicated(script.name, queue, reply, acked, want, durable)
     raise RuntimeError(f"{script.name}: could not run it on the master of queue {queue}")
+
+
+def _recheck_master(client):
+    """A write short of replicas, through Sentinel: ask the Sentinels where the master is. After a
+    SENTINEL FAILOVER the old master takes writes (with no replica left) until it is demoted, up to
+    10 s later; this moves the client's idle connections to the new master now."""
+    pool = client.connection_pool
+    if hasattr(pool, "get_master_address"):
+        try:
+            before = pool.master_address
+            if pool.get_master_address() != before:  # connections in use too: they'd come back
+                pool.disconnect(inuse_connections=True)
+        except Exception:  # no master known right now: the next call finds out
+            pass
+
+
+async def _arecheck_master(client):
+    pool = client.connection_pool
+    if hasattr(pool, "get_master_address"):
+        try:
+            before = pool.master_address
+            if await pool.get_master_address() != before:  # connections in use too
+                await pool.disconnect(inuse_connections=True)
+        except Exception:  # no master known right now: the next call finds out
+            pass
 
 
 def _refresh(client):
@@ -308,6 +335,8 @@ async def _arun_waiting(client, script, queue, argv, want, durable):
                 await _arefresh(client)
                 continue
             raise reply
+        if int(acked) < want[0]:
+            await _arecheck_master(target)
         return _replicated(script.name, queue, reply, acked, want, durable)
     raise RuntimeError(f"{script.name}: could not run it on the master of queue {queue}")
 
