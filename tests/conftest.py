@@ -146,7 +146,7 @@ def wait_for(predicate, timeout=10.0, interval=0.02, message="condition"):
         if value:
             return value
         if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout} s waiting for {message}")
+            pytest.fail(f"timed out after {timeout} s waiting for {message() if callable(message) else message}")
         time.sleep(interval)
 
 

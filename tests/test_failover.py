@@ -91,7 +91,12 @@ def under_load(name, url, replicas, disrupt, tmp_path, admin):
         t0 = time.time()
         disrupt()  # returns once the new master serves
         t1 = time.time()
-        wait_for(lambda: producer.acked_after(t1), CARRY_ON_S, 0.05, "an acknowledged enqueue after the failover")
+        wait_for(
+            lambda: producer.acked_after(t1),
+            CARRY_ON_S,
+            0.05,
+            lambda: f"an acknowledged enqueue after the failover (refused meanwhile: {dict(producer.refused)})",
+        )
 
         def a_later_task_ran():
             later = {p for p, _ in producer.acked_after(t1)}

@@ -22,7 +22,7 @@ import re
 from functools import cache, lru_cache
 from pathlib import Path
 
-from redis.exceptions import NoScriptError, ResponseError
+from redis.exceptions import AskError, ClusterDownError, NoScriptError, ResponseError, TryAgainError
 
 from . import durations, keys
 from .codes import lua_placeholders
@@ -226,6 +226,10 @@ async def arun(client, name, queue, *args, durable=None):
 
 
 def _is_moved(exc):
+    """A reply saying the slot is served elsewhere or not now (redis-py maps MOVED and ASK to
+    MovedError/AskError, whose text no longer starts with the code)."""
+    if isinstance(exc, (AskError, ClusterDownError, TryAgainError)):  # MovedError is an AskError
+        return True
     return isinstance(exc, ResponseError) and str(exc).startswith(("MOVED", "ASK", "CLUSTERDOWN", "TRYAGAIN"))
 
 
