@@ -31,7 +31,7 @@ browser:
 
 # The engine, worker, crash, lock, lifecycle, dashboard-live, API, metrics and Tasks-backend tests
 # run a second time on a real Redis Cluster of 3 masters + 3 replicas (tests/cluster_servers.py).
-CLUSTER_TESTS ?= tests/test_cluster.py tests/test_enqueue.py tests/test_worker.py tests/test_locks.py \
+CLUSTER_TESTS ?= tests/test_cluster.py tests/test_queue_page.py tests/test_enqueue.py tests/test_worker.py tests/test_locks.py \
 	tests/test_lifecycle.py tests/test_worker_crash.py tests/test_dashboard_live.py tests/test_api.py \
 	tests/test_metrics.py tests/test_tasks_backend.py
 

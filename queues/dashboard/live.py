@@ -1,7 +1,7 @@
 """The pump between Redis pub/sub and one websocket: events (heard through the process's
 ``hub``, one Redis subscriber for every socket of the process) mark the view dirty, and at most
 every ``min_interval`` seconds a fresh snapshot is read, so a burst of thousands of events a
-second becomes a few messages a second. Nothing here runs on a timer: an idle view issues no
+second becomes a few messages a second (``MIN_INTERVAL``, longer when a snapshot costs more: ``DUTY``). Nothing here runs on a timer: an idle view issues no
 Redis command (the one exception is a feed's single trailing ``settle`` refresh after a burst).
 
 Messages sent: ``{"type": "update", "full": bool, "now_ms": int, "sections": {name: html}}``
@@ -22,16 +22,37 @@ from .hub import get_hub
 
 log = logging.getLogger("worqr.dashboard")
 
+#: Seconds between two snapshots of one view at the least (a burst of events in between is one).
+MIN_INTERVAL = 0.12
+#: At most this many times the last snapshot's cost between two snapshots' starts (so a view
+#: spends at most 1/DUTY of its time refreshing), up to MAX_INTERVAL seconds.
+DUTY = 2.0
+MAX_INTERVAL = 2.0
+#: Seconds the first event after a quiet spell waits for the events that come with it (a task's
+#: enqueue, start and end are often a few ms apart).
+DEBOUNCE = 0.02
+
 
 class LivePump:
     """Runs ``feed`` against the asyncio Redis client ``redis``, sending dicts with ``send``;
     ``render(snapshot, changed)`` (run in a thread) gives the HTML of the sections to send."""
 
-    def __init__(self, redis, feed, send, render, min_interval=0.4, debounce=0.05, hub=None):
+    def __init__(
+        self,
+        redis,
+        feed,
+        send,
+        render,
+        min_interval=MIN_INTERVAL,
+        debounce=DEBOUNCE,
+        max_interval=MAX_INTERVAL,
+        hub=None,
+    ):
         self.redis, self.feed, self.send, self.render = redis, feed, send, render
         self.hub = hub
         self._sending = set()
-        self.min_interval, self.debounce = min_interval, debounce
+        self.min_interval, self.debounce, self.max_interval = min_interval, debounce, max_interval
+        self.interval = min_interval
         self._dirty = asyncio.Event()
         self._full = True
         self._sent = {}
@@ -82,7 +103,7 @@ class LivePump:
 
     async def _push(self):
         loop = asyncio.get_running_loop()
-        last_sent = -1e9
+        next_at = -1e9
         settle_at = None
         while True:
             if settle_at is None:
@@ -93,20 +114,27 @@ class LivePump:
                 except TimeoutError:
                     pass  # the trailing refresh after a burst
                 settle_at = None
-            await asyncio.sleep(max(self.debounce, last_sent + self.min_interval - loop.time()))
+            await asyncio.sleep(max(self.debounce, next_at - loop.time()))
             self._dirty.clear()
             events, self._events = self._events, 0
             full, self._full = self._full, False
+            started = loop.time()
             try:
                 message = await sync_to_async(self._update, thread_sensitive=False, executor=feeds.EXECUTOR)(full)
             except NETWORK_ERRORS as exc:
                 log.warning("worqr dashboard: snapshot failed (%s)", exc)
                 self._full = True  # the listener resyncs once Redis is back
+                next_at = loop.time() + self.max_interval
                 continue
-            last_sent = loop.time()
             if message is not None:
                 self.messages += 1
                 await self.send(message)
+            # The next snapshot may start ``interval`` after this one started: at least
+            # MIN_INTERVAL, and DUTY times what this one cost (reading, rendering, sending), so a
+            # costly page (or a loaded server) slows its own refreshes instead of the server.
+            took = loop.time() - started
+            self.interval = min(self.max_interval, max(self.min_interval, took * DUTY))
+            next_at = started + self.interval
             if events and self.feed.settle:
                 settle_at = self._last_event + self.feed.settle
 

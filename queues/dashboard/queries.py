@@ -223,39 +223,25 @@ def _group_json(group):
 def queue(client, name, page=1, cache=None):
     """The queue page: counts, one page of pending, delayed, in process, failed, locks, grouped
     failure history and throughput. Reads one page of each list, never a whole list."""
-    now = server_ms(client)
-    counts = readmodel.queue_counts(client, name)
-    listed = counts["runnable"]  # the pending tasks that are not waiting for a lock
-    pages = page_count(listed)
-    page = min(max(1, page), pages)
-    offset = (page - 1) * PER_PAGE
-    active = readmodel.active(client, name, limit=ACTIVE_MAX)
+    read = readmodel.queue_page(client, name, page, PER_PAGE, active_limit=ACTIVE_MAX)
+    counts, now = read["counts"], read["now_ms"]
     return {
         "view": "queue",
         "queue": name,
         "now_ms": now,
         "counts": {"paused": counts["paused"], **{k: counts[k] for k in _COUNT_NAMES}},
         "pending": {
-            "page": page,
-            "pages": pages,
-            "offset": offset,
-            "total": listed,
-            "tasks": [task_row(t) for t in readmodel.pending(client, name, offset, PER_PAGE)],
+            "page": read["page"],
+            "pages": read["pages"],
+            "offset": read["offset"],
+            "total": counts["runnable"],  # the pending tasks that are not waiting for a lock
+            "tasks": [task_row(t) for t in read["pending"]],
         },
-        "delayed": {
-            "total": counts["delayed"],
-            "tasks": [task_row(t) for t in readmodel.delayed(client, name, 0, PER_PAGE)],
-        },
-        "blocked": {
-            "total": counts["blocked"],
-            "tasks": [_blocked_row(client, t) for t in readmodel.blocked(client, name, 0, PER_PAGE)],
-        },
-        "active": {"total": counts["active"], "tasks": [task_row(t) for t in active]},
-        "failed": {
-            "total": counts["failed"],
-            "tasks": [task_row(t) for t in readmodel.failed(client, name, 0, PER_PAGE)],
-        },
-        "locks": readmodel.locks(client, name),
+        "delayed": {"total": counts["delayed"], "tasks": [task_row(t) for t in read["delayed"]]},
+        "blocked": {"total": counts["blocked"], "tasks": [_blocked_row(client, t) for t in read["blocked"]]},
+        "active": {"total": counts["active"], "tasks": [task_row(t) for t in read["active"]]},
+        "failed": {"total": counts["failed"], "tasks": [task_row(t) for t in read["failed"]]},
+        "locks": read["locks"],
         "limits": limits_view(readmodel.limits(client, name)),
         "failure_groups": (cache or FailureCache()).groups_for(client, name),
         "throughput": throughput(client, [name], now_ms=now),

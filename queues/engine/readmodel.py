@@ -55,6 +55,14 @@ def _counts(reply):
     return counts
 
 
+def _stat(reply, name):
+    flat = reply[5]
+    for i in range(0, len(flat), 2):
+        if flat[i] == name:
+            return int(flat[i + 1])
+    return 0
+
+
 def queue_counts(client, queue):
     """Counts per state and lifetime counters of one queue, read atomically (one script).
 
@@ -106,6 +114,62 @@ def pending(client, queue, offset=0, limit=50, partitions=True):
     if partitions and len(ids) < limit:
         ids += _partitioned(client, queue, max(0, offset - front_len - pending_len), limit - len(ids))
     return _tasks(client, queue, ids, state="pending")
+
+
+def queue_page(client, queue, page=1, limit=50, active_limit=500, lock_limit=100):
+    """What a queue's page shows, in four round trips (five with partitions) whatever it holds (the dashboard refreshes
+    it several times a second under load): ``{now_ms, counts, pending, delayed, blocked,
+    failed, active, locks}``, each list as ``pending()``, ``delayed()``, ``blocked()``,
+    ``failed()``, ``active()`` and ``locks()`` give it (``locks`` from the same read of the
+    active tasks), ``counts`` as ``queue_counts()``, and the ``page`` of pending tasks shown
+    (``page`` brought within 1 and ``pages``) with its ``offset``. Pending tasks listed in partitions are read as ``pending()`` reads them."""
+    now_ms = server_ms(client)
+    reply = scripts.run(client, "counts", queue)
+    counts, front, listed = _counts(reply), reply[0], reply[1]
+    pages = max(1, -(-counts["runnable"] // limit))
+    page = min(max(1, page), pages)
+    offset = (page - 1) * limit
+    k = keys.queue_key
+    p = client.pipeline(transaction=False)
+    p.lrange(k(queue, "front"), offset, offset + limit - 1)
+    start = max(0, offset - front)
+    p.lrange(k(queue, "pending"), start, start + limit - 1)
+    p.zrange(k(queue, "active"), 0, active_limit - 1)
+    p.zrange(k(queue, "delayed"), 0, limit - 1)
+    p.zrange(k(queue, "blocked"), 0, limit - 1)
+    p.zrevrange(k(queue, "failed"), 0, limit - 1)
+    p.zrange(k(queue, "lockwaits"), 0, lock_limit - 1)
+    front_ids, pending_ids, active_ids, delayed_ids, blocked_ids, failed_ids, lockwaits = p.execute()
+    ids = (front_ids + pending_ids)[:limit]
+    if len(ids) < limit and _stat(reply, b"plisted") > 0:
+        ids += _partitioned(client, queue, max(0, offset - front - listed), limit - len(ids))
+    lists = (ids, active_ids, delayed_ids, blocked_ids, failed_ids)
+    p = client.pipeline(transaction=False)
+    for part in lists:
+        for tid in part:
+            p.hgetall(keys.task_key(queue, _decode(tid)))
+    for lk in lockwaits:
+        p.llen(keys.lock_wait_key(queue, _decode(lk)))
+    replies = iter(p.execute())
+    read = []
+    for part in lists:
+        tasks = (Task.from_hash(_decode(i), queue, next(replies)) for i in part)
+        read.append([t for t in tasks if t])
+    pending_tasks, active_tasks, delayed_tasks, blocked_tasks, failed_tasks = read
+    pending_tasks = [t for t in pending_tasks if t.state == "pending"]
+    return {
+        "now_ms": now_ms,
+        "counts": counts,
+        "page": page,
+        "pages": pages,
+        "offset": offset,
+        "pending": pending_tasks,
+        "active": active_tasks,
+        "delayed": delayed_tasks,
+        "blocked": blocked_tasks,
+        "failed": failed_tasks,
+        "locks": _locks(active_tasks[:lock_limit], lockwaits, [next(replies) for _ in lockwaits]),
+    }
 
 
 def _partitioned(client, queue, skip, limit):
@@ -166,15 +230,20 @@ def failures(client, queue, limit=100):
 
 def locks(client, queue, limit=100):
     """Locks held (by active tasks) and how many tasks wait on each lock."""
-    held = {}
-    for task in active(client, queue, limit=limit):
-        if task.lock:
-            held[task.lock] = {"lock": task.lock, "holder": task.id, "worker": task.worker, "waiting": 0}
+    held = active(client, queue, limit=limit)
     lockwaits = client.zrange(keys.queue_key(queue, "lockwaits"), 0, limit - 1)
     p = client.pipeline(transaction=False)
     for lk in lockwaits:
         p.llen(keys.lock_wait_key(queue, _decode(lk)))
-    for lk, n in zip(lockwaits, p.execute()):
+    return _locks(held, lockwaits, p.execute())
+
+
+def _locks(active_tasks, lockwaits, waiting):
+    held = {}
+    for task in active_tasks:
+        if task.lock:
+            held[task.lock] = {"lock": task.lock, "holder": task.id, "worker": task.worker, "waiting": 0}
+    for lk, n in zip(lockwaits, waiting):
         entry = held.setdefault(_decode(lk), {"lock": _decode(lk), "holder": None, "worker": None, "waiting": 0})
         entry["waiting"] = n
     return sorted(held.values(), key=lambda e: (-e["waiting"], e["lock"]))
