@@ -11,8 +11,8 @@ would refuse, empty or holding a slash, goes through ``reverse`` itself, which r
 from urllib.parse import quote
 
 from django import template
-from django.utils.html import format_html
 from django.urls import get_script_prefix, get_urlconf, reverse
+from django.utils.html import format_html
 
 register = template.Library()
 
