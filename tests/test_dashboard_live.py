@@ -368,6 +368,36 @@ async def test_200_open_dashboards_cost_redis_one_subscriber(staff_cookie, clien
         await asyncio.sleep(0.05)
 
 
+async def test_sockets_on_the_same_page_share_one_snapshot(staff_cookie, client):
+    """40 sockets on one queue's page all show a new task, and Redis serves that refresh about
+    once: the commands run for it are far fewer than one snapshot per socket would cost."""
+    q = Queue("t1")
+    await asyncio.to_thread(q.enqueue, "x")
+    comms = []
+    for _ in range(40):
+        comm = communicator("/ws/queues/queue/t1/", ORIGIN, staff_cookie)
+        assert (await comm.connect())[0]
+        await receive(comm)  # the first snapshot
+        comms.append(comm)
+    await asyncio.sleep(0.3)
+    alone = communicator("/ws/queues/queue/t1/", ORIGIN, staff_cookie)  # what one refresh costs
+    before = client.info("stats")["total_commands_processed"]
+    assert (await alone.connect())[0]
+    await receive(alone)
+    one = client.info("stats")["total_commands_processed"] - before - 1
+    await asyncio.sleep(0.3)
+    before = client.info("stats")["total_commands_processed"]
+    await asyncio.to_thread(q.enqueue, "y")
+    for comm in [*comms, alone]:
+        while (msg := await receive(comm))["type"] != "update" or "counts" not in msg["sections"]:
+            pass
+        assert card(msg, "counts", "pending") == 2
+    spent = client.info("stats")["total_commands_processed"] - before - 1
+    assert spent < 4 * one, (spent, one)  # 41 snapshots would be 41 * one
+    for comm in [*comms, alone]:
+        await comm.disconnect()
+
+
 async def test_batch_views_update_live_as_tasks_end(staff_cookie):
     """The Batches page and a batch's page get an update with the new progress when a task of the
     batch ends and is told to it."""

@@ -29,6 +29,11 @@ class Feed:
     def __init__(self, client):
         self.client = client
 
+    @property
+    def key(self):
+        """What the view shows: feeds with the same key share their snapshots (``shared``)."""
+        return (type(self).__name__,)
+
     def wants(self, data):
         return True
 
@@ -67,6 +72,10 @@ class WorkerFeed(Feed):
         super().__init__(client)
         self.name = name
 
+    @property
+    def key(self):
+        return ("worker", self.name)
+
     def snapshot(self):
         return queries.worker(self.client, self.name)
 
@@ -91,6 +100,10 @@ class QueueFeed(Feed):
         self.channels = (keys.queue_events_channel(name),)
         self.cache = queries.FailureCache()
 
+    @property
+    def key(self):
+        return ("queue", self.name, self.page)
+
     def snapshot(self):
         return queries.queue(self.client, self.name, self.page, cache=self.cache)
 
@@ -103,6 +116,10 @@ class TaskFeed(Feed):
         self.task_id, self.full = task_id, full
         self.channels = (keys.queue_events_channel(keys.queue_from_task_id(task_id)),)
         self._needle = f'"{task_id}"'.encode()
+
+    @property
+    def key(self):
+        return ("task", self.task_id, self.full)
 
     def wants(self, data):
         return self._needle in data or b'"ids"' not in data or b'"more"' in data
@@ -120,6 +137,10 @@ class BatchesFeed(Feed):
         super().__init__(client)
         self.page = page
 
+    @property
+    def key(self):
+        return ("batches", self.page)
+
     def snapshot(self):
         return queries.batches(self.client, self.page)
 
@@ -133,6 +154,10 @@ class BatchFeed(Feed):
         super().__init__(client)
         self.batch_id, self.page = batch_id, page
         self._needle = f'"b":"{batch_id}"'.encode()
+
+    @property
+    def key(self):
+        return ("batch", self.batch_id, self.page)
 
     def wants(self, data):
         return self._needle in data

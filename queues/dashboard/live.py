@@ -11,7 +11,6 @@ message (every section when ``full``), made by ``render(snapshot, changed keys)`
 """
 
 import asyncio
-import json
 import logging
 
 from asgiref.sync import sync_to_async
@@ -19,6 +18,7 @@ from asgiref.sync import sync_to_async
 from ..engine.connection import NETWORK_ERRORS
 from . import feeds
 from .hub import get_hub
+from .shared import SNAPSHOTS
 
 log = logging.getLogger("worqr.dashboard")
 
@@ -35,7 +35,8 @@ DEBOUNCE = 0.02
 
 class LivePump:
     """Runs ``feed`` against the asyncio Redis client ``redis``, sending dicts with ``send``;
-    ``render(snapshot, changed)`` (run in a thread) gives the HTML of the sections to send."""
+    ``render(snapshot, changed, cache=dict)`` (run in a thread) gives the HTML of the sections
+    to send (``cache``: sections already rendered from this snapshot, shared by its sockets)."""
 
     def __init__(
         self,
@@ -58,10 +59,13 @@ class LivePump:
         self._sent = {}
         self._events = 0
         self._last_event = 0.0
+        self._since = None  # when the first change not shown yet was heard
         self.messages = 0
 
     def mark_dirty(self, full=False, event=False):
         self._full = self._full or full
+        if self._since is None:
+            self._since = asyncio.get_running_loop().time()
         if event:
             self._events += 1
             self._last_event = asyncio.get_running_loop().time()
@@ -118,9 +122,12 @@ class LivePump:
             self._dirty.clear()
             events, self._events = self._events, 0
             full, self._full = self._full, False
+            since, self._since = self._since if self._since is not None else loop.time(), None
             started = loop.time()
             try:
-                message = await sync_to_async(self._update, thread_sensitive=False, executor=feeds.EXECUTOR)(full)
+                message = await sync_to_async(self._update, thread_sensitive=False, executor=feeds.EXECUTOR)(
+                    full, since
+                )
             except NETWORK_ERRORS as exc:
                 log.warning("worqr dashboard: snapshot failed (%s)", exc)
                 self._full = True  # the listener resyncs once Redis is back
@@ -138,13 +145,13 @@ class LivePump:
             if events and self.feed.settle:
                 settle_at = self._last_event + self.feed.settle
 
-    def _update(self, full):
-        """(In a thread.) The update for a fresh snapshot, or None when nothing shown changed."""
-        snapshot = self.feed.snapshot()
-        encoded = {key: json.dumps(value, sort_keys=True) for key, value in snapshot.items()}
+    def _update(self, full, since):
+        """(In a thread.) The update for a snapshot started at or after ``since`` (shared with the
+        process's other sockets on this view), or None when nothing shown changed."""
+        snapshot, encoded, html_cache = SNAPSHOTS.get(self.feed, since)
         changed = {k for k, v in encoded.items() if full or self._sent.get(k) != v}
         self._sent = encoded
-        html = self.render(snapshot, changed)
+        html = self.render(snapshot, changed, cache=html_cache)
         if not html and not full:
             return None
         return {"type": "update", "full": full, "now_ms": snapshot.get("now_ms"), "sections": html}

@@ -135,12 +135,22 @@ def to_render(view, changed):
     return [name for name, keys in SECTIONS[view].items() if set(keys) & changed]
 
 
-def render(snapshot, names, actions):
-    """``{section: html}`` of the ``names`` sections of the snapshot's view."""
-    ctx = context(snapshot, actions)
-    return {name: render_to_string(f"queues/sections/{name}.html", ctx) for name in names}
+def render(snapshot, names, actions, cache=None):
+    """``{section: html}`` of the ``names`` sections of the snapshot's view. ``cache``: a dict kept
+    with this snapshot (by ``shared``), where sections rendered for the same actions are found."""
+    ctx, out, allowed = None, {}, frozenset(actions)
+    for name in names:
+        html = cache.get((name, allowed)) if cache is not None else None
+        if html is None:
+            if ctx is None:
+                ctx = context(snapshot, actions)
+            html = render_to_string(f"queues/sections/{name}.html", ctx)
+            if cache is not None:
+                cache[(name, allowed)] = html
+        out[name] = html
+    return out
 
 
-def render_changed(snapshot, changed, actions):
+def render_changed(snapshot, changed, actions, cache=None):
     """``{section: html}`` of the sections showing one of the ``changed`` snapshot keys."""
-    return render(snapshot, to_render(snapshot["view"], changed), actions)
+    return render(snapshot, to_render(snapshot["view"], changed), actions, cache)
