@@ -18,7 +18,7 @@ import time
 
 import redis
 
-from .. import commands, keys, readmodel, scripts
+from .. import commands, faults, keys, readmodel, scripts
 from ..backoff import Backoff
 from ..codes import Code
 from ..connection import NETWORK_ERRORS, raise_if_cancelling
@@ -171,6 +171,7 @@ class Heart:
                 await self._reregister()
                 continue
             try:
+                faults.raise_once("heartbeat-raise")
                 key_alive = await w.redis.set(
                     keys.heartbeat_key(w.name), self._info(), px=int(self.ttl * 1000), xx=True
                 )
