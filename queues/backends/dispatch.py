@@ -109,19 +109,19 @@ def load_task(data):
 
 
 def framework_time(value):
-    """A time of worqr's (aware, UTC) as the Tasks framework's times are: naive, in the current
-    time zone, when ``USE_TZ`` is False (as ``timezone.now()`` is then)."""
+    """A time of worqr's (aware, UTC) as the Tasks framework's times are: naive, in
+    ``TIME_ZONE``, when ``USE_TZ`` is False (as ``timezone.now()`` is then)."""
     if value is None or settings.USE_TZ or timezone.is_naive(value):
         return value
-    return timezone.make_naive(value)
+    return timezone.make_naive(value, timezone.get_default_timezone())
 
 
 def eta(run_after):
     """A task's ``run_after`` as worqr's ``eta``: a naive one (allowed only with ``USE_TZ`` False) is
-    in the current time zone, as Django reads naive times then, not UTC."""
+    in ``TIME_ZONE``, as Django reads naive times then, not in UTC."""
     if run_after is None or timezone.is_aware(run_after):
         return run_after
-    return timezone.make_aware(run_after)
+    return timezone.make_aware(run_after, timezone.get_default_timezone())
 
 
 def exception_path(error, trace):
