@@ -33,7 +33,8 @@ browser:
 # run a second time on a real Redis Cluster of 3 masters + 3 replicas (tests/cluster_servers.py).
 CLUSTER_TESTS ?= tests/test_cluster.py tests/test_queue_page.py tests/test_enqueue.py tests/test_worker.py tests/test_locks.py \
 	tests/test_lifecycle.py tests/test_worker_crash.py tests/test_dashboard_live.py tests/test_api.py \
-	tests/test_metrics.py tests/test_tasks_backend.py
+	tests/test_metrics.py tests/test_tasks_backend.py tests/test_workflows.py tests/test_workflows_workers.py \
+	tests/test_batches.py tests/test_outbox.py
 
 test: deps browser lint
 	$(PY) -m pytest -q

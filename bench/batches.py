@@ -22,7 +22,7 @@ BENCH = Path(__file__).resolve().parent
 PROJECT = BENCH.parent
 sys.path[:0] = [str(PROJECT), str(BENCH)]
 
-from scale import kill_group, start_redis  # noqa: E402
+from scale import start_redis  # noqa: E402
 
 
 def main():
@@ -68,7 +68,7 @@ def main():
         print("  OK: counts exact, callback enqueued once" if ok else "  FAILED")
         return 0 if ok else 1
     finally:
-        kill_group(server)
+        server.stop()
 
 
 if __name__ == "__main__":

@@ -29,8 +29,8 @@ sys.path[:0] = [str(PROJECT)]
 from queues.engine import connection, readmodel  # noqa: E402
 from queues.engine.config import Config  # noqa: E402
 from queues.engine.queue import Queue  # noqa: E402
+from queues.testing import RedisServer  # noqa: E402
 from tests.cluster_servers import RedisCluster  # noqa: E402
-from tests.redis_server import RedisServer  # noqa: E402
 
 QUEUES = [f"cq{i}" for i in range(8)]
 

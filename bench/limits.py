@@ -18,7 +18,7 @@ from pathlib import Path
 BENCH = Path(__file__).resolve().parent
 sys.path[:0] = [str(BENCH.parent)]
 
-from bench.scale import kill_group, pct, start_redis  # noqa: E402
+from bench.scale import pct, start_redis  # noqa: E402
 
 GOAL = 1.5
 
@@ -101,7 +101,7 @@ def main():
         args.partitions, args.samples = 2000, 200
 
     workdir = tempfile.mkdtemp(prefix="worqr-bench-limits-")
-    proc, r, _ = start_redis(workdir)
+    server, r, _ = start_redis(workdir)
     try:
         n = args.partitions
         every = lambda task: ""  # noqa: E731 (the partition key comes with each enqueue here)
@@ -152,7 +152,7 @@ def main():
             )
         out(f"worst: {worst:.2f}x ({'within' if worst <= GOAL else 'OVER'} the {GOAL}x goal)")
     finally:
-        kill_group(proc)
+        server.stop()
 
 
 if __name__ == "__main__":

@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT))
 
 
 def setup(database):
-    from tests.redis_server import RedisServer
+    from queues.testing import RedisServer
 
     server = RedisServer().start()
     os.environ["WORQR_REDIS_URL"] = server.url

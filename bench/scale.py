@@ -2,7 +2,7 @@
 
 Run with the project's interpreter:  .venv/bin/python bench/scale.py [--quick]
 
-Starts its own redis-server on a free port (never 6379 or the harness's 6391) and prints:
+Starts its own redis-server on a free port (an ephemeral one: never 6379 or the harness's 6391) and prints:
 
 - start cost: the `start` script (a worker taking one task) with 10 vs 1,000,000 tasks pending,
   and with 10,000 tasks waiting on one held lock vs none. Each sample enqueues one task
@@ -20,7 +20,6 @@ import argparse
 import json
 import os
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -54,44 +53,13 @@ def note(line):
     print(f"[scale] {line}", file=sys.stderr, flush=True)
 
 
-def free_port():
-    while True:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        if port not in (6379, 6391):
-            return port
-
-
 def start_redis(workdir):
-    port = free_port()
-    p = subprocess.Popen(
-        [
-            "redis-server",
-            "--port",
-            str(port),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-            "--dir",
-            workdir,
-            "--loglevel",
-            "warning",
-        ],
-        stdout=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    r = redis.Redis(port=port)
-    for _ in range(100):
-        try:
-            r.ping()
-            return p, r, f"redis://127.0.0.1:{port}/0"
-        except redis.ConnectionError:
-            time.sleep(0.05)
-    raise SystemExit("redis-server did not start")
+    """A private redis-server on a free port, files in ``workdir`` (``queues.testing``):
+    (the RedisServer, a client, its URL); ``server.stop()`` ends it."""
+    from queues.testing import RedisServer
+
+    server = RedisServer(directory=workdir).start()
+    return server, redis.Redis(port=server.port), server.url
 
 
 def kill_group(p):
@@ -334,7 +302,7 @@ def main():
         try:
             run(a, r, url, workdir)
         finally:
-            kill_group(server)
+            server.stop()
 
 
 def run(a, r, url, workdir):

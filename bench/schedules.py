@@ -90,7 +90,7 @@ def main():
             late.append(int(created) - m["tick"])
             key = (m["schedule"], m["tick"])
             per_tick[key] = per_tick.get(key, 0) + 1
-    kill_group(server)
+    server.stop()
     expected = args.schedules * len(range(start_ms - start_ms % 1000 + 1000, end_ms + 1, 1000))
     doubles = sum(1 for n in per_tick.values() if n > 1)
     print(

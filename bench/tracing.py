@@ -122,7 +122,7 @@ def main():
         return child(args.child, args.tree, args.url, args.n)
 
     sys.path[:0] = [str(PROJECT), str(BENCH)]
-    from scale import kill_group, start_redis
+    from scale import start_redis
 
     runs = [("before", args.base)] if args.base else []
     runs += [(mode, PROJECT) for mode in args.modes.split(",")]
@@ -141,7 +141,7 @@ def main():
                 results[mode].append(json.loads(out.stdout.strip().splitlines()[-1]))
                 print(f"[tracing] round {i + 1} {mode}: {results[mode][-1]}", file=sys.stderr, flush=True)
     finally:
-        kill_group(server)
+        server.stop()
     first = runs[0][0]
     columns = ("enqueue", "drain", "enqueue_cpu_us", "drain_cpu_us")
     medians = {m: {k: statistics.median(x[k] for x in rs) for k in columns} for m, rs in results.items()}

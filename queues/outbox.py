@@ -32,6 +32,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections, transaction
 from django.utils import timezone
 
+from .engine import faults
 from .engine.connection import NETWORK_ERRORS
 from .engine.errors import RedisUnavailable, WorqrError
 
@@ -46,6 +47,10 @@ RELAY_MIN_AGE = 0.5
 PUSH_RETRY_FOR = 0.5
 #: Rows the relay pushes per round (one enqueue script call per queue and options among them).
 RELAY_BATCH = 500
+#: After an unexpected error (logged with its traceback) the relay looks again after this many
+#: seconds, doubling up to RESTART_MAX while it keeps failing.
+RESTART_AFTER = 1.0
+RESTART_MAX = 30.0
 
 
 @dataclass(frozen=True)
@@ -330,11 +335,21 @@ class Relay:
             self._thread.join(timeout)
 
     def _run(self):
+        failures = 0
         try:
             while not self._stop.is_set():
                 busy = False
-                for alias in databases():
-                    busy = self._round(alias) or busy
+                try:
+                    for alias in databases():
+                        busy = self._round(alias) or busy
+                except Exception:  # never let the thread die: say so, then look again later
+                    delay = min(RESTART_AFTER * 2**failures, RESTART_MAX)
+                    failures += 1
+                    log.exception("worqr outbox relay: failed; trying again in %.1f s", delay)
+                    connections.close_all()
+                    self._stop.wait(delay)
+                    continue
+                failures = 0
                 if not busy:  # Redis down: look again sooner, to push within ~1 s of its return
                     self._stop.wait(self.interval / 2 if self._complained else self.interval)
         finally:
@@ -344,6 +359,7 @@ class Relay:
         """One round on one database; True when a full batch was pushed (more may be waiting)."""
         try:
             connections[alias].close_if_unusable_or_obsolete()
+            faults.raise_once("relay-raise")
             pushed = relay_once(alias, self.min_age)
         except (RedisUnavailable, *NETWORK_ERRORS) as exc:
             self._complain(alias, "Redis unreachable, rows kept: %s", exc)

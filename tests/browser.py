@@ -4,12 +4,12 @@ Chromium driven by Playwright (never a downloaded browser), and enqueueing from 
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 import urllib.request
 
+from queues.testing import free_port
 from tests.conftest import ARTIFACTS, ROOT
 
 CHROMIUM = "/usr/bin/chromium"
@@ -21,12 +21,6 @@ CHROMIUM_ARGS = [
     "--no-first-run",
     "--disable-sync",
 ]
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def subprocess_env():

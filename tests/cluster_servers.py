@@ -1,5 +1,5 @@
 """Real distributed Redis for the tests, from the same redis-server the suite uses
-(``tests.redis_server.binary``): a Redis Cluster of 3 masters and 3 replicas, and a master with a
+(``queues.testing.redis_binary``): a Redis Cluster of 3 masters and 3 replicas, and a master with a
 replica watched by 3 Sentinels. Each node is a process on a free port that the tests can kill -9
 and restart; ``stop()`` ends them all and removes their files."""
 
@@ -13,7 +13,7 @@ import time
 
 import redis
 
-from tests.redis_server import binary
+from queues.testing import redis_binary
 
 #: Node timeout of the test cluster and Sentinels' down-after, in ms: short, so that a failover
 #: takes a couple of seconds (production uses the defaults, 15 s and 30 s).
@@ -58,7 +58,7 @@ class Node:
         self.proc = None
 
     def start(self):
-        args = [binary()]
+        args = [redis_binary()]
         if self.sentinel_conf is not None:
             conf = os.path.join(self.dir, "sentinel.conf")
             if not os.path.exists(conf):  # a restarted Sentinel keeps what it learned

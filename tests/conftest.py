@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.redis_server import RedisServer
+from queues.testing import RedisServer
 
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "test-artifacts"

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 import redis
 
+from queues.testing import free_port, redis_binary
 from tests.conftest import ROOT
-from tests.redis_server import binary, free_port
 
 DEPLOY = ROOT / "deploy"
 UNITS = ["worqr-web.service", "worqr-worker@.service", "worqr.target"]
@@ -60,13 +60,13 @@ def test_the_worker_unit_stops_gracefully():
 
 def test_the_redis_settings_load_into_redis_server():
     """deploy/redis.conf starts a real redis-server with AOF, noeviction and compact task hashes."""
-    version = subprocess.run([binary(), "--version"], capture_output=True, text=True).stdout
+    version = subprocess.run([redis_binary(), "--version"], capture_output=True, text=True).stdout
     if int(re.search(r"v=(\d+)", version)[1]) < 7:
         pytest.skip(f"redis-server {version.split()[2]} predates hash-max-listpack-value (Redis 7)")
     port, workdir = free_port(), tempfile.mkdtemp(prefix="worqr-test-redis-conf-")
     proc = subprocess.Popen(
         [
-            binary(),
+            redis_binary(),
             str(DEPLOY / "redis.conf"),
             "--port",
             str(port),

@@ -18,9 +18,9 @@ from queues import outbox as outbox_mod
 from queues.engine import Config, Connection, commands, readmodel
 from queues.engine.queue import new_task_id
 from queues.models import OutboxTask
+from queues.testing import free_port
 from tests import engine_calls
 from tests.conftest import ROOT, records, wait_for
-from tests.redis_server import free_port
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -51,6 +51,26 @@ def test_a_wrong_key_count_is_refused_with_the_file_named(tmp_path):
         scripts.build(d / "x-2.lua", d)
 
 
+def test_helpers_nothing_uses_are_left_out_of_a_built_script(tmp_path):
+    """Only the include helpers a script uses (or that helpers it uses use) go into its source;
+    a word that merely starts with a helper's name does not keep it."""
+    helpers = (
+        "local function used(x)\n  return inner(x)\nend\n"
+        "local function inner(x) return x end\n"
+        "local function unused(x)\n  return only_for_unused(x)\nend\n"
+        "local function only_for_unused(x) return x end\n"
+        "local function pad(x) return x end\n"
+        "local function itself(n)\n  if n > 0 then return itself(n - 1) end\n  return 0\nend\n"
+    )
+    d = _lua_dir(tmp_path, {"x-1.lua": "-- Keys: pending\n-- @include h\nlocal padding = 1\nreturn used(padding)\n"})
+    (d / "includes" / "h.lua").write_text(helpers)
+    source = scripts.build(d / "x-1.lua", d).source
+    defined = [
+        line.split("(")[0].removeprefix("local function ") for line in source.split("\n") if "local function" in line
+    ]
+    assert defined == ["used", "inner"]
+
+
 def test_an_unknown_include_is_refused_with_the_file_named(tmp_path):
     """An include that does not exist stops the loader with the include's name."""
     d = _lua_dir(tmp_path, {"x-1.lua": "-- Keys: pending\n-- @include nothere\nreturn 1\n"})

@@ -3,7 +3,7 @@ worker processes running the functions of tests/tasksapp/tasks.py."""
 
 import asyncio
 import json
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import pytest
 from django.utils import timezone
@@ -228,3 +228,37 @@ def test_a_queue_with_its_own_handler_cannot_be_a_tasks_queue():
         WorqrBackend("clash", {"QUEUES": ["t1"]})
     with pytest.raises(ImproperlyConfigured, match="queue name"):
         WorqrBackend("bad", {"QUEUES": ["no spaces"]})
+
+
+def test_a_backend_made_directly_reads_back_its_results(workers):
+    """A WorqrBackend made directly (an alias TASKS doesn't name) reads its results back, READY then
+    SUCCESSFUL, instead of failing on the unknown alias."""
+    from queues.backends import WorqrBackend
+
+    backend = WorqrBackend("direct", {"QUEUES": ["dt-default"]})
+    result = backend.enqueue(tasks.add, [4, 5], {})
+    got = backend.get_result(result.id)
+    assert (got.status, got.args, got.backend) == (TaskResultStatus.READY, [4, 5], "direct")
+    assert got.task.func is tasks.add.func and got.task.queue_name == "dt-default"
+    workers(["dt-default"])
+    wait_for(lambda: backend.get_result(result.id).is_finished, 20, message="the task to finish")
+    assert backend.get_result(result.id).return_value == {"sum": 9, "args": [4, 5]}
+
+
+def test_a_naive_run_after_without_use_tz_is_local_time(settings):
+    """USE_TZ = False: a naive run_after is read in TIME_ZONE (not UTC), and the result's times
+    are naive local times like Django's own."""
+    from zoneinfo import ZoneInfo
+
+    settings.USE_TZ, settings.TIME_ZONE = False, "America/New_York"
+    zone = ZoneInfo("America/New_York")
+    run_after = datetime.now(zone).replace(tzinfo=None) + timedelta(minutes=10)
+    result = tasks.add.using(run_after=run_after).enqueue(1, 1)
+    wtask = Queue("dt-default").get(result.id)
+    assert wtask.state == "delayed"
+    assert abs(wtask.due_at - run_after.replace(tzinfo=zone)) < timedelta(seconds=1)
+    got = tasks.add.get_result(result.id)
+    assert got.task.run_after == run_after
+    for when in (result.enqueued_at, got.enqueued_at):
+        assert when.tzinfo is None
+        assert abs(when - datetime.now(zone).replace(tzinfo=None)) < timedelta(seconds=30)

@@ -9,8 +9,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from queues import Queue
+from queues.testing import free_port
 from tests.conftest import wait_for
-from tests.redis_server import free_port
 from tests.test_api import Api, error, hooks, make_token  # noqa: F401  (hooks: a fixture)
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("hooks")]

@@ -23,6 +23,7 @@ The payload is JSON text (so the dashboard shows it as it is)::
 """
 
 import asyncio
+import copy
 import inspect
 import json
 import logging
@@ -31,7 +32,9 @@ import traceback
 from dataclasses import replace
 from datetime import datetime
 
+from django.conf import settings
 from django.db import close_old_connections
+from django.utils import timezone
 from django.utils.module_loading import import_string
 
 from ..conf import get_connection
@@ -46,6 +49,7 @@ from .framework import (
     TaskResult,
     TaskResultStatus,
     normalize_json,
+    task_backends,
     task_finished,
     task_started,
 )
@@ -87,14 +91,37 @@ def decode(payload):
 
 
 def load_task(data):
-    """The ``Task`` the payload names, with the queue, priority and run_after it was sent with."""
+    """The ``Task`` the payload names, with the queue, priority, run_after and backend it was sent
+    with. A backend that is no alias of ``TASKS`` (a ``WorqrBackend`` made directly) can't be
+    named by a Task (the framework looks it up by alias): the task keeps the backend its
+    ``@task`` gave it, as it was when enqueued, and is not validated against it again."""
     found = import_string(data["path"])
     if not isinstance(found, Task):
         raise TypeError(f"{data['path']} is not a Tasks framework task")
     run_after = datetime.fromisoformat(data["run_after"]) if data.get("run_after") else None
-    return replace(
-        found, queue_name=data["queue"], priority=data["priority"], backend=data["backend"], run_after=run_after
-    )
+    fields = {"queue_name": data["queue"], "priority": data["priority"], "run_after": run_after}
+    if data["backend"] in task_backends.settings:
+        return replace(found, backend=data["backend"], **fields)
+    loaded = copy.copy(found)
+    for name, value in fields.items():
+        object.__setattr__(loaded, name, value)  # a frozen dataclass, as the framework sets its own
+    return loaded
+
+
+def framework_time(value):
+    """A time of worqr's (aware, UTC) as the Tasks framework's times are: naive, in
+    ``TIME_ZONE``, when ``USE_TZ`` is False (as ``timezone.now()`` is then)."""
+    if value is None or settings.USE_TZ or timezone.is_naive(value):
+        return value
+    return timezone.make_naive(value, timezone.get_default_timezone())
+
+
+def eta(run_after):
+    """A task's ``run_after`` as worqr's ``eta``: a naive one (allowed only with ``USE_TZ`` False) is
+    in ``TIME_ZONE``, as Django reads naive times then, not in UTC."""
+    if run_after is None or timezone.is_aware(run_after):
+        return run_after
+    return timezone.make_aware(run_after, timezone.get_default_timezone())
 
 
 def exception_path(error, trace):
@@ -163,12 +190,12 @@ def run(wtask):
     fw_task = load_task(data)
     stored = readmodel.task(client, wtask.id)
     worker = (stored.worker or "") if stored else ""
-    now = (stored.started_at if stored else None) or _redis_now(client)
+    now = framework_time(stored.started_at if stored else None) or _redis_now(client)
     result = TaskResult(
         task=fw_task,
         id=wtask.id,
         status=TaskResultStatus.RUNNING,
-        enqueued_at=stored.created_at if stored else None,
+        enqueued_at=framework_time(stored.created_at) if stored else None,
         started_at=now,
         last_attempted_at=now,
         finished_at=None,
@@ -202,7 +229,7 @@ def run(wtask):
 def _redis_now(client):
     """Redis's clock, in ms like the times worqr records, so a signal's times and get_result()'s
     come from one clock."""
-    return ms_to_datetime(readmodel.server_ms(client))
+    return framework_time(ms_to_datetime(readmodel.server_ms(client)))
 
 
 def _finished(client, wtask, result, started, exc):

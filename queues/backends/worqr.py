@@ -21,7 +21,8 @@ when the backend is made, and at startup by ``register_handlers`` so workers hav
   nothing to read before);
 - tags every task it enqueues with ``OPTIONS["TAGS"]`` (a list of strings, indexed for the
   dashboard's ``tag:`` search), if given;
-- maps ``run_after`` to worqr's ``eta``; accepts and validates ``priority`` and keeps it with the
+- maps ``run_after`` to worqr's ``eta`` (with ``USE_TZ = False``, a naive ``run_after`` is in the
+  current time zone, and the result's times are naive in it too, as Django's own); accepts and validates ``priority`` and keeps it with the
   task, but runs a queue in FIFO order: worqr's priorities are between queues (the order given
   to ``manage.py worker``), so urgent work goes to its own queue (``.using(queue_name=...)``);
 - reads results from the task's Redis hash: READY (pending, delayed, waiting, or retrying),
@@ -118,7 +119,7 @@ class WorqrBackend(BaseTaskBackend):
         )
         payload = dispatch.encode(task, result.args, result.kwargs, self.alias)
         queue = Queue(task.queue_name)
-        options = {"eta": task.run_after} if task.run_after else {}
+        options = {"eta": dispatch.eta(task.run_after)} if task.run_after else {}
         # Checked now, so a bad call fails here even when the enqueue waits for the commit.
         if self.tags:
             options["tags"] = self.tags
@@ -126,7 +127,7 @@ class WorqrBackend(BaseTaskBackend):
 
         def enqueued(enqueued):
             # Redis's time of the enqueue, the task's "created": what get_result() reads back.
-            object.__setattr__(result, "enqueued_at", ms_to_datetime(enqueued.now_ms))
+            object.__setattr__(result, "enqueued_at", dispatch.framework_time(ms_to_datetime(enqueued.now_ms)))
             task_enqueued.send(type(self), task_result=result)
 
         if self.on_commit and in_transaction(self.using):
@@ -161,15 +162,16 @@ class WorqrBackend(BaseTaskBackend):
         if wtask.worker or kept:
             workers.append(wtask.worker or kept.get("worker", ""))
         workers = ([""] * wtask.attempt + workers)[-wtask.attempt :] if wtask.attempt else []
-        attempted = wtask.started_at or wtask.failed_at
+        attempted = dispatch.framework_time(wtask.started_at or wtask.failed_at)
+        finished = dispatch.framework_time(wtask.finished_at or wtask.failed_at)
         result = TaskResult(
             task=task,
             id=wtask.id,
             status=status,
-            enqueued_at=wtask.created_at,
+            enqueued_at=dispatch.framework_time(wtask.created_at),
             started_at=attempted,
             last_attempted_at=attempted,
-            finished_at=(wtask.finished_at or wtask.failed_at) if status in _DONE else None,
+            finished_at=finished if status in _DONE else None,
             args=data["args"],
             kwargs=data["kwargs"],
             backend=self.alias,

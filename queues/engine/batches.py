@@ -157,8 +157,7 @@ class Batch:
     def _send_pipelined(self, q, checked, ids, trace=""):
         """Enqueue in calls of 500 tasks (each atomic), 20 calls per round trip."""
         when, opts, items = checked
-        names = ("retries", "timeout", "backoff", "lock", "callback", "meta", "partition", "tags")
-        options = dict(zip(names, opts, strict=True))
+        options = dict(zip(commands.TASK_OPTIONS, opts, strict=True))
         items = [(ids[i], *rest) for i, rest in enumerate(items)]
         calls = [
             commands.enqueue(q.name, items[s : s + _ENQUEUE_CHUNK], when=when, trace=trace, batch=self.id, **options)

@@ -93,29 +93,31 @@ def _enqueued(reply):
     return Enqueued(bool(reply[0]), int(reply[1]), [i.decode() for i in reply[2:]])
 
 
-def enqueue(
-    queue,
-    items,
-    *,
-    when="",
-    retries="",
-    timeout="",
-    backoff="",
-    lock="",
-    callback="",
-    meta="",
-    trace="",
-    partition="",
-    tags=(),
-    remember=0,
-    parents="",
-    batch="",
-    batch_callback="",
-    once="",
-):
+#: The per-task options ``Queue`` checks (``Queue._prepare`` gives them as a list, in this order),
+#: as ``enqueue`` takes them.
+TASK_OPTIONS = ("retries", "timeout", "backoff", "lock", "callback", "meta", "partition", "tags")
+
+#: ``enqueue``'s options, in the order the script takes them after n, with their defaults (each
+#: one means "not given").
+ENQUEUE_OPTIONS = {
+    "when": "",
+    **dict.fromkeys(TASK_OPTIONS[:6], ""),
+    "trace": "",
+    "partition": "",
+    "tags": (),
+    "remember": 0,
+    "parents": "",
+    "batch": "",
+    "batch_callback": "",
+    "once": "",
+}
+
+
+def enqueue(queue, items, **options):
     """Add tasks. ``items``: (id, payload bytes, unique key or '', 'b' if bytes else '').
-    ``when``: '' now, '+<ms>' a delay, '@<ms>' a due time (Unix ms). Options are text, '' when
-    not given; ``trace`` is the trace context delivered with the tasks (``tracing``);
+    Options (``ENQUEUE_OPTIONS``): ``when``: '' now, '+<ms>' a delay, '@<ms>' a due time (Unix
+    ms); ``retries``, ``timeout``, ``backoff``, ``lock``, ``callback``, ``meta`` are text, ''
+    when not given; ``trace`` is the trace context delivered with the tasks (``tracing``);
     ``partition`` their partition key; ``tags`` (checked by ``keys.check_tags``) go into the
     queue's tag index; ``remember`` (seconds, 0 for not): the ids are remembered that long, and
     enqueueing one again meanwhile is a no-op even once its task finished (how the outbox's pushes
@@ -124,32 +126,17 @@ def enqueue(
     to; ``batch_callback`` the batch they are a callback of; ``once`` a key used once ever (the
     call adds nothing if it was used). Returns ``Enqueued``; an id whose task exists already is
     left as it is."""
+    unknown = options.keys() - ENQUEUE_OPTIONS.keys()
+    if unknown:
+        raise TypeError(f"enqueue() got unknown options: {', '.join(sorted(unknown))}")
+    given = {**ENQUEUE_OPTIONS, **options}
+    given["tags"], given["remember"] = "\n".join(given["tags"]), _ms(given["remember"])
     flat = [x for item in items for x in item]
-    args = (
-        len(items),
-        when,
-        retries,
-        timeout,
-        backoff,
-        lock,
-        callback,
-        meta,
-        trace,
-        partition,
-        "\n".join(tags),
-        _ms(remember),
-        parents,
-        batch,
-        batch_callback,
-        once,
-        *flat,
-    )
-    return Call("enqueue", queue, args, _enqueued, durable="strict")
+    return Call("enqueue", queue, (len(items), *given.values(), *flat), _enqueued, durable="strict")
 
 
-#: ``enqueue``'s arguments after n for one task now, with no options (``enqueue_one``): when,
-#: the six options, trace, partition, tags, remember, parents, batch, batch callback, once.
-_PLAIN = ("",) * 15
+#: ``enqueue``'s arguments after n for one task now, with no options (``enqueue_one``).
+_PLAIN = ("",) * len(ENQUEUE_OPTIONS)
 
 
 def enqueue_one(client, queue, task_id, payload):

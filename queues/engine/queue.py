@@ -17,6 +17,8 @@ from .task import Task
 #: Tasks per enqueue call (each call is atomic), and entries per purge, drop or retry call: so
 #: that no script call holds Redis for long (under a few ms each, measured with 300,000 tasks).
 _BATCH = 500
+#: Where the lock key and the partition key stand in a prepared option list.
+_LOCK, _PARTITION = commands.TASK_OPTIONS.index("lock"), commands.TASK_OPTIONS.index("partition")
 
 
 #: set_limits: an option not given (None means "no limit").
@@ -162,8 +164,7 @@ class Queue:
         when, opts, items = batches
         items = [((ids[i] if ids is not None else new_task_id(self.name)), *rest) for i, rest in enumerate(items)]
         extra = dict(parents=deps, batch=_batch, batch_callback=_batch_callback, once=_once)
-        names = ("retries", "timeout", "backoff", "lock", "callback", "meta", "partition", "tags")
-        options = dict(zip(names, opts, strict=True))
+        options = dict(zip(commands.TASK_OPTIONS, opts, strict=True))
         remember = ids is not None if remember is None else remember
         if not tracing.enabled(self.connection.config):
             return self._send(when, options, items, remember=remember, retry_for=retry_for, extra=extra)
@@ -255,17 +256,17 @@ class Queue:
         spec = get_handler(self.name)
         if lock is None and spec is not None and spec.lock is not None:
             if isinstance(spec.lock, str):
-                opts[3] = keys.check_lock_key(spec.lock)
+                opts[_LOCK] = keys.check_lock_key(spec.lock)
             elif payloads:
                 locks = {keys.check_lock_key(self._lock_of(spec.lock, p)) for p in payloads}
                 if len(locks) > 1:
                     return None
-                opts[3] = locks.pop()
+                opts[_LOCK] = locks.pop()
         if spec is not None and spec.limits.partition is not None and payloads:
             parts = {self._partition_of(spec.limits.partition, p) for p in payloads}
             if len(parts) > 1:
                 return None
-            opts[6] = parts.pop()
+            opts[_PARTITION] = parts.pop()
         return when, opts, args
 
     @staticmethod
@@ -310,7 +311,8 @@ class Queue:
 
     @staticmethod
     def _options(retries, timeout, backoff, lock, callback, meta):
-        out = [""] * 7
+        """The task options but tags, as text ('' when not given), in ``commands.TASK_OPTIONS``'s order."""
+        out = [""] * (len(commands.TASK_OPTIONS) - 1)
         if retries is not None:
             out[0] = str(_number("retries", retries, integer=True))
         if timeout is not None:

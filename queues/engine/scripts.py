@@ -19,6 +19,7 @@ queue name; the calls themselves are built in ``commands``.
 import hashlib
 import logging
 import re
+from collections import Counter
 from functools import cache, lru_cache
 from pathlib import Path
 
@@ -111,20 +112,30 @@ def _helpers(code):
     return lines, out
 
 
+_WORD_RE = re.compile(r"\w+")
+
+
 def _prune(includes, text):
     """The includes' code without the helpers nothing in the script uses, then ``text``. Every
     helper is a closure made on each call of the script, so an unused one costs every call for
-    nothing; a helper used only by removed ones goes too."""
-    while True:
-        lines, helpers = _helpers(includes)
-        for name, first, after in reversed(helpers):
-            rest = "\n".join(lines[:first] + lines[after:]) + text
-            if not re.search(rf"\b{name}\b", rest):
-                del lines[first:after]
-        pruned = "\n".join(lines)
-        if pruned == includes:
-            return includes + "\n" + text
-        includes = pruned
+    nothing; a helper used only by removed ones goes too. The words of the code are counted once
+    (a helper is unused when its name is counted only in its own lines), not searched for helper
+    by helper over the whole text: every process builds all the scripts once, at its first call."""
+    lines, helpers = _helpers(includes)
+    words = Counter(_WORD_RE.findall(includes)) + Counter(_WORD_RE.findall(text))
+    helpers = [
+        (name, first, after, Counter(_WORD_RE.findall("\n".join(lines[first:after])))) for name, first, after in helpers
+    ]
+    removed = True
+    while removed:
+        removed = False
+        for name, first, after, own in reversed(helpers):
+            if lines[first] is not None and words[name] == own[name]:  # named only in its own lines
+                for word, n in own.items():
+                    words[word] -= n
+                lines[first:after] = [None] * (after - first)
+                removed = True
+    return "\n".join(line for line in lines if line is not None) + "\n" + text
 
 
 def build(path, lua_dir=LUA_DIR):

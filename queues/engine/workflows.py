@@ -22,17 +22,15 @@ Retrying a failed parent: the children it cancelled stay cancelled (they are gon
 cancelled); the children it released (``on_parent_failure="run"``) have run. The retry clears
 its recorded end, so children linked to it from then on wait for its new outcome.
 
-Fault injection for tests: ``WORQR_FAULT=drain-kill`` makes a worker kill itself (SIGKILL)
+Fault injection for tests (``faults``): ``WORQR_FAULT=drain-kill`` makes a worker kill itself (SIGKILL)
 right before telling the children of an ended task, i.e. between "parent finished" and "child
 released"; ``WORQR_FAULT=drain-kill-after`` after telling them, before ``outbox_done``.
 """
 
 import json
-import os
-import signal
 from collections import defaultdict
 
-from . import commands, keys, readmodel
+from . import commands, faults, keys, readmodel
 from .codes import Code
 from .errors import InvalidInput, TaskNotFound
 
@@ -94,11 +92,6 @@ def link(client, parents, children, on_parent_failure):
     return json.dumps(doc, separators=(",", ":"))
 
 
-def _fault(point):
-    if os.environ.get("WORQR_FAULT") == point:
-        os.kill(os.getpid(), signal.SIGKILL)
-
-
 def drain(client, queue, limit=DRAIN_BATCH, before_ms=None):
     """Step 3 for up to ``limit`` ended tasks of ``queue``'s outbox: tell their children (one
     ``resolve`` call per child queue and 500 children) and their batches (one ``batch_tell`` per
@@ -120,7 +113,7 @@ def drain(client, queue, limit=DRAIN_BATCH, before_ms=None):
                 resolves[cq].append((child, task_id, info["outcome"]))
         if info["batch"]:
             tells[info["batch"]].append((task_id, info["outcome"]))
-    _fault("drain-kill")
+    faults.kill("drain-kill")
     cascade = set()
     for cq, items in resolves.items():
         for i in range(0, len(items), RESOLVE_BATCH):
@@ -129,7 +122,7 @@ def drain(client, queue, limit=DRAIN_BATCH, before_ms=None):
     for batch_id, ended in tells.items():
         for i in range(0, len(ended), RESOLVE_BATCH):
             batches.tell(client, batch_id, ended[i : i + RESOLVE_BATCH])
-    _fault("drain-kill-after")
+    faults.kill("drain-kill-after")
     commands.outbox_done(queue, ids).run(client)
     for cq in sorted(cascade):
         drain_all(client, cq)

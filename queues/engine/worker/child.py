@@ -96,8 +96,9 @@ def _read(stream, size):
     return data
 
 
-def _rss_mb():
-    """Resident memory now (Linux), else the peak so far."""
+def rss_mb():
+    """This process's resident memory now in MB (Linux), else its peak so far (a worker's for its
+    heartbeat, an isolated handler's process's after each task)."""
     try:
         with open("/proc/self/statm", "rb") as f:
             return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
@@ -144,7 +145,7 @@ def serve(sock, parent, specs, child_init=None, measure_memory=False):
             with tracing.attached_carried(trace):  # the worker's run span, current here too
                 reply = _run(specs[queue], task)
             _flush()
-            sock.sendall(frame((*reply, _rss_mb() if measure_memory else 0.0)))
+            sock.sendall(frame((*reply, rss_mb() if measure_memory else 0.0)))
     except Stopped:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)  # end by the signal we were sent, as asked
         _flush()

@@ -18,11 +18,12 @@ import time
 
 import redis
 
-from .. import commands, keys, readmodel, scripts
+from .. import commands, faults, keys, readmodel, scripts
 from ..backoff import Backoff
 from ..codes import Code
 from ..connection import NETWORK_ERRORS, raise_if_cancelling
 from ..errors import WorkerNameTaken
+from .child import rss_mb
 from .reporter import default
 
 log = logging.getLogger("worqr.worker")
@@ -63,7 +64,7 @@ class Heart:
                 "failed": w.reporter.failed,
                 "active": len(w.deliveries),
                 "ttl_ms": int(self.ttl * 1000),
-                "rss_mb": round(_rss_mb(), 1),
+                "rss_mb": round(rss_mb(), 1),
                 "cpu": self._cpu_percent(),
             }
         )
@@ -171,6 +172,7 @@ class Heart:
                 await self._reregister()
                 continue
             try:
+                faults.raise_once("heartbeat-raise")
                 key_alive = await w.redis.set(
                     keys.heartbeat_key(w.name), self._info(), px=int(self.ttl * 1000), xx=True
                 )
@@ -258,18 +260,6 @@ class Heart:
 def _cpu_seconds():
     t = os.times()
     return t.user + t.system
-
-
-def _rss_mb():
-    """The process's resident memory in MB (Linux), else its peak."""
-    try:
-        with open("/proc/self/statm", "rb") as f:
-            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
-    except OSError:
-        import resource
-        import sys
-
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / (2**20 if sys.platform == "darwin" else 2**10)
 
 
 def _pid_namespace():

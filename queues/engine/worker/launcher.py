@@ -11,6 +11,10 @@ The launcher owns the worker's state and its lifecycle; the duties are in their 
    to ``grace`` seconds (a second signal ends the grace at once), give the rest back to the
    front of their queues in the order they started (one call per queue), deregister.
 
+The helpers (heartbeat, control channel, progress, linker, scheduler) run under
+``keep_running``: one that fails on an unexpected error is logged with its traceback and
+started again with a backoff, never left dead while the worker goes on.
+
 Deliveries are keyed by (task id, lease): a handler still running after its timeout keeps its
 slot, and a later attempt of the same task is a delivery of its own.
 
@@ -29,7 +33,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 
 from .. import commands, keys, tracing
-from ..backoff import wait_event
+from ..backoff import Backoff, wait_event
 from ..connection import NETWORK_ERRORS
 from ..errors import NoHandler
 from ..registry import get_handler, with_isolation
@@ -48,6 +52,12 @@ log = logging.getLogger("worqr.worker")
 #: Seconds a cancel for a task this worker does not know (yet) is kept: a cancel can overtake the
 #: reply of the ``start`` call that gave us the task.
 EARLY_CANCEL_S = 10.0
+#: A helper (heartbeat, control channel, linker, scheduler ...) that failed on an unexpected error
+#: is started again after this many seconds, doubling up to HELPER_RESTART_MAX; a helper that ran
+#: STABLE_AFTER seconds before failing starts again after HELPER_RESTART.
+HELPER_RESTART = 1.0
+HELPER_RESTART_MAX = 30.0
+STABLE_AFTER = 60.0
 
 
 def default_name():
@@ -172,12 +182,17 @@ class Worker:
                 await self.procs.start()
             await self.heart.register_until_done()
             listener = Listener(self.redis, keys.worker_channel(self.name), self.on_control, self.on_subscribed)
-            helpers = [
-                asyncio.ensure_future(c)
-                for c in (listener.run(), self.heart.run(), self.progress.run(), self.linker.run())
-            ]
             self.scheduler = Scheduler(self, self.schedules)  # schedules (periodic tasks)
-            helpers.append(asyncio.ensure_future(self.scheduler.run()))
+            helpers = [
+                asyncio.ensure_future(self.keep_running(what, run))
+                for what, run in (
+                    ("control channel", listener.run),
+                    ("heartbeat", self.heart.run),
+                    ("progress reporter", self.progress.run),
+                    ("linker", self.linker.run),
+                    ("scheduler", self.scheduler.run),
+                )
+            ]
             log.info("worqr: worker %s serving %s with %d slot(s)", self.name, ", ".join(self.queues), self.concurrency)
             await self.fetcher.run()
             await self._shutdown()
@@ -193,6 +208,26 @@ class Worker:
                 self.procs.close()
             await self.redis.aclose()
         log.info("worqr: worker %s stopped", self.name)
+
+    async def keep_running(self, what, run):
+        """Run the helper coroutine ``run()`` until the worker stops. A helper that fails on an
+        unexpected error (a network error is each helper's own to retry) is logged with its
+        traceback and started again after a backoff (``HELPER_RESTART`` doubling to
+        ``HELPER_RESTART_MAX`` seconds; back to the first once it ran ``STABLE_AFTER``)."""
+        backoff = Backoff(HELPER_RESTART, HELPER_RESTART_MAX)
+        while not self.stopping:
+            began = time.monotonic()
+            try:
+                await run()
+                return
+            except Exception:
+                if self.stopping:
+                    return
+                if time.monotonic() - began >= STABLE_AFTER:
+                    backoff.reset()
+                delay = backoff.next()
+                log.exception("worqr: worker %s: its %s failed; starting it again in %.1f s", self.name, what, delay)
+                await wait_event(self.stop_event, delay)
 
     # -- state the pieces share ------------------------------------------------------------
 

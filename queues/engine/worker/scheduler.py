@@ -19,7 +19,7 @@ import logging
 import time
 from dataclasses import dataclass
 
-from .. import commands, keys, schedules, ticks
+from .. import commands, faults, keys, schedules, ticks
 from ..backoff import Backoff, wait_event
 from ..codes import Code
 from ..connection import NETWORK_ERRORS, is_cluster, raise_if_cancelling
@@ -69,8 +69,9 @@ class Scheduler:
     async def run(self):
         if self.specs is not None and not await self._sync_until_done():
             return
+        self.dirty = True  # (started again after a failure: what it had read may be half done)
         listener = Listener(self.w.redis, keys.SCHEDULE_CHANGES, self._on_change, self._on_change)
-        listening = asyncio.ensure_future(listener.run())
+        listening = asyncio.ensure_future(self.w.keep_running("schedule listener", listener.run))
         try:
             await self._loop()
         finally:
@@ -102,6 +103,7 @@ class Scheduler:
         while not self.w.stopping:
             self.changed.clear()
             try:
+                faults.raise_once("scheduler-raise")
                 if self.dirty:
                     self.dirty = False
                     await self._load()

@@ -1,0 +1,38 @@
+"""Fault injection for tests: ``WORQR_FAULT`` names the points (comma-separated) where a process
+fails on purpose. Points that kill (``kill``): ``drain-kill``, ``drain-kill-after``
+(``workflows.drain``). Points that raise an unexpected error once per process (``raise_once``):
+``heartbeat-raise``, ``scheduler-raise`` (the worker's helpers) and ``relay-raise`` (the outbox
+relay), to see a helper's failure logged and the helper started again."""
+
+import os
+import signal
+import threading
+
+
+class InjectedFault(RuntimeError):
+    """The error a ``raise_once`` point raises."""
+
+
+_raised = set()
+_lock = threading.Lock()
+
+
+def active(point):
+    return point in os.environ.get("WORQR_FAULT", "").split(",")
+
+
+def kill(point):
+    """SIGKILL this process at ``point`` when it is named."""
+    if active(point):
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def raise_once(point):
+    """Raise InjectedFault the first time ``point`` is reached in this process, when it is named."""
+    if not active(point):
+        return
+    with _lock:
+        if point in _raised:
+            return
+        _raised.add(point)
+    raise InjectedFault(f"fault injected at {point} (WORQR_FAULT)")

