@@ -27,7 +27,7 @@ MIN_INTERVAL = 0.12
 #: At most this many times the last snapshot's cost between two snapshots' starts (so a view
 #: spends at most 1/DUTY of its time refreshing), up to MAX_INTERVAL seconds.
 DUTY = 2.0
-MAX_INTERVAL = 2.0
+MAX_INTERVAL = 1.0
 #: Seconds the first event after a quiet spell waits for the events that come with it (a task's
 #: enqueue, start and end are often a few ms apart).
 DEBOUNCE = 0.02
