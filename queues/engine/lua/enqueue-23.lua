@@ -110,7 +110,8 @@ for i = 0, n - 1 do
       if not turn_taken and claim_turn(lk, id) then s = 'pending' else s = 'waiting' end
       turn_taken = true
     end
-    local fields = {'p', payload, 'c', now, 's', s}
+    local fields = {'c', now, 's', s}
+    add_payload(fields, payload)
     if kind ~= '' then fields[#fields + 1] = 'y'; fields[#fields + 1] = kind end
     if due > 0 then fields[#fields + 1] = 'due'; fields[#fields + 1] = due end
     if uk ~= '' then

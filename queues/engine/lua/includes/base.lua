@@ -45,3 +45,37 @@ local function publish(event)
   end
   rcall('PUBLISH', EVENTS, cjson.encode(event))
 end
+
+-- Append a new task's payload to `fields` (for its HSET): in field 'p', or, longer than 64 bytes
+-- (Redis's default hash-max-listpack-value) and at most @@payload_pieces_max@@ pieces, in pieces
+-- of @@payload_piece@@ bytes, fields '1', '2'... (task.py), so the hash stays a compact listpack.
+local function add_payload(fields, payload)
+  local n = #payload
+  if n <= 64 or n > @@payload_piece@@ * @@payload_pieces_max@@ then
+    fields[#fields + 1] = 'p'
+    fields[#fields + 1] = payload
+    return
+  end
+  local k = 0
+  for i = 1, n, @@payload_piece@@ do
+    k = k + 1
+    fields[#fields + 1] = k
+    fields[#fields + 1] = string.sub(payload, i, i + @@payload_piece@@ - 1)
+  end
+end
+
+-- The payload of task `tk` from an HMGET reply `f` whose fields from `i` on are
+-- @@payload_fields@@: 'p', or its pieces joined (false if the task is gone). The first two
+-- pieces (payloads up to 126 bytes) come with the caller's HMGET; a full second piece means
+-- there may be more: they are read here.
+local function joined_payload(f, i, tk)
+  if f[i] or not f[i + 1] then return f[i] end
+  if not f[i + 2] then return f[i + 1] end
+  if #f[i + 2] < @@payload_piece@@ then return f[i + 1] .. f[i + 2] end
+  local parts = {f[i + 1], f[i + 2]}
+  for _, v in ipairs(rcall('HMGET', tk, @@payload_more_fields@@)) do
+    if not v then break end
+    parts[#parts + 1] = v
+  end
+  return table.concat(parts)
+end

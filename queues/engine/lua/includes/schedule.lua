@@ -43,7 +43,9 @@ end
 -- schedule's last run. Returns 1 if the queue was new, else 0.
 local function add_run(name, sk, spec, id, meta, kind, tick, now, tc)
   local tk = task_key(id)
-  rcall('HSET', tk, 'p', spec.payload, 'c', now, 'm', meta)
+  local fields = {'c', now, 'm', meta}
+  add_payload(fields, spec.payload)
+  rcall('HSET', tk, unpack(fields))
   if tc and tc ~= '' then rcall('HSET', tk, 'tc', tc) end
   for f, v in pairs(spec.opts) do rcall('HSET', tk, f, v) end
   local is_new = rcall('HSETNX', K.meta, 'created', now)
