@@ -8,7 +8,14 @@ import pytest
 from queues import Queue
 from queues.engine import Connection, commands, keys, readmodel, task
 from queues.engine.codes import Code
-from queues.engine.errors import InvalidInput, InvalidQueueName, InvalidTask, PayloadTooLarge, TaskNotFound
+from queues.engine.errors import (
+    InvalidInput,
+    InvalidQueueName,
+    InvalidState,
+    InvalidTask,
+    PayloadTooLarge,
+    TaskNotFound,
+)
 from tests.engine_calls import fail, finish, take
 from tests.test_api import Api, make_token
 
@@ -99,6 +106,23 @@ def test_pending_task_hash_stays_a_listpack_with_default_redis_settings(client):
         client.config_set("hash-max-listpack-value", old)
 
 
+def test_a_pending_task_without_a_state_field_reads_and_acts_as_pending(client):
+    """A pending task is stored without "s", yet reads as pending everywhere and can be cancelled or deleted, not retried."""
+    q = Queue("t1")
+    a, b, c = q.enqueue_many(["a", "b", "c"])
+    assert client.hget(keys.task_key("t1", a), "s") is None
+    assert q.get(a).state == "pending" and readmodel.task_states(client, [a, "t1-0000000000000000"]) == {
+        a: "pending",
+        "t1-0000000000000000": None,
+    }
+    assert readmodel.task_ends(client, [b]) == {b: "pending"}
+    with pytest.raises(InvalidState):
+        q.retry(a)
+    assert q.cancel_outcome(a) == "removed" and q.delete(b) is True
+    assert q.get(a) is None and q.get(b) is None
+    assert [t.id for t in take(client, "t1", count=3)] == [c]
+
+
 def test_cancel_pending_removes_it(client):
     """A cancelled pending task is gone from the list and the store; cancel again is False."""
     q = Queue("t1")
@@ -146,7 +170,7 @@ def test_a_plain_enqueue_stores_what_enqueue_many_stores(client, conn):
     assert client.smembers(keys.KNOWN_QUEUES) == {b"plain"}
     (b,) = q.enqueue_many(["one"])
     fields = [{k: v for k, v in client.hgetall(keys.task_key("plain", i)).items() if k != b"c"} for i in (a, b)]
-    assert fields[0] == fields[1] == {b"p": b"one", b"s": b"pending"}
+    assert fields[0] == fields[1] == {b"p": b"one"}  # pending: no "s" (task.py)
     assert [i.decode() for i in client.lrange(keys.queue_key("plain", "pending"), 0, -1)] == [a, b]
     assert q.counts()["pending"] == 2 and q.get(a).payload == "one"
 

@@ -3,7 +3,7 @@
 A task is one Redis hash, ``worqr:{<queue>}:task:<id>``, with short field names:
 
 ====  =======================================================  ====  ===========================
-p     payload, raw (what the producer gave) or in pieces:      s     state
+p     payload, raw (what the producer gave) or in pieces:      s     state (absent: pending)
 1..   ``1``, ``2``...: the payload's pieces (see below)
 c     created (ms, Redis time)                                 a     attempts started
 l     lease: a counter bumped on every delivery (fencing)      w     worker holding it
@@ -37,6 +37,10 @@ them to Redis in small batches (``worker.progress``); the log is a ring of the l
 
 ``tc`` is set at enqueue when OpenTelemetry is on and the enqueue's span has a valid context
 (``tracing``); it is delivered with the task, so its runs continue the enqueue's trace.
+
+Enqueue writes a pending task without ``s`` (12 bytes less per task, which keeps a 100-byte
+payload's hash in a smaller allocation): a hash with ``c`` (always written) and no ``s`` is
+pending (``state_of`` in ``lua/includes/base.lua``, ``readmodel._state``, ``from_hash``).
 
 States: pending, delayed, waiting (for a lock), blocked (waiting for parents, ``after=``),
 active, failed, completed (only while a kept result lasts). Finished tasks are otherwise deleted.

@@ -18,7 +18,8 @@ end
 local function last_run_live(sk)
   local id = rcall('HGET', sk, 'last_id')
   if not id then return false end
-  local s = rcall('HGET', task_key(id), 's')
+  local f = rcall('HMGET', task_key(id), 's', 'c')
+  local s = state_of(f[1], f[2])
   return s == 'pending' or s == 'delayed' or s == 'waiting' or s == 'active'
 end
 
