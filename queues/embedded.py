@@ -74,8 +74,9 @@ def ensure(var_dir):
                 "yes",
                 "--daemonize",
                 "yes",
-                # task hashes with payloads up to 1 KiB stay in the compact encoding (about
-                # 40 % less memory per task than the default limit of 64 bytes)
+                # task hashes stay in the compact encoding with fields up to 1 KiB: payloads
+                # of up to 1,008 bytes do anyway (stored in pieces, task.py), this keeps long
+                # callback URLs, meta and tracebacks from turning a hash into a hashtable
                 "--hash-max-ziplist-value",
                 "1024",
                 "--maxmemory-policy",

@@ -6,10 +6,18 @@ import sys
 import pytest
 
 from queues import Queue
-from queues.engine import Connection, commands, keys, readmodel
+from queues.engine import Connection, commands, keys, readmodel, task
 from queues.engine.codes import Code
-from queues.engine.errors import InvalidInput, InvalidQueueName, InvalidTask, PayloadTooLarge, TaskNotFound
-from tests.engine_calls import finish, take
+from queues.engine.errors import (
+    InvalidInput,
+    InvalidQueueName,
+    InvalidState,
+    InvalidTask,
+    PayloadTooLarge,
+    TaskNotFound,
+)
+from tests.engine_calls import fail, finish, take
+from tests.test_api import Api, make_token
 
 
 def test_enqueue_returns_ids_and_tasks_are_pending_in_fifo_order(client):
@@ -32,6 +40,87 @@ def test_payloads_are_stored_raw_byte_for_byte(client):
     assert client.hget(keys.task_key("t1", bid), "p") == blob
     assert client.hget(keys.task_key("t1", tid), "p") == text.encode()
     assert q.get(bid).payload == blob and q.get(tid).payload == text
+
+
+# Around the piece size (63), the listpack limit (64) and the largest payload kept in pieces (1,008):
+# text with a multi-byte character cut by a piece boundary, bytes that are not UTF-8, 1 MiB.
+ROUND_TRIP_PAYLOADS = [
+    "x" * 64,
+    "y" * 65,
+    "é" * 50,
+    "z" * 100,
+    "q" * 126,
+    "q" * 127,
+    bytes(range(256))[::-1][:100],
+    bytes(range(256)) * 3 + b"\xff" * 240,
+    bytes(range(256)) * 3 + b"\xff" * 241,
+    bytes(range(256)) * 20,
+    b"\x00\xfe" * (512 * 1024),
+]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("payload", ROUND_TRIP_PAYLOADS, ids=lambda p: f"{type(p).__name__}{len(p)}")
+def test_payload_round_trips_exactly_through_start_failure_retry_and_api(client, payload):
+    """Whatever its size or bytes, the handler, get, the failure history and the API see exactly the payload given."""
+    q = Queue("t1")
+    tid = q.enqueue(payload)
+    assert q.get(tid).payload == payload
+    (t,) = take(client, "t1")
+    assert t.payload == payload
+    assert fail(client, t) == Code.FAILED
+    raw = payload if isinstance(payload, bytes) else payload.encode()
+    (entry,) = readmodel.failures(client, "t1")
+    assert entry["payload"] == raw[:4096].decode("utf-8", "replace")  # the history keeps 4 KiB
+    assert q.get(tid).state == "failed" and q.get(tid).payload == payload
+    shown = Api(make_token("all")).get(f"/api/tasks/{tid}").json()
+    assert shown["payload"] == raw.decode("utf-8", "replace")
+    assert q.retry(tid) is True
+    (again,) = take(client, "t1")
+    assert again.id == tid and again.payload == payload
+
+
+def test_payload_pieces_are_raw_bytes_in_order(client):
+    """A 100-byte payload is stored as two raw pieces (63 + 37 bytes), a 1,009-byte one whole."""
+    q = Queue("t1")
+    blob = bytes(range(100))
+    small, big = q.enqueue(blob), q.enqueue("w" * 1009)
+    h = client.hgetall(keys.task_key("t1", small))
+    assert b"p" not in h and (h[b"1"], h[b"2"]) == (blob[:63], blob[63:]) and b"3" not in h
+    assert task.payload_from_hash(h) == blob
+    assert client.hget(keys.task_key("t1", big), "p") == b"w" * 1009
+    assert client.hget(keys.task_key("t1", big), "1") is None
+
+
+def test_pending_task_hash_stays_a_listpack_with_default_redis_settings(client):
+    """With Redis's default hash-max-listpack-value (64), a task with a 100-byte payload is one compact listpack."""
+    old = client.config_get("hash-max-listpack-value")["hash-max-listpack-value"]
+    client.config_set("hash-max-listpack-value", 64)
+    try:
+        q = Queue("t1")
+        tids = [q.enqueue("x" * 100), q.enqueue(b"\xff" * 1008), q.enqueue("x" * 1009)]
+        encodings = [client.object("encoding", keys.task_key("t1", i)) for i in tids]
+        assert encodings == [b"listpack", b"listpack", b"hashtable"]
+        assert [q.get(i).payload for i in tids] == ["x" * 100, b"\xff" * 1008, "x" * 1009]
+    finally:
+        client.config_set("hash-max-listpack-value", old)
+
+
+def test_a_pending_task_without_a_state_field_reads_and_acts_as_pending(client):
+    """A pending task is stored without "s", yet reads as pending everywhere and can be cancelled or deleted, not retried."""
+    q = Queue("t1")
+    a, b, c = q.enqueue_many(["a", "b", "c"])
+    assert client.hget(keys.task_key("t1", a), "s") is None
+    assert q.get(a).state == "pending" and readmodel.task_states(client, [a, "t1-0000000000000000"]) == {
+        a: "pending",
+        "t1-0000000000000000": None,
+    }
+    assert readmodel.task_ends(client, [b]) == {b: "pending"}
+    with pytest.raises(InvalidState):
+        q.retry(a)
+    assert q.cancel_outcome(a) == "removed" and q.delete(b) is True
+    assert q.get(a) is None and q.get(b) is None
+    assert [t.id for t in take(client, "t1", count=3)] == [c]
 
 
 def test_cancel_pending_removes_it(client):
@@ -81,7 +170,7 @@ def test_a_plain_enqueue_stores_what_enqueue_many_stores(client, conn):
     assert client.smembers(keys.KNOWN_QUEUES) == {b"plain"}
     (b,) = q.enqueue_many(["one"])
     fields = [{k: v for k, v in client.hgetall(keys.task_key("plain", i)).items() if k != b"c"} for i in (a, b)]
-    assert fields[0] == fields[1] == {b"p": b"one", b"s": b"pending"}
+    assert fields[0] == fields[1] == {b"p": b"one"}  # pending: no "s" (task.py)
     assert [i.decode() for i in client.lrange(keys.queue_key("plain", "pending"), 0, -1)] == [a, b]
     assert q.counts()["pending"] == 2 and q.get(a).payload == "one"
 

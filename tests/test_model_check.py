@@ -451,9 +451,10 @@ def check(client, m):
     p = client.pipeline(transaction=False)
     ids = list(m.tasks)
     for tid in ids:
-        p.hmget(keys.task_key(Q, tid), "s", "l", "a")
-    for tid, (state, lease, attempts) in zip(ids, p.execute(), strict=True):
+        p.hmget(keys.task_key(Q, tid), "s", "l", "a", "c")
+    for tid, (state, lease, attempts, created) in zip(ids, p.execute(), strict=True):
         t = m.tasks[tid]
+        state = state or (created and b"pending")  # enqueue writes a pending task without "s"
         got = (state and state.decode(), int(lease or 0), int(attempts or 0))
         assert got == (t.state, t.lease, t.attempts), f"task {tid}: redis {got}, model {(t.state, t.lease, t.attempts)}"
     stored = sum(1 for _ in client.scan_iter(match=keys.task_key(Q, "*"), count=1000))

@@ -7,6 +7,8 @@ import sys
 import time
 from collections import Counter
 
+import pytest
+
 from queues import Queue
 from tests.conftest import ROOT, records, wait_for
 
@@ -59,6 +61,39 @@ def _manage(*args):
         timeout=60,
         env=dict(__import__("os").environ, DJANGO_SETTINGS_MODULE="tests.settings"),
     )
+
+
+def test_engine_import_leaves_out_the_opentelemetry_metrics_sdk_redis_would_load():
+    """A worker does not carry OpenTelemetry's metrics SDK and psutil (3 MiB) for redis-py; the application still can."""
+    pytest.importorskip("opentelemetry.sdk.metrics")
+    code = (
+        "import sys, queues.engine, redis.observability.providers as p;"
+        "print('opentelemetry.sdk.metrics' in sys.modules, 'psutil' in sys.modules);"
+        "from opentelemetry.sdk.metrics import MeterProvider; print(MeterProvider.__name__)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["False", "False", "MeterProvider"]
+
+
+def test_worker_process_leaves_out_the_web_only_apps():
+    """`manage.py worker` runs without the admin, sessions, static files, channels and CSP apps; other commands keep them."""
+    code = (
+        "import sys; sys.argv[:] = ['manage.py'] + sys.argv[1:];"
+        "import django; django.setup(); from django.apps import apps;"
+        "print(*(apps.is_installed(a) for a in ('django.contrib.admin', 'channels', 'csp', 'queues')))"
+    )
+    env = dict(__import__("os").environ, DJANGO_SETTINGS_MODULE="tests.settings")
+
+    def run(*argv):
+        return subprocess.run(
+            [sys.executable, "-c", code, *argv], cwd=ROOT, capture_output=True, text=True, timeout=60, env=env
+        )
+
+    worker, other = run("worker", "t1"), run("shell")
+    assert worker.returncode == 0 and other.returncode == 0, worker.stderr + other.stderr
+    assert worker.stdout.split() == ["False", "False", "False", "True"]
+    assert other.stdout.split() == ["True", "True", "True", "True"]
 
 
 def test_worker_refuses_a_queue_without_handler(client):

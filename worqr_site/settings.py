@@ -28,23 +28,41 @@ SECURE_HSTS_INCLUDE_SUBDOMAINS = SECURE_HSTS_PRELOAD = SECURE_HSTS_SECONDS > 0
 if os.environ.get("DJANGO_PROXY_SSL_HEADER", "") == "1":  # behind a proxy that terminates TLS
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 
-# daphne's app only makes `runserver` serve ASGI (the dashboard's websockets); importing it
-# pulls in Twisted and Autobahn (about 26 MiB per process), so a worker leaves it out.
+# Apps only a web process uses: a worker (`manage.py worker`) serves no request and leaves them
+# out. daphne's app only makes `runserver` serve ASGI (the dashboard's websockets); importing it
+# pulls in Twisted and Autobahn (about 26 MiB per process). The admin (its autodiscovery imports
+# every app's admin, forms and views) and the sessions, messages, static files, channels and CSP
+# apps the dashboard and the admin need cost a worker about 3 MiB more. Its handlers still have
+# the models (auth, contenttypes, queues, sample) and the database.
 _WORKER = len(sys.argv) > 1 and sys.argv[1] == "worker" and Path(sys.argv[0]).name == "manage.py"
-
-INSTALLED_APPS = [
-    *([] if _WORKER else ["daphne"]),
+_WEB_ONLY = {
+    "daphne",
     "django.contrib.admin",
-    "django.contrib.auth",
-    "django.contrib.contenttypes",
     "django.contrib.sessions",
     "django.contrib.messages",
     "whitenoise.runserver_nostatic",
     "django.contrib.staticfiles",
     "channels",
     "csp",
-    "queues",
-    "sample",
+}
+
+INSTALLED_APPS = [
+    app
+    for app in (
+        "daphne",
+        "django.contrib.admin",
+        "django.contrib.auth",
+        "django.contrib.contenttypes",
+        "django.contrib.sessions",
+        "django.contrib.messages",
+        "whitenoise.runserver_nostatic",
+        "django.contrib.staticfiles",
+        "channels",
+        "csp",
+        "queues",
+        "sample",
+    )
+    if not (_WORKER and app in _WEB_ONLY)
 ]
 
 MIDDLEWARE = [

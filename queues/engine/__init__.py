@@ -1,5 +1,8 @@
 """worqr's engine: plain Python and Lua on Redis, with no Django import anywhere below here."""
 
+from . import _redis_import  # noqa: F401  (first: it imports redis-py lighter; see there)
+
+# isort: split
 from .batches import Batch, BatchNotFound
 from .config import Config
 from .connection import Connection, configure, get_default

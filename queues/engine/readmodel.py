@@ -469,8 +469,14 @@ def task_states(client, task_ids):
     ids = [i for i in task_ids if keys.queue_from_task_id(i)]
     p = client.pipeline(transaction=False)
     for task_id in ids:
-        p.hget(keys.task_key(keys.queue_from_task_id(task_id), task_id), "s")
-    return {task_id: _decode(state) for task_id, state in zip(ids, p.execute() if ids else [])}
+        p.hmget(keys.task_key(keys.queue_from_task_id(task_id), task_id), "s", "c")
+    return {task_id: _state(*fields) for task_id, fields in zip(ids, p.execute() if ids else [])}
+
+
+def _state(s, c):
+    """A task's state from its fields ``s`` and ``c``: no ``s`` is pending (``task.py``), no
+    ``c`` either is no task (None)."""
+    return _decode(s) if s is not None else ("pending" if c is not None else None)
 
 
 # -- workflows (after=, batches) -------------------------------------------------------------
@@ -514,10 +520,10 @@ def task_ends(client, ids):
     p = client.pipeline(transaction=False)
     for tid in ids:
         q = keys.queue_from_task_id(tid)
-        p.hget(keys.task_key(q, tid), "s")
+        p.hmget(keys.task_key(q, tid), "s", "c")
         p.hget(keys.links_key(q, tid), "=")
     replies = p.execute()
-    return {tid: _decode(replies[2 * i] or replies[2 * i + 1]) for i, tid in enumerate(ids)}
+    return {tid: _state(*replies[2 * i]) or _decode(replies[2 * i + 1]) for i, tid in enumerate(ids)}
 
 
 def parents(client, queue, task_id):

@@ -11,8 +11,9 @@ The loader checks the key count against the file name, inlines each include once
 include others; dependencies first), prepends ``local K = {<kind> = KEYS[i], ...}`` and refuses
 a script whose code uses a ``K.<kind>`` it did not declare. Placeholders ``@@name@@`` are filled
 from ``keys`` (``@@task@@``, ``@@lock@@``... and ``@@events@@``, ``@@control@@``), ``codes``
-(``@@STALE@@``...) and ``durations``, so key names, reply codes and histogram bounds are each
-defined in one Python module. ARGV[1] is always the queue's key prefix and ARGV[2] the
+(``@@STALE@@``...), ``durations`` and ``task`` (``@@payload_fields@@``, ``@@payload_piece@@``...),
+so key names, reply codes, histogram bounds and the payload's fields are each defined in one
+Python module. ARGV[1] is always the queue's key prefix and ARGV[2] the
 queue name; the calls themselves are built in ``commands``.
 """
 
@@ -25,7 +26,7 @@ from pathlib import Path
 
 from redis.exceptions import AskError, ClusterDownError, NoScriptError, ResponseError, TryAgainError
 
-from . import durations, keys
+from . import durations, keys, task
 from .codes import lua_placeholders
 from .connection import NETWORK_ERRORS, is_cluster
 from .errors import NotReplicated
@@ -52,6 +53,10 @@ def _placeholders():
         duration_bounds=durations.lua_bounds(),
         batch_events=keys.BATCH_EVENTS,
         task_log_max=str(keys.TASK_LOG_MAX),
+        payload_piece=str(task.PAYLOAD_PIECE),
+        payload_pieces_max=str(task.PAYLOAD_PIECES_MAX),
+        payload_fields=", ".join(f"'{f}'" for f in task.PAYLOAD_FIELDS[:3]),
+        payload_more_fields=", ".join(f"'{f}'" for f in task.PAYLOAD_FIELDS[3:]),
     )
     values.update(lua_placeholders())
     return values

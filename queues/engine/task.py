@@ -3,7 +3,8 @@
 A task is one Redis hash, ``worqr:{<queue>}:task:<id>``, with short field names:
 
 ====  =======================================================  ====  ===========================
-p     payload, raw (what the producer gave)                    s     state
+p     payload, raw (what the producer gave) or in pieces:      s     state (absent: pending)
+1..   ``1``, ``2``...: the payload's pieces (see below)
 c     created (ms, Redis time)                                 a     attempts started
 l     lease: a counter bumped on every delivery (fencing)      w     worker holding it
 st    started (ms)                                             r     max retries
@@ -20,6 +21,15 @@ np    parents not yet told (blocked)                       ob    'run': run even
 bt    batch it belongs to                                  bc    batch it is a callback of
 ====  =======================================================  ====  ===========================
 
+A payload longer than 64 bytes and at most ``PAYLOAD_PIECES_MAX`` × ``PAYLOAD_PIECE`` (1,008)
+is written in pieces of ``PAYLOAD_PIECE`` (63) bytes, fields ``1``, ``2``... in order, instead of
+``p``: Redis keeps a hash whose values are all at most ``hash-max-listpack-value`` (64 by default)
+in its compact listpack encoding (one allocation), and a single longer value turns it into a
+hashtable (an allocation per field, about 200 bytes more per task). The pieces are raw bytes,
+joined back wherever the payload is read (``payload_from_hash`` here, ``joined_payload`` in the
+scripts), so every reader sees exactly the payload given. 63, not 64: a listpack string under 64
+bytes has a 1-byte header. Longer payloads stay whole in ``p`` (their own size dominates).
+
 A running handler reports with ``task.progress(0.4, "rendered 40 of 100 pages")`` and
 ``task.log("line")`` (from sync and async handlers, and in a handler process): the worker sends
 them to Redis in small batches (``worker.progress``); the log is a ring of the last 1,000 lines
@@ -27,6 +37,10 @@ them to Redis in small batches (``worker.progress``); the log is a ring of the l
 
 ``tc`` is set at enqueue when OpenTelemetry is on and the enqueue's span has a valid context
 (``tracing``); it is delivered with the task, so its runs continue the enqueue's trace.
+
+Enqueue writes a pending task without ``s`` (12 bytes less per task, which keeps a 100-byte
+payload's hash in a smaller allocation): a hash with ``c`` (always written) and no ``s`` is
+pending (``state_of`` in ``lua/includes/base.lua``, ``readmodel._state``, ``from_hash``).
 
 States: pending, delayed, waiting (for a lock), blocked (waiting for parents, ``after=``),
 active, failed, completed (only while a kept result lasts). Finished tasks are otherwise deleted.
@@ -40,6 +54,28 @@ def ms_to_datetime(ms):
     if ms in (None, b"", ""):
         return None
     return datetime.fromtimestamp(int(float(ms)) / 1000, tz=UTC)
+
+
+#: Payload pieces (see above): at most this many, of this many bytes.
+PAYLOAD_PIECE = 63
+PAYLOAD_PIECES_MAX = 16
+#: The hash's fields that hold the payload: whole, or its pieces in order.
+PAYLOAD_FIELDS = ("p", *(str(i) for i in range(1, PAYLOAD_PIECES_MAX + 1)))
+_PIECE_FIELDS = tuple(f.encode() for f in PAYLOAD_FIELDS[1:])
+
+
+def payload_from_hash(h):
+    """The raw payload of a task hash (HGETALL reply, bytes keys): ``p``, or its pieces joined."""
+    raw = h.get(b"p")
+    if raw is not None or b"1" not in h:
+        return raw
+    parts = []
+    for name in _PIECE_FIELDS:
+        part = h.get(name)
+        if part is None:
+            break
+        parts.append(part)
+    return b"".join(parts)
 
 
 def decode_payload(raw, kind):
@@ -156,7 +192,7 @@ class Task:
         return cls(
             id=task_id,
             queue=queue,
-            payload=decode_payload(g(b"p"), g(b"y")),
+            payload=decode_payload(payload_from_hash(h), g(b"y")),
             state=_text(g(b"s")) or "pending",
             attempt=_int(g(b"a"), 0),
             lease=_int(g(b"l"), 0),

@@ -9,15 +9,16 @@
 -- Events: 'cancelled' {ids} | 'cancelling' {ids, w}
 local id = ARGV[3]
 local tk = task_key(id)
-local f = rcall('HMGET', tk, 's', 'w')
-if not f[1] then return @@UNKNOWN@@ end
-if f[1] == 'active' then
+local f = rcall('HMGET', tk, 's', 'w', 'c')
+local s = state_of(f[1], f[3])
+if not s then return @@UNKNOWN@@ end
+if s == 'active' then
   rcall('HSET', tk, 'x', 1)
   if f[2] then rcall('PUBLISH', CONTROL .. f[2], 'c ' .. QUEUE .. ' ' .. id) end
   publish({e = 'cancelling', ids = {id}, w = f[2]})
   return @@STOPPING@@
 end
-if f[1] == 'failed' or f[1] == 'completed' then return @@FINISHED@@ end
+if s == 'failed' or s == 'completed' then return @@FINISHED@@ end
 remove_inactive(id, now_ms(), 'cancelled')
 rcall('HINCRBY', K.stats, 'cancelled', 1)
 publish({e = 'cancelled', ids = {id}, n = 1})

@@ -11,7 +11,8 @@ local out, deleted = {}, {}
 for i = 1, n do
   local id = ARGV[3 + i]
   local tk = task_key(id)
-  local s = rcall('HGET', tk, 's')
+  local f = rcall('HMGET', tk, 's', 'c')
+  local s = state_of(f[1], f[2])
   if not s then
     out[i] = @@UNKNOWN@@
   elseif s == 'active' then

@@ -80,7 +80,8 @@ if remember > 0 then
   if #old > 0 then rcall('ZREM', K.seen, unpack(old)) end
 end
 local is_new = 0
-if rcall('HSETNX', K.meta, 'created', now) == 1 then is_new = 1 end
+local now_s = tostring(now)  -- once: each number handed to Redis costs it a printf
+if rcall('HSETNX', K.meta, 'created', now_s) == 1 then is_new = 1 end
 local out = {is_new, now}
 -- Each new task is written with one HSET, its state included; the lists get one push each.
 local added, runnable, waiting, blocked, delayed, dropped = {}, {}, {}, {}, {}, {}
@@ -110,7 +111,9 @@ for i = 0, n - 1 do
       if not turn_taken and claim_turn(lk, id) then s = 'pending' else s = 'waiting' end
       turn_taken = true
     end
-    local fields = {'p', payload, 'c', now, 's', s}
+    local fields = {'c', now_s}
+    if s ~= 'pending' then fields[3] = 's'; fields[4] = s end  -- no 's': pending (state_of)
+    add_payload(fields, payload)
     if kind ~= '' then fields[#fields + 1] = 'y'; fields[#fields + 1] = kind end
     if due > 0 then fields[#fields + 1] = 'due'; fields[#fields + 1] = due end
     if uk ~= '' then

@@ -12,7 +12,8 @@ local out = {@@OK@@}
 for i = 1, n do
   local pid = ARGV[3 + i]
   local ended = rcall('HGET', links_key(pid), '=')
-  local s = rcall('HGET', task_key(pid), 's')
+  local f = rcall('HMGET', task_key(pid), 's', 'c')
+  local s = state_of(f[1], f[2])
   if ended then
     out[i + 1] = ended
   elseif not s then

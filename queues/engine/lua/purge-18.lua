@@ -36,8 +36,8 @@ local function purge_listed(ids)
   for _, id in ipairs(ids) do
     looked = looked + 1
     local tk = task_key(id)
-    local f = rcall('HMGET', tk, 's', 'u', 'lk')
-    if f[1] == 'pending' then
+    local f = rcall('HMGET', tk, 's', 'u', 'lk', 'c')
+    if state_of(f[1], f[4]) == 'pending' then
       delete(id, tk, f[2])
       if f[3] and rcall('HGET', K.lockheads, f[3]) == id then
         rcall('HDEL', K.lockheads, f[3])

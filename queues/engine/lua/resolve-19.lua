@@ -17,11 +17,11 @@ for i = 0, n - 1 do
   local id, pid, outcome = ARGV[4 + 3 * i], ARGV[5 + 3 * i], ARGV[6 + 3 * i]
   local tk, pk = task_key(id), parents_key(id)
   local rec = rcall('HGET', pk, pid)
-  local f = rcall('HMGET', tk, 's', 'ob', 'lk', 'u', 'due')
+  local f = rcall('HMGET', tk, 's', 'ob', 'lk', 'u', 'due', 'c')
   local code = 0
   if rec and rec ~= 'w' then
     code = 0  -- told already
-  elseif not f[1] then
+  elseif not state_of(f[1], f[6]) then
     rcall('HSET', pk, pid, outcome)  -- not enqueued yet (or gone): its enqueue reads this
     rcall('PEXPIRE', pk, LINKS_KEEP_MS)
   elseif rec == 'w' and f[1] == 'blocked' then

@@ -12,8 +12,8 @@ local out, retried, runnable = {}, {}, 0
 for i = 1, n do
   local id = ARGV[3 + i]
   local tk = task_key(id)
-  local f = rcall('HMGET', tk, 's', 'u', 'lk')
-  if not f[1] then
+  local f = rcall('HMGET', tk, 's', 'u', 'lk', 'c')
+  if not f[1] and not f[4] then
     out[i] = @@UNKNOWN@@
   elseif f[1] ~= 'failed' then
     out[i] = @@NOT_FAILED@@

@@ -20,8 +20,7 @@ with ``Frames``).
 """
 
 import asyncio
-import ctypes
-import ctypes.util
+import functools
 import os
 import pickle
 import resource
@@ -36,10 +35,19 @@ from ..errors import RetryLater
 
 HEADER = struct.Struct("!I")
 _PR_SET_PDEATHSIG = 1
-try:
-    _libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
-except OSError:  # no C library to call: the parent's socket closing is the fallback
-    _libc = None
+
+
+@functools.cache
+def _libc():
+    """The C library, or None. Loaded on first use (in the fork server, whose forks inherit it):
+    a worker without isolated handlers never imports ctypes (about 0.5 MiB)."""
+    import ctypes
+    import ctypes.util
+
+    try:
+        return ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+    except OSError:  # no C library to call: the parent's socket closing is the fallback
+        return None
 
 
 class Stopped(BaseException):
@@ -49,8 +57,9 @@ class Stopped(BaseException):
 def die_with_parent(sig, parent):
     """Have the kernel send ``sig`` to this process when its parent exits (Linux); exit at once
     if ``parent`` is already gone."""
-    if _libc is not None and hasattr(_libc, "prctl"):
-        _libc.prctl(_PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
+    libc = _libc()
+    if libc is not None and hasattr(libc, "prctl"):
+        libc.prctl(_PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
     if os.getppid() != parent:
         os._exit(0)
 

@@ -45,3 +45,45 @@ local function publish(event)
   end
   rcall('PUBLISH', EVENTS, cjson.encode(event))
 end
+
+-- A task's state from its fields 's' and 'c' (as HMGET gives them): enqueue writes a pending
+-- task without 's' (12 bytes less per task: its listpack fits a smaller allocation), so 'c'
+-- (always written) without 's' is 'pending'; neither is no task (false).
+local function state_of(s, c)
+  return s or (c and 'pending') or false
+end
+
+-- Append a new task's payload to `fields` (for its HSET): in field 'p', or, longer than 64 bytes
+-- (Redis's default hash-max-listpack-value) and at most @@payload_pieces_max@@ pieces, in pieces
+-- of @@payload_piece@@ bytes, fields '1', '2'... (task.py), so the hash stays a compact listpack.
+local function add_payload(fields, payload)
+  local n = #payload
+  if n <= 64 or n > @@payload_piece@@ * @@payload_pieces_max@@ then
+    fields[#fields + 1] = 'p'
+    fields[#fields + 1] = payload
+    return
+  end
+  local k = 0
+  for i = 1, n, @@payload_piece@@ do
+    k = k + 1
+    -- the field's name as a string: a number argument would cost Redis a printf ('%.17g')
+    if k < 10 then fields[#fields + 1] = string.char(48 + k) else fields[#fields + 1] = '1' .. string.char(38 + k) end
+    fields[#fields + 1] = string.sub(payload, i, i + @@payload_piece@@ - 1)
+  end
+end
+
+-- The payload of task `tk` from an HMGET reply `f` whose fields from `i` on are
+-- @@payload_fields@@: 'p', or its pieces joined (false if the task is gone). The first two
+-- pieces (payloads up to 126 bytes) come with the caller's HMGET; a full second piece means
+-- there may be more: they are read here.
+local function joined_payload(f, i, tk)
+  if f[i] or not f[i + 1] then return f[i] end
+  if not f[i + 2] then return f[i + 1] end
+  if #f[i + 2] < @@payload_piece@@ then return f[i + 1] .. f[i + 2] end
+  local parts = {f[i + 1], f[i + 2]}
+  for _, v in ipairs(rcall('HMGET', tk, @@payload_more_fields@@)) do
+    if not v then break end
+    parts[#parts + 1] = v
+  end
+  return table.concat(parts)
+end

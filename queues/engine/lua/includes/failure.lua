@@ -6,12 +6,12 @@
 -- the failure goes into the history, trimmed to opts.hist entries. Returns RETRYING or FAILED
 -- (for good). opts: error, traceback, worker, retries, backoff, backoff_max, jitter, hist.
 local function record_failure(id, tk, now, opts)
-  local f = rcall('HMGET', tk, 'a', 'r', 'b', 'p', 'u')
+  local f = rcall('HMGET', tk, 'a', 'r', 'b', 'u', @@payload_fields@@)
   local attempts = tonumber(f[1] or '0')
   local retries = tonumber(f[2] or opts.retries)
   local backoff = tonumber(f[3] or opts.backoff)
   local entry = {
-    id = id, payload = string.sub(f[4] or '', 1, 4096), error = opts.error,
+    id = id, payload = string.sub(joined_payload(f, 5, tk) or '', 1, 4096), error = opts.error,
     traceback = opts.traceback, attempts = attempts, worker = opts.worker or '', failed_at = now,
   }
   rcall('LPUSH', K.failures, cjson.encode(entry))
@@ -31,7 +31,7 @@ local function record_failure(id, tk, now, opts)
   end
   rcall('ZADD', K.failed, now, id)
   rcall('HSET', tk, 's', 'failed', 'fa', now)
-  clear_unique(id, f[5])
+  clear_unique(id, f[4])
   task_ended(id, tk, 'failed', now, opts.worker)
   rcall('HINCRBY', K.stats, 'failed', 1)
   publish({e = 'failed', ids = {id}, error = string.sub(opts.error, 1, 200)})

@@ -8,8 +8,8 @@
 -- `outcome` ('cancelled' or 'deleted') is what its children and batch are told.
 local function remove_inactive(id, now, outcome)
   local tk = task_key(id)
-  local f = rcall('HMGET', tk, 's', 'lk', 'u')
-  local s, lk = f[1], f[2]
+  local f = rcall('HMGET', tk, 's', 'lk', 'u', 'c')
+  local s, lk = state_of(f[1], f[4]), f[2]
   if s == 'pending' then
     rcall('HINCRBY', K.stats, 'gone', 1)
   elseif s == 'delayed' then

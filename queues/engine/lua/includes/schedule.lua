@@ -18,7 +18,8 @@ end
 local function last_run_live(sk)
   local id = rcall('HGET', sk, 'last_id')
   if not id then return false end
-  local s = rcall('HGET', task_key(id), 's')
+  local f = rcall('HMGET', task_key(id), 's', 'c')
+  local s = state_of(f[1], f[2])
   return s == 'pending' or s == 'delayed' or s == 'waiting' or s == 'active'
 end
 
@@ -43,7 +44,9 @@ end
 -- schedule's last run. Returns 1 if the queue was new, else 0.
 local function add_run(name, sk, spec, id, meta, kind, tick, now, tc)
   local tk = task_key(id)
-  rcall('HSET', tk, 'p', spec.payload, 'c', now, 'm', meta)
+  local fields = {'c', now, 'm', meta}
+  add_payload(fields, spec.payload)
+  rcall('HSET', tk, unpack(fields))
   if tc and tc ~= '' then rcall('HSET', tk, 'tc', tc) end
   for f, v in pairs(spec.opts) do rcall('HSET', tk, f, v) end
   local is_new = rcall('HSETNX', K.meta, 'created', now)

@@ -28,32 +28,33 @@ end
 -- true if it started.
 local function start_task(worker, wk, id, nth, out, now, opts)
   local tk = task_key(id)
-  local f = rcall('HMGET', tk, 'p', 'lk', 't', 'cb', 'm', 'r', 'y', 's', 'tc', 'pk', 'a', 'bt', 'bc')
-  if f[8] ~= 'pending' then
+  local f = rcall('HMGET', tk, 'lk', 't', 'cb', 'm', 'r', 'y', 's', 'tc', 'pk', 'a', 'bt', 'bc', @@payload_fields@@)
+  if state_of(f[7], f[13] or f[14]) ~= 'pending' then  -- the payload's fields: it exists
     rcall('HINCRBY', K.stats, 'gone', -1)  -- removed (or run) since it was listed
     return false
   end
-  local lk = f[2]
+  local lk = f[1]
   if lk and rcall('HGET', K.lockheads, lk) == id then rcall('HDEL', K.lockheads, lk) end
   if lk and rcall('EXISTS', lock_key(lk)) == 1 then
     wait_for_lock(id, tk, lk, true, now)  -- never expected: a runnable head's lock is free
     return false
   end
   local lease = new_lease()
-  local attempt = (tonumber(f[11]) or 0) + 1
-  if lk then rcall('SET', lock_key(lk), id .. ':' .. lease, 'PX', opts.lock_ttl) end
-  rcall('HSET', tk, 'l', lease, 'a', attempt, 's', 'active', 'w', worker, 'st', now)
-  count_start(f[10], lease, now)
+  -- as strings once: each number handed to Redis (or joined to a string) costs a printf
+  local lease_s, attempt_s = tostring(lease), tostring((tonumber(f[10]) or 0) + 1)
+  if lk then rcall('SET', lock_key(lk), id .. ':' .. lease_s, 'PX', opts.lock_ttl) end
+  rcall('HSET', tk, 'l', lease_s, 'a', attempt_s, 's', 'active', 'w', worker, 'st', now)
+  count_start(f[9], lease, now)
   -- the fraction keeps the start order of one batch (a requeue restores it)
   rcall('ZADD', K.active, now + math.min(nth, 999) / 1000, id)
   rcall('SADD', wk, id)
-  if f[12] then rcall('HINCRBY', K.batchruns, f[12], 1) end
-  local timeout = tonumber(f[3] or opts.default_timeout)
+  if f[11] then rcall('HINCRBY', K.batchruns, f[11], 1) end
+  local timeout = tonumber(f[2] or opts.default_timeout)
   if timeout > 0 then rcall('ZADD', K.deadlines, now + timeout * 1000 + opts.grace, id) end
   local i = #out
-  out[i + 1], out[i + 2], out[i + 3], out[i + 4] = id, f[1], tostring(lease), tostring(attempt)
-  out[i + 5], out[i + 6], out[i + 7], out[i + 8] = tostring(timeout), f[4] or '', f[5] or '', f[6] or ''
-  out[i + 9], out[i + 10], out[i + 11] = f[7] or '', f[9] or '', f[12] or f[13] or ''
+  out[i + 1], out[i + 2], out[i + 3], out[i + 4] = id, joined_payload(f, 13, tk), lease_s, attempt_s
+  out[i + 5], out[i + 6], out[i + 7], out[i + 8] = tostring(timeout), f[3] or '', f[4] or '', f[5] or ''
+  out[i + 9], out[i + 10], out[i + 11] = f[6] or '', f[8] or '', f[11] or f[12] or ''
   return true
 end
 
