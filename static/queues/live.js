@@ -39,9 +39,22 @@
     for (const d of el.querySelectorAll("details[data-key]")) if (open.has(d.dataset.key)) d.open = true;
   }
 
+  // Updates are swapped in at the next frame: several arriving within one frame (a busy page,
+  // a slow machine) cost one swap per section, and a hidden tab does no work until shown.
+  let due = null;
   function apply(msg) {
     if (typeof msg.now_ms === "number") clockOffset = msg.now_ms - Date.now();
-    for (const [name, html] of Object.entries(msg.sections || {})) {
+    if (due === null) {
+      due = {};
+      requestAnimationFrame(flush);
+    }
+    Object.assign(due, msg.sections || {});
+  }
+
+  function flush() {
+    const sections = due;
+    due = null;
+    for (const [name, html] of Object.entries(sections)) {
       for (const el of root.querySelectorAll(`[data-section="${name}"]`)) replace(el, html);
     }
     tick();
