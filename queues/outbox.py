@@ -222,6 +222,8 @@ COALESCE = 0.5
 #: How long (seconds) the deleter keeps trying a delete refused by a locked SQLite database
 #: before leaving the rows to the relay (which then pushes them again: a no-op).
 DELETE_RETRY_FOR = 30.0
+#: The deleter closes its database connections after this long (seconds) without work.
+IDLE_CLOSE = 1.0
 
 
 class _Deleter:
@@ -244,7 +246,7 @@ class _Deleter:
         with self._cond:
             self._pending.append((using, ids))
             self._count += len(ids)
-            if self._thread is None or not self._thread.is_alive():
+            if self._thread is None or not self._thread.is_alive():  # none yet, ended, or a fork
                 self._thread = threading.Thread(target=self._run, name="worqr-outbox-deleter", daemon=True)
                 self._thread.start()
             elif len(self._pending) == 1 or self._count >= DELETE_CHUNK:  # a batch begins, or is full
@@ -267,13 +269,19 @@ class _Deleter:
         return True
 
     def _run(self):
-        idle_since = time.monotonic()
+        last, connected = time.monotonic(), False  # end of the last batch; a connection held
         try:
             while True:
                 with self._cond:
                     while not self._pending:
-                        self._cond.wait(1.0)
-                        if not self._pending and time.monotonic() - idle_since > 30.0:
+                        self._cond.wait(IDLE_CLOSE)
+                        idle = time.monotonic() - last
+                        if self._pending:
+                            break
+                        if connected and idle >= IDLE_CLOSE:  # hold no connection while idle (a test
+                            connections.close_all()  # database can then be dropped)
+                            connected = False
+                        if idle > 30.0:
                             self._thread = None
                             return
                     self._busy = True
@@ -288,15 +296,12 @@ class _Deleter:
                 for alias, ids in batch:
                     by_alias.setdefault(alias, []).extend(ids)
                 for alias, ids in by_alias.items():
+                    connected = True
                     try:
                         delete(alias, ids, retry_for=DELETE_RETRY_FOR)
                     except Exception as exc:  # never let the thread die: the relay re-pushes (a no-op)
                         log.warning("worqr: %d pushed task(s) left in the outbox (%s): %s", len(ids), alias, exc)
-                with self._cond:
-                    idle = not self._pending
-                if idle:  # hold no connection while idle (a test database can then be dropped)
-                    connections.close_all()
-                    idle_since = time.monotonic()
+                last = time.monotonic()
                 with self._cond:
                     self._busy = False
                     self._cond.notify_all()
