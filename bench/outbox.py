@@ -6,6 +6,8 @@ commits something) and enqueueing one task, timed per task, for:
   promised id, from ``transaction.on_commit``; nothing written to the database);
 - ``outbox``: today's ``on_commit=True`` (a row inserted in the transaction, pushed after the
   commit, then deleted);
+- ``row``: ``before`` plus the outbox's INSERT of the task's row in the transaction (what the
+  outbox cannot do without: its row in the commit), but none of its Python, push or delete;
 - ``plain``: the transaction, then an enqueue outside it (the floor).
 
 Run with the project's interpreter:  .venv/bin/python bench/outbox.py [--n 2000] [--rounds 5]
@@ -17,7 +19,7 @@ PostgreSQL (``--database postgres`` creates a database ``worqr_bench_outbox``, t
 round runs the modes in turn, ``--chunk`` tasks at a time, so that a machine whose load swings
 slows every mode alike. Prints the median of the rounds' microseconds per task of each mode (wall
 time, and CPU time of the whole process, the deleter thread included), and the median of the
-rounds' ratios outbox / before.
+rounds' ratios outbox / before, row / before (the row's own cost) and outbox / row (the rest).
 """
 
 import argparse
@@ -67,7 +69,7 @@ def measure(mode, n):
     from django.db import transaction
     from queues import Queue, outbox
     from queues.engine import queue as engine_queue
-    from queues.models import AuditLog
+    from queues.models import AuditLog, OutboxTask
 
     q = Queue("bench-outbox")
     start, cpu = time.perf_counter(), time.process_time()
@@ -76,6 +78,13 @@ def measure(mode, n):
             with transaction.atomic():
                 AuditLog.objects.create(action="bench")
                 q.enqueue(str(i), on_commit=True)
+        elif mode == "row":
+            with transaction.atomic():
+                AuditLog.objects.create(action="bench")
+                ids = [engine_queue.new_task_id(q.name)]
+                q.validate([str(i)])
+                outbox.store(None, q.name, [outbox.Entry(ids[0], str(i).encode(), "", "", "", ())])
+                transaction.on_commit(lambda i=i, ids=ids: engine_queue.Queue.enqueue_many(q, [str(i)], ids=ids))
         elif mode == "before":
             with transaction.atomic():
                 AuditLog.objects.create(action="bench")
@@ -91,6 +100,8 @@ def measure(mode, n):
         # rows (one per chunk, as often as or more often than its own COALESCE) is timed here
         outbox.flush(60)
     took, cpu = time.perf_counter() - start, time.process_time() - cpu
+    if mode == "row":
+        OutboxTask.objects.all().delete()
     q.drop()
     return took, cpu
 
@@ -117,7 +128,7 @@ def main():
     args = parser.parse_args()
     server = setup(args.database)
     try:
-        modes = ("plain", "before", "outbox")
+        modes = ("plain", "before", "row", "outbox")
         rounds = []
         measure("outbox", 200)  # warm up: connections, scripts loaded
         measure("before", 200)
@@ -130,12 +141,14 @@ def main():
                 f"{m:7s} {statistics.median(wall):8.0f} us/task, CPU {statistics.median(cpu):6.0f} us/task"
                 f"  (rounds: {', '.join(f'{x:.0f}' for x in wall)})"
             )
-        ratios = [r["outbox"][0] / r["before"][0] for r in rounds]
-        cpu_ratio = statistics.median(r["outbox"][1] / r["before"][1] for r in rounds)
-        print(
-            f"outbox / before: {statistics.median(ratios):.2f}x wall (rounds: {', '.join(f'{x:.2f}' for x in ratios)}),"
-            f" {cpu_ratio:.2f}x CPU  ({args.database}, n={args.n}, chunk={args.chunk}, {args.rounds} rounds)"
-        )
+        for over, under in (("outbox", "before"), ("row", "before"), ("outbox", "row")):
+            ratios = [r[over][0] / r[under][0] for r in rounds]
+            cpu_ratio = statistics.median(r[over][1] / r[under][1] for r in rounds)
+            print(
+                f"{over} / {under}: {statistics.median(ratios):.2f}x wall (rounds: {', '.join(f'{x:.2f}' for x in ratios)}),"
+                f" {cpu_ratio:.2f}x CPU"
+            )
+        print(f"({args.database}, n={args.n}, chunk={args.chunk}, {args.rounds} rounds)")
     finally:
         server.stop()
 
