@@ -402,7 +402,9 @@ def _hold_sqlite_write_lock():
 
     from django.conf import settings
 
-    locker = sqlite3.connect(settings.DATABASES["default"]["NAME"], isolation_level=None, timeout=10)
+    locker = sqlite3.connect(
+        settings.DATABASES["default"]["NAME"], isolation_level=None, timeout=10, check_same_thread=False
+    )
     locker.execute("BEGIN IMMEDIATE")
     return locker
 
@@ -482,3 +484,40 @@ def test_a_producer_killed_while_its_deleter_holds_rows_loses_nothing(client, wo
             producer.kill()
         producer.stdout.close()
     _run_all_then_push_again(client, workers, ids)
+
+
+def test_a_delete_refused_by_a_locked_sqlite_database_is_retried_quietly():
+    """With SQLite's write lock held longer than the busy timeout, the delete of pushed rows waits
+    and succeeds once the lock goes (nothing logged above debug); without time to retry it keeps
+    the rows for the relay and says so."""
+    from django.db import connection
+
+    q = Queue("ob-locked")
+    ids = [new_task_id("ob-locked") for _ in range(3)]
+    outbox_mod.store("default", q.name, outbox_mod.entries(q, ["a", "b", "c"], ids, {}))
+    options = connection.settings_dict["OPTIONS"]
+    saved = dict(options)
+    connection.close()
+    options["timeout"] = 0.1  # this connection gives up on the lock after 0.1 s
+    locker = _hold_sqlite_write_lock()
+    releaser = threading.Timer(1.0, lambda: locker.execute("ROLLBACK"))
+    try:
+        with _Kept("worqr.outbox") as log:
+            assert outbox_mod.delete("default", ids[:1]) is False  # no retry: left to the relay
+            assert [r.levelno for r in log.records] == [logging.WARNING]
+            assert "locked" in log.records[0].getMessage()
+            log.records.clear()
+            releaser.start()
+            start = time.monotonic()
+            assert outbox_mod.delete("default", ids, retry_for=10) is True
+            assert 0.8 < time.monotonic() - start < 5  # retried past the 0.1 s busy timeout
+        assert [r.getMessage() for r in log.records if r.levelno > logging.DEBUG] == []
+    finally:
+        releaser.cancel()
+        if locker.in_transaction:
+            locker.execute("ROLLBACK")
+        locker.close()
+        connection.close()
+        options.clear()
+        options.update(saved)
+    assert OutboxTask.objects.count() == 0
