@@ -45,6 +45,9 @@ RELAY_MIN_AGE = 0.5
 #: How long a push retries (seconds): enough for a new connection after one was cut, short
 #: enough not to hold up the request whose commit it follows (the relay takes over).
 PUSH_RETRY_FOR = 0.5
+#: How long (seconds) the relay keeps trying to delete the rows it pushed while a SQLite database is
+#: locked (then they are pushed again next round: a no-op).
+RELAY_DELETE_RETRY_FOR = 5.0
 #: Rows the relay pushes per round (one enqueue script call per queue and options among them).
 RELAY_BATCH = 500
 #: After an unexpected error (logged with its traceback) the relay looks again after this many
@@ -95,15 +98,46 @@ def entries(queue, payloads, ids, options):
     return out
 
 
-def store(using, queue_name, items):
-    """Write the entries as rows, in the current transaction of ``using`` (if any)."""
-    from .models import OutboxTask
+_SQL = {}  # (vendor, statement) -> SQL text
 
-    now = timezone.now()
-    rows = [
-        OutboxTask(task_id=e.task_id, queue=queue_name, payload=e.payload, spec=e.spec(), created=now) for e in items
-    ]
-    OutboxTask.objects.using(using).bulk_create(rows)
+
+def _statement(connection, kind):
+    """The outbox's INSERT of one row, or DELETE of rows by ``task_id`` (``kind`` "delete<n>",
+    n ids), in the paramstyle of Django's cursors (``%s``, turned into SQLite's ``?`` by Django)."""
+    key = (connection.vendor, kind)
+    sql = _SQL.get(key)
+    if sql is None:
+        from .models import OutboxTask
+
+        qn = connection.ops.quote_name
+        table = qn(OutboxTask._meta.db_table)
+        if kind == "insert":
+            columns = ", ".join(qn(OutboxTask._meta.get_field(f).column) for f in _COLUMNS)
+            sql = f"INSERT INTO {table} ({columns}) VALUES ({', '.join(['%s'] * len(_COLUMNS))})"
+        else:
+            n = int(kind[len("delete") :])
+            column = qn(OutboxTask._meta.get_field("task_id").column)
+            sql = f"DELETE FROM {table} WHERE {column} IN ({', '.join(['%s'] * n)})"
+        _SQL[key] = sql
+    return sql
+
+
+_COLUMNS = ("task_id", "queue", "payload", "spec", "created")
+
+
+def store(using, queue_name, items):
+    """Write the entries as rows, in the current transaction of ``using`` (if any): one
+    parameterised INSERT through Django's cursor (its wrappers and query logging apply), for the
+    ORM's bulk_create costs more than the statement itself on the request's path."""
+    connection = connections[using or DEFAULT_DB_ALIAS]
+    created = connection.ops.adapt_datetimefield_value(timezone.now())
+    sql = _statement(connection, "insert")
+    with connection.cursor() as cursor:
+        if len(items) == 1:
+            e = items[0]
+            cursor.execute(sql, (e.task_id, queue_name, e.payload, e.spec(), created))
+        else:
+            cursor.executemany(sql, [(e.task_id, queue_name, e.payload, e.spec(), created) for e in items])
 
 
 #: After a push failed, for this long (seconds) the fast path does not try again: the rows are
@@ -143,39 +177,71 @@ def push(queue, items, using, background=False, retry_for=None):
     if background:
         _deleter.add(using or DEFAULT_DB_ALIAS, ids)
     else:
-        delete(using or DEFAULT_DB_ALIAS, ids)
+        delete(using or DEFAULT_DB_ALIAS, ids, retry_for=RELAY_DELETE_RETRY_FOR)
     return enqueued
 
 
-def delete(using, ids):
-    """Delete the rows of pushed tasks (a failure only leaves them to the relay: a no-op push)."""
-    from .models import OutboxTask
+def delete(using, ids, retry_for=0.0):
+    """Delete the rows of pushed tasks; True when done. A failure only leaves them to the relay (a
+    no-op push): a locked SQLite database is tried again for ``retry_for`` seconds, quietly."""
+    deadline = time.monotonic() + retry_for
+    pause = 0.05
+    while True:
+        try:
+            _delete(connections[using], ids)
+            return True
+        except DatabaseError as exc:
+            if _locked(exc) and time.monotonic() + pause < deadline:
+                log.debug("worqr: outbox delete (%s) waits for a locked database: %s", using, exc)
+                time.sleep(pause)
+                pause = min(pause * 2, 1.0)
+                continue
+            log.warning("worqr: %d task(s) pushed but still in the outbox (%s): %s", len(ids), using, exc)
+            return False
 
-    try:
-        with transaction.atomic(using=using):
-            if connections[using].vendor == "postgresql":
+
+def _locked(exc):
+    """A SQLite write lock held too long by another connection (the busy timeout ran out)."""
+    return "database is locked" in str(exc) or "database table is locked" in str(exc)
+
+
+#: Ids per DELETE statement (SQLite allows 32,766 parameters, PostgreSQL 65,535).
+DELETE_CHUNK = 500
+
+
+def _delete(connection, ids):
+    with transaction.atomic(using=connection.alias):
+        with connection.cursor() as cur:
+            if connection.vendor == "postgresql":
                 # Losing this delete in a crash costs a no-op push: no need to wait for the WAL.
-                with connections[using].cursor() as cur:
-                    cur.execute("SET LOCAL synchronous_commit TO OFF")
-            for start in range(0, len(ids), 500):
-                OutboxTask.objects.using(using).filter(task_id__in=ids[start : start + 500]).delete()
-    except DatabaseError as exc:
-        log.warning("worqr: %d task(s) pushed but still in the outbox (%s): %s", len(ids), using, exc)
+                cur.execute("SET LOCAL synchronous_commit TO OFF")
+            for start in range(0, len(ids), DELETE_CHUNK):
+                chunk = ids[start : start + DELETE_CHUNK]
+                cur.execute(_statement(connection, f"delete{len(chunk)}"), chunk)
 
 
 #: How long (seconds) the deleter gathers pushed rows before deleting them in one transaction:
 #: two write transactions a second at most per process, whatever the rate of enqueues (under
 #: the relay's ``RELAY_MIN_AGE``, so the relay seldom pushes a row again).
 COALESCE = 0.5
+#: How long (seconds) the deleter keeps trying a delete refused by a locked SQLite database
+#: before leaving the rows to the relay (which then pushes them again: a no-op).
+DELETE_RETRY_FOR = 30.0
+#: The deleter closes its database connections after this long (seconds) without work.
+IDLE_CLOSE = 1.0
 
 
 class _Deleter:
     """Deletes the rows the fast path pushed, on a thread of its own, many at a time: the request
     whose commit pushed them does not wait for a second write transaction (an fsync on SQLite).
-    Rows it had no time to delete (the process ended) are pushed again by the relay: a no-op."""
+    Rows it had no time to delete (the process ended) are pushed again by the relay: a no-op.
+
+    ``add`` appends to a list, waking the thread only when a batch begins or is full, so a
+    producer seldom pays for a thread switch."""
 
     def __init__(self):
         self._pending = []  # (alias, ids)
+        self._count = 0  # ids in _pending
         self._cond = threading.Condition()
         self._thread = None
         self._busy = False
@@ -184,10 +250,12 @@ class _Deleter:
     def add(self, using, ids):
         with self._cond:
             self._pending.append((using, ids))
-            if self._thread is None or not self._thread.is_alive():
+            self._count += len(ids)
+            if self._thread is None or not self._thread.is_alive():  # none yet, ended, or a fork
                 self._thread = threading.Thread(target=self._run, name="worqr-outbox-deleter", daemon=True)
                 self._thread.start()
-            self._cond.notify()
+            elif len(self._pending) == 1 or self._count >= DELETE_CHUNK:  # a batch begins, or is full
+                self._cond.notify()
 
     def flush(self, timeout=10.0):
         """Wait until every row handed over so far is deleted; True if it was in time."""
@@ -206,29 +274,39 @@ class _Deleter:
         return True
 
     def _run(self):
+        last, connected = time.monotonic(), False  # end of the last batch; a connection held
         try:
             while True:
                 with self._cond:
                     while not self._pending:
-                        if not self._cond.wait(30.0):
+                        self._cond.wait(IDLE_CLOSE)
+                        idle = time.monotonic() - last
+                        if self._pending:
+                            break
+                        if connected and idle >= IDLE_CLOSE:  # hold no connection while idle (a test
+                            connections.close_all()  # database can then be dropped)
+                            connected = False
+                        if idle > 30.0:
                             self._thread = None
                             return
                     self._busy = True
                     gather_until = time.monotonic() + COALESCE  # one delete for many pushes
-                    while sum(len(ids) for _, ids in self._pending) < 500 and not self._flushing:
+                    while self._count < DELETE_CHUNK and not self._flushing:
                         left = gather_until - time.monotonic()
                         if left <= 0:
                             break
                         self._cond.wait(left)
-                    batch, self._pending = self._pending, []
+                    batch, self._pending, self._count = self._pending, [], 0
                 by_alias = {}
                 for alias, ids in batch:
                     by_alias.setdefault(alias, []).extend(ids)
                 for alias, ids in by_alias.items():
+                    connected = True
                     try:
-                        delete(alias, ids)
+                        delete(alias, ids, retry_for=DELETE_RETRY_FOR)
                     except Exception as exc:  # never let the thread die: the relay re-pushes (a no-op)
                         log.warning("worqr: %d pushed task(s) left in the outbox (%s): %s", len(ids), alias, exc)
+                last = time.monotonic()
                 with self._cond:
                     self._busy = False
                     self._cond.notify_all()

@@ -40,6 +40,13 @@ def pytest_unconfigure(config):
     for server in (_server, _cluster):
         if server is not None:
             server.stop()
+    # The session's SQLite database is in WAL mode (tests/settings.py): its log and index files
+    # outlive it when a connection was not closed (a killed worker); Django removes only the file.
+    db = os.environ.get("WORQR_TEST_DB")
+    if db and not os.path.exists(db):
+        for leftover in (f"{db}-wal", f"{db}-shm"):
+            if os.path.exists(leftover):
+                os.remove(leftover)
 
 
 @pytest.fixture(scope="session")

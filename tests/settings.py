@@ -16,6 +16,7 @@ DATABASES = {
         "ENGINE": "django.db.backends.sqlite3",
         "NAME": os.environ["WORQR_TEST_DB"],
         "TEST": {"NAME": os.environ["WORQR_TEST_DB"]},
+        "OPTIONS": SQLITE_OPTIONS,  # noqa: F405 (the project's: WAL, IMMEDIATE transactions, a busy timeout)
     }
 }
 

@@ -2,9 +2,11 @@
 whatever dies when; pushes idempotent by id; RedisUnavailable and durable=True outside a
 transaction; the workers' relay."""
 
+import logging
 import os
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from datetime import timedelta
@@ -302,3 +304,220 @@ def test_bad_outbox_settings_are_refused():
         from queues.checks import check_worqr_settings
 
         assert any("OUTBOX_DATABASES" in e.msg for e in check_worqr_settings(None))
+
+
+class _Kept(logging.Handler):
+    """Keeps the records of a logger whose records don't propagate (worqr's)."""
+
+    def __init__(self, logger):
+        super().__init__(logging.DEBUG)
+        self.logger, self.records = logging.getLogger(logger), []
+
+    def emit(self, record):
+        self.records.append(record)
+
+    def __enter__(self):
+        self.logger.addHandler(self)
+        return self
+
+    def __exit__(self, *exc):
+        self.logger.removeHandler(self)
+
+
+def test_concurrent_producers_and_the_deleter_on_sqlite():
+    """Four threads commit read-then-write transactions with on_commit enqueues on SQLite while the
+    deleter deletes: no producer sees "database is locked", every task is in Redis once, the outbox
+    ends empty and nothing is logged."""
+    from django.db import connections
+
+    from queues.models import AuditLog
+
+    assert connections["default"].vendor == "sqlite"
+    q, threads, per_thread = Queue("ob-sqlite"), 4, 60
+    ids, errors = [], []
+
+    def produce(n):
+        try:
+            for i in range(per_thread):
+                with transaction.atomic():
+                    AuditLog.objects.filter(action="ob").exists()  # a read first: the lock upgrade case
+                    AuditLog.objects.create(action="ob", detail=f"{n}-{i}")
+                    ids.append(q.enqueue(f"{n}-{i}", on_commit=True))
+        except Exception as exc:
+            errors.append(repr(exc))
+        finally:
+            connections.close_all()
+
+    with _Kept("worqr.outbox") as log:
+        producers = [threading.Thread(target=produce, args=(n,)) for n in range(threads)]
+        for t in producers:
+            t.start()
+        for t in producers:
+            t.join(120)
+        assert outbox_mod.flush(30)
+    assert errors == []
+    assert len(set(ids)) == threads * per_thread and AuditLog.objects.filter(action="ob").count() == len(ids)
+    assert q.counts()["enqueued"] == len(ids) and all(q.get(i).state == "pending" for i in ids)
+    assert OutboxTask.objects.count() == 0
+    assert [r.getMessage() for r in log.records if r.levelno >= logging.WARNING] == []
+
+
+@on_postgres[0]
+@on_postgres[1]
+def test_on_postgresql_a_payload_over_the_limit_is_refused_and_1_mib_round_trips():
+    """On PostgreSQL: a 5 MB payload is refused at the call with an error naming
+    MAX_PAYLOAD_BYTES and writes no row (the transaction goes on); a 1 MiB binary payload of
+    every byte value, kept in the outbox while Redis is unreachable, comes out of the relay
+    byte for byte."""
+    from queues.engine.errors import PayloadTooLarge
+
+    q = Queue("ob-pg-big")
+    limit = q.connection.config.max_payload_bytes
+    assert limit == 1024 * 1024
+    with transaction.atomic(using="pg"):
+        with pytest.raises(
+            PayloadTooLarge, match=r"payload of 5000000 bytes is over the limit of 1048576 bytes.*MAX_PAYLOAD_BYTES"
+        ):
+            q.enqueue(b"x" * 5_000_000, on_commit=True, using="pg")
+        small = q.enqueue(b"small", on_commit=True, using="pg")
+    with pytest.raises(PayloadTooLarge, match="MAX_PAYLOAD_BYTES"):
+        dead_queue("ob-pg-big").enqueue(b"x" * (limit + 1), durable=True, using="pg")
+    assert outbox_mod.flush() and OutboxTask.objects.using("pg").count() == 0 and q.get(small).payload == b"small"
+
+    data = bytes(range(256)) * (limit // 256)
+    assert len(data) == limit
+    task_id = dead_queue("ob-pg-big").enqueue(data, durable=True, using="pg")
+    [row] = OutboxTask.objects.using("pg").all()
+    assert bytes(row.payload) == data and row.task_id == task_id
+    assert outbox_mod.relay_once("pg", min_age=0) == 1
+    task = q.get(task_id)
+    assert isinstance(task.payload, bytes) and task.payload == data
+    assert OutboxTask.objects.using("pg").count() == 0
+
+
+def _hold_sqlite_write_lock():
+    """A connection of the test's own holding SQLite's write lock (BEGIN IMMEDIATE): every other
+    writer waits for it (a long transaction elsewhere)."""
+    import sqlite3
+
+    from django.conf import settings
+
+    locker = sqlite3.connect(
+        settings.DATABASES["default"]["NAME"], isolation_level=None, timeout=10, check_same_thread=False
+    )
+    locker.execute("BEGIN IMMEDIATE")
+    return locker
+
+
+def _run_all_then_push_again(client, workers, ids):
+    """With the rows of ``ids`` (queue t1) still in the outbox: a worker runs every task while its
+    relay's delete waits for a long transaction, and is killed (SIGKILL); then another worker's
+    relay pushes the rows again, after every task finished. Each must have run exactly once."""
+    q = Queue("t1")
+    locker = _hold_sqlite_write_lock()
+    try:
+        runner = workers(["t1"])
+        wait_for(lambda: q.counts()["completed"] == len(ids), 60, message="every task to run")
+        assert OutboxTask.objects.count() == len(ids)  # its relay pushed them; its delete waits
+        runner.kill()
+    finally:
+        locker.execute("ROLLBACK")
+        locker.close()
+    assert OutboxTask.objects.count() == len(ids)
+    workers(["t2"])  # serves another queue: only its relay matters
+    wait_for(lambda: not OutboxTask.objects.exists(), 30, message="the second relay to push and delete the rows")
+    time.sleep(1.0)  # a second run would show by now
+    assert Counter(r["id"] for r in records(client, "t1")) == Counter(ids)
+    assert q.counts()["enqueued"] == len(ids) and q.counts()["pending"] == 0  # the second push added nothing
+
+
+def test_a_worker_killed_while_its_relay_holds_rows_loses_nothing(client, workers):
+    """A worker's relay has pushed 50 rows whose delete waits for a long transaction; killed
+    (SIGKILL) there, it loses nothing: the next relays push the rows again as no-ops, even after
+    the tasks finished, and every task runs exactly once."""
+    q = Queue("t1")
+    payloads = [f"k{i}" for i in range(50)]
+    ids = [new_task_id("t1") for _ in payloads]
+    outbox_mod.store("default", "t1", outbox_mod.entries(q, payloads, ids, {}))  # as if Redis was down
+    locker = _hold_sqlite_write_lock()
+    try:
+        first = workers(["t2"])  # its relay watches every queue's rows; it serves another queue
+        wait_for(lambda: q.counts()["enqueued"] == 50, 30, message="the first worker's relay to push")
+        time.sleep(0.5)  # its delete waits for the lock
+        assert OutboxTask.objects.count() == 50 and first.proc.poll() is None
+        first.kill()
+    finally:
+        locker.execute("ROLLBACK")
+        locker.close()
+    assert OutboxTask.objects.count() == 50  # pushed, never deleted
+    _run_all_then_push_again(client, workers, ids)
+
+
+PRODUCER_HOLDS_ROWS = """
+import django, time
+django.setup()
+from django.db import transaction
+from queues import Queue, outbox
+outbox.COALESCE = 60  # the deleter holds the pushed rows a minute before deleting them
+with transaction.atomic():
+    ids = Queue("t1").enqueue_many([f"p{i}" for i in range(50)], on_commit=True)
+print(" ".join(ids), flush=True)
+time.sleep(120)
+"""
+
+
+def test_a_producer_killed_while_its_deleter_holds_rows_loses_nothing(client, workers):
+    """A producer committed and pushed 50 tasks and is killed (SIGKILL) before its deleter
+    removed the rows: the workers' relays push them again as no-ops, even after the tasks
+    finished, and every task runs exactly once."""
+    env = dict(os.environ, DJANGO_SETTINGS_MODULE="tests.settings")
+    producer = subprocess.Popen([sys.executable, "-c", PRODUCER_HOLDS_ROWS], cwd=ROOT, env=env, stdout=subprocess.PIPE)
+    try:
+        ids = producer.stdout.readline().decode().split()
+        assert len(ids) == 50
+        wait_for(lambda: Queue("t1").counts()["enqueued"] == 50, 10, message="the fast path's push")
+        assert OutboxTask.objects.count() == 50
+        producer.kill()
+        producer.wait(10)
+    finally:
+        if producer.poll() is None:
+            producer.kill()
+        producer.stdout.close()
+    _run_all_then_push_again(client, workers, ids)
+
+
+def test_a_delete_refused_by_a_locked_sqlite_database_is_retried_quietly():
+    """With SQLite's write lock held longer than the busy timeout, the delete of pushed rows waits
+    and succeeds once the lock goes (nothing logged above debug); without time to retry it keeps
+    the rows for the relay and says so."""
+    from django.db import connection
+
+    q = Queue("ob-locked")
+    ids = [new_task_id("ob-locked") for _ in range(3)]
+    outbox_mod.store("default", q.name, outbox_mod.entries(q, ["a", "b", "c"], ids, {}))
+    options = connection.settings_dict["OPTIONS"]
+    saved = dict(options)
+    connection.close()
+    options["timeout"] = 0.1  # this connection gives up on the lock after 0.1 s
+    locker = _hold_sqlite_write_lock()
+    releaser = threading.Timer(1.0, lambda: locker.execute("ROLLBACK"))
+    try:
+        with _Kept("worqr.outbox") as log:
+            assert outbox_mod.delete("default", ids[:1]) is False  # no retry: left to the relay
+            assert [r.levelno for r in log.records] == [logging.WARNING]
+            assert "locked" in log.records[0].getMessage()
+            log.records.clear()
+            releaser.start()
+            start = time.monotonic()
+            assert outbox_mod.delete("default", ids, retry_for=10) is True
+            assert 0.8 < time.monotonic() - start < 5  # retried past the 0.1 s busy timeout
+        assert [r.getMessage() for r in log.records if r.levelno > logging.DEBUG] == []
+    finally:
+        releaser.cancel()
+        if locker.in_transaction:
+            locker.execute("ROLLBACK")
+        locker.close()
+        connection.close()
+        options.clear()
+        options.update(saved)
+    assert OutboxTask.objects.count() == 0

@@ -113,10 +113,24 @@ TEMPLATES = [
 WSGI_APPLICATION = "worqr_site.wsgi.application"
 ASGI_APPLICATION = "worqr_site.asgi.application"
 
+# SQLite written by several processes and threads at once (the web server, every worker's outbox
+# relay, the outbox's deleter thread): each transaction takes the write lock at BEGIN, waiting for
+# it up to `timeout` seconds, instead of failing with "database is locked" when a transaction
+# that read first tries to write (IMMEDIATE); readers never wait for the writer and a commit is
+# one fsync (WAL); a commit is durable before it returns, so a task pushed after the commit
+# belongs to a transaction that survives a power cut (synchronous=FULL). README, "Transactional
+# enqueue".
+SQLITE_OPTIONS = {
+    "transaction_mode": "IMMEDIATE",
+    "timeout": 20,
+    "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL",
+}
+
 DATABASES = {
     "default": {
         "ENGINE": "django.db.backends.sqlite3",
         "NAME": os.environ.get("WORQR_DB_PATH", str(WORQR_VAR_DIR / "db.sqlite3")),
+        "OPTIONS": SQLITE_OPTIONS,
     }
 }
 
