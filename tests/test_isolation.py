@@ -228,3 +228,18 @@ def test_an_isolated_handlers_spans_are_children_of_its_run_span(spans, traced):
     assert run["attributes"]["messaging.message.id"] == task_id
     assert work["parent_id"] == run["context"]["span_id"]
     assert work["context"]["trace_id"] == run["context"]["trace_id"]
+
+
+def test_a_failed_link_to_a_handler_process_ends_and_replaces_it(client, workers):
+    """The worker's link to one of its handler processes fails (fault injected once): the error is
+    logged, that process is replaced, and both slots of concurrency 2 run tasks side by side."""
+    q = Queue("p2")
+    w = workers(["p2"], concurrency=2, name="iso-link", env={"WORQR_FAULT": "procpool-link-raise"})
+    wait_registered(client, "iso-link")
+    wait_for(lambda: "lost the link to handler process" in w.output(), timeout=10, message=lambda: w.output())
+    assert "InjectedFault: fault injected at procpool-link-raise" in w.output()
+    ids = q.enqueue_many(['{"sleep": 2}', '{"sleep": 2}'])
+    wait_for(lambda: q.counts()["active"] == 2, timeout=10, message="two tasks running at once")
+    wait_for(lambda: q.counts()["completed"] == 2, timeout=15, message="both tasks to complete")
+    assert len({r["pid"] for r in records(client, "p2") if r["id"] in ids}) == 2
+    assert w.proc.poll() is None

@@ -2,6 +2,7 @@
 whatever dies when; pushes idempotent by id; RedisUnavailable and durable=True outside a
 transaction; the workers' relay."""
 
+import json
 import logging
 import os
 import subprocess
@@ -521,3 +522,53 @@ def test_a_delete_refused_by_a_locked_sqlite_database_is_retried_quietly():
         options.clear()
         options.update(saved)
     assert OutboxTask.objects.count() == 0
+
+
+def _rows(using):
+    return list(
+        OutboxTask.objects.using(using).order_by("seq").values_list("task_id", "queue", "payload", "spec", "created")
+    )
+
+
+@pytest.mark.parametrize(
+    "using",
+    [
+        pytest.param("default", marks=pytest.mark.django_db(transaction=True)),
+        pytest.param("pg", marks=on_postgres),
+    ],
+)
+def test_the_driver_insert_writes_what_django_writes_and_instrumentation_sees_it(using):
+    """The fast INSERT through the driver's cursor stores rows equal to the ones written through
+    Django's cursor (binary payload, spec, time); a duplicate id is Django's IntegrityError and
+    leaves the transaction's other rows; with an execute wrapper installed (instrumentation) the
+    INSERT goes through Django and the wrapper sees it."""
+    from django.db import IntegrityError, connections
+
+    connection = connections[using]
+    q = Queue("ob-driver")
+    payload = bytes(range(256)).decode("latin-1")
+    seen = []
+
+    def watch(execute, sql, params, many, context):
+        seen.append(sql)
+        return execute(sql, params, many, context)
+
+    with transaction.atomic(using=using):
+        fast = q.enqueue_many([payload, "b"], on_commit=True, using=using, delay=60)
+        with connection.execute_wrapper(watch):
+            slow = q.enqueue_many([payload, "b"], on_commit=True, using=using, delay=60)
+        rows = _rows(using)
+    assert [r[0] for r in rows] == fast + slow
+    assert len([s for s in seen if "INSERT" in s and "outbox" in s]) == 1  # only the watched one
+    for a, b in zip(rows[:2], rows[2:], strict=True):
+        assert (bytes(a[2]), a[1], abs(a[4] - b[4]) < timedelta(seconds=5)) == (bytes(b[2]), b[1], True)
+        spec_a, spec_b = json.loads(a[3]), json.loads(b[3])
+        assert abs(int(spec_a.pop("w")[1:]) - int(spec_b.pop("w")[1:])) < 5000 and spec_a == spec_b
+    assert outbox_mod.flush()
+    assert [q.get(i).payload for i in fast + slow] == [payload, "b", payload, "b"]
+    with transaction.atomic(using=using):
+        outbox_mod.store(using, "ob-driver", [outbox_mod.Entry("ob-driver:dup1", b"x", "", "", "", ())])
+        with pytest.raises(IntegrityError), transaction.atomic(using=using):
+            outbox_mod.store(using, "ob-driver", [outbox_mod.Entry("ob-driver:dup1", b"y", "", "", "", ())])
+        assert [r[0] for r in _rows(using)] == ["ob-driver:dup1"]
+    OutboxTask.objects.using(using).all().delete()

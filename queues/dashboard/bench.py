@@ -72,6 +72,23 @@ OBSERVER = """() => {
 }"""
 
 
+#: Stamps when a socket message first names a task (the delayed section's rows): the server's part
+#: of the latency ends there, the page's begins.
+ARRIVALS = r"""
+window.__arrived = {};
+const WqSocket = window.WebSocket;
+window.WebSocket = function (...args) {
+  const ws = new WqSocket(...args);
+  ws.addEventListener("message", (ev) => {
+    const at = performance.timeOrigin + performance.now();
+    for (const m of ev.data.matchAll(/data-id=\\"([^"\\]+)\\"/g)) if (!(m[1] in window.__arrived)) window.__arrived[m[1]] = at;
+  });
+  return ws;
+};
+window.WebSocket.prototype = WqSocket.prototype;
+"""
+
+
 def live(seconds=20.0, rate=5000, probes=60):
     """Run the live bench (see the module's docstring); returns its figures."""
     import subprocess
@@ -126,6 +143,7 @@ def live(seconds=20.0, rate=5000, probes=60):
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=["--no-sandbox", "--disable-gpu"])
             page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            page.add_init_script(ARRIVALS)
             page.goto(f"http://127.0.0.1:{port}/admin/login/?next=/queues/q/{BENCH_QUEUE}/")
             page.fill("#id_username", "bench")
             page.fill("#id_password", "bench-live-pw")
@@ -148,7 +166,7 @@ def live(seconds=20.0, rate=5000, probes=60):
             done_before, t_start = q.counts()["completed"], time.monotonic()
             cpu_before = _task_seconds(cdp)
             producer.start()
-            latencies, deadline = [], time.monotonic() + seconds
+            latencies, server, calls, deadline = [], [], [], time.monotonic() + seconds
             while len(latencies) < probes and time.monotonic() < deadline + 30:
                 sent = time.time()
                 probe = q.enqueue("probe", delay=3600)
@@ -157,9 +175,16 @@ def live(seconds=20.0, rate=5000, probes=60):
                 while seen is None and time.monotonic() < wait_until:
                     seen = page.evaluate("(id) => window.__seen[id] || null", probe)
                     if seen is None:
-                        time.sleep(0.05)  # the page stamps the time itself: polling often only adds load
+                        time.sleep(0.2)  # the page stamps the time itself: polling often only adds load
                 if seen is not None:
-                    latencies.append(seen - sent * 1000)
+                    # From Redis's clock when the enqueue was applied (the event), not from the
+                    # call: a call slowed by this process's own producer thread is not the page's.
+                    created = q.get(probe).created_at.timestamp() * 1000
+                    latencies.append(seen - created)
+                    arrived = page.evaluate("(id) => window.__arrived[id] || null", probe)
+                    if arrived is not None:
+                        server.append(arrived - created)
+                    calls.append(created - sent * 1000)
                 q.delete(probe)
                 time.sleep(0.25)
             elapsed = time.monotonic() - t_start
@@ -174,6 +199,9 @@ def live(seconds=20.0, rate=5000, probes=60):
             "probes": len(latencies),
             "p50": statistics.median(latencies) if latencies else None,
             "p95": latencies[max(0, int(len(latencies) * 0.95) - 1)] if latencies else None,
+            "server_p50": statistics.median(server) if server else None,
+            "server_p95": sorted(server)[max(0, int(len(server) * 0.95) - 1)] if server else None,
+            "call_p50": statistics.median(calls) if calls else None,
             "rate": done / elapsed,
             "target": rate,
             "cpu": cpu,
@@ -239,7 +267,8 @@ def main(argv):
         print(
             f"dashboard live, queue page under {r['target']:,} tasks/s offered ({r['rate']:,.0f}/s completed by one "
             f"worker, {r['backlog']:,} left): event to screen p50 {r['p50']:.0f} ms, p95 {r['p95']:.0f} ms over "
-            f"{r['probes']} probes; page CPU {r['cpu']:.0f} % of a core; Redis subscribers: {r['redis_subscribers']}"
+            f"{r['probes']} probes (server's part, event to the socket message: p50 {r['server_p50'] or 0:.0f} ms, "
+            f"p95 {r['server_p95'] or 0:.0f} ms; the enqueue call's own delay p50 {r['call_p50'] or 0:.0f} ms); page CPU {r['cpu']:.0f} % of a core; Redis subscribers: {r['redis_subscribers']}"
         )
         return
     import django

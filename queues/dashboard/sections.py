@@ -1,7 +1,8 @@
 """The dashboard's sections: each part of a page that changes is one Django template,
 ``queues/sections/<name>.html``, rendered from the page's snapshot by the view (inside the
 page) and by the live socket (when the snapshot keys it shows change). That template is the
-section's only renderer; the browser swaps in the HTML it is sent.
+section's only renderer (the rows of the busiest tables come from ``rows.py`` through its
+``wq_rows`` tag); the browser swaps in the HTML it is sent.
 
 Every section's template gets ``snap`` (the snapshot), ``dashboard_actions`` (the action
 permissions of the user, to show only the buttons that work), ``chart`` (the throughput

@@ -13,6 +13,7 @@ from urllib.parse import quote
 from django import template
 from django.urls import get_script_prefix, get_urlconf, reverse
 from django.utils.html import format_html
+from django.utils.safestring import mark_safe
 
 register = template.Library()
 
@@ -24,17 +25,28 @@ _parts = {}
 
 @register.filter
 def wq_url(value, name):
-    value = str(value)
-    if not value or "/" in value:
-        return reverse(f"queues:{name}", args=[value])
+    return url_builder(name)(value)
+
+
+def url_builder(name):
+    """``wq_url(·, name)`` as a function of the value, for the current script prefix and
+    URLconf (to build many URLs of one name at the cost of string concatenation)."""
     key = (name, get_script_prefix(), get_urlconf())
     parts = _parts.get(key)
     if parts is None:
         url = reverse(f"queues:{name}", args=[_MARK])
-        if url.count(_MARK) != 1:
+        parts = _parts[key] = tuple(url.split(_MARK)) if url.count(_MARK) == 1 else None
+    if parts is None:
+        return lambda value: reverse(f"queues:{name}", args=[str(value)])
+    head, tail = parts
+
+    def build(value):
+        value = str(value)
+        if not value or "/" in value:
             return reverse(f"queues:{name}", args=[value])
-        parts = _parts[key] = tuple(url.split(_MARK))
-    return parts[0] + quote(value, safe=_SAFE) + parts[1]
+        return head + quote(value, safe=_SAFE) + tail
+
+    return build
 
 
 @register.simple_tag
@@ -48,6 +60,10 @@ def wq_tasklink(task_id):
 def wq_action(context, url, label, cls=""):
     """A one-button POST form to ``url`` (with the CSRF token and the page to come back to, when
     the context has them: inside a page, not in a live section)."""
+    return action_form(context, url, label, cls)
+
+
+def action_form(context, url, label, cls=""):
     token = context.get("csrf_token")
     csrf = (
         format_html('<input type="hidden" name="csrfmiddlewaretoken" value="{}">', token)
@@ -66,3 +82,14 @@ def wq_action(context, url, label, cls=""):
         str(label).lower(),
         label,
     )
+
+
+@register.simple_tag(takes_context=True)
+def wq_rows(context, table, tasks, offset=0):
+    """The rows of the "active", "pending" or "delayed" table (``queues.dashboard.rows``:
+    the same markup as a template loop, at a quarter of the cost)."""
+    from ..dashboard import rows
+
+    if table == "pending":
+        return mark_safe(rows.pending(context, tasks, offset))
+    return mark_safe(getattr(rows, {"active": "active", "delayed": "delayed"}[table])(context, tasks))

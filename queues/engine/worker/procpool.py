@@ -21,6 +21,7 @@ import os
 import signal
 from collections import deque
 
+from .. import faults
 from ..errors import ConfigurationError, RetryLater, WorkerCrashed
 from ..registry import check_importable
 from . import child
@@ -195,11 +196,24 @@ class ProcessPool:
             self._answer(p, message)
 
     async def _watch(self, p):
-        """Connect to process ``p``; once its socket has closed, settle its run and replace it."""
+        """Connect to process ``p``; once its socket has closed (or the link to it failed), settle
+        its run and replace it. Whatever fails here, the process is ended and replaced: a watcher
+        that died silently would have left its slot, and any run handed to it, waiting forever."""
         closed = self.loop.create_future()
-        p.link = child.Frames(lambda message: self._said(p, message), closed)
-        await self.loop.create_unix_connection(lambda: p.link, sock=p.sock)
-        await closed
+        try:
+            faults.raise_once("procpool-link-raise")
+            p.link = child.Frames(lambda message: self._said(p, message), closed)
+            await self.loop.create_unix_connection(lambda: p.link, sock=p.sock)
+            await closed
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("worqr: lost the link to handler process %s; ending it", p.pid or f"#{p.number}")
+            p.signal(signal.SIGKILL)
+            if p.link is not None and p.link.transport is not None:
+                p.link.transport.abort()
+            else:
+                p.sock.close()  # it reads the end of its socket and exits
         try:
             code = await asyncio.wait_for(asyncio.shield(p.exited), 2.0)
         except TimeoutError:  # its socket closed but it lives on: end it
