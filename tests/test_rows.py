@@ -91,3 +91,20 @@ def test_python_rows_equal_the_template_loops(table, actions, page, rows):
     assert got == want
     if rows:
         assert "<script>" not in got and "&lt;script&gt;" in got
+
+
+@pytest.mark.parametrize("row", ROWS, ids=[r["id"] for r in ROWS])
+def test_the_worker_pages_progress_cell_is_the_include_it_replaced(row):
+    """``wq_progress`` (the worker page's progress cell) is the dash-or-include it replaced."""
+    old = '{% if t.progress is None %}<span class="wq-empty">–</span>{% else %}' + PROGRESS + "{% endif %}"
+    want = Template("{% load worqr %}" + old).render(Context({"t": row}))
+    assert Template("{% load worqr %}{% wq_progress t %}").render(Context({"t": row})) == want
+
+
+def test_an_in_process_row_without_a_worker_renders_without_its_link():
+    """A row read with no worker (its task ended between the reads) shows an empty worker cell
+    instead of failing the whole refresh on a link to nowhere."""
+    html = Template("{% load worqr %}" + NEW["active"]).render(
+        Context({"tasks": [_row(1, worker="")], "dashboard_actions": ()})
+    )
+    assert '<td class="wq-worker"></td>' in html and 'data-id="q:00000001"' in html

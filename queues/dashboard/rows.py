@@ -37,8 +37,16 @@ class _Urls:
         return f'<a class="wq-id" href="{escape(self.task(task_id))}">{escape(task_id)}</a>'
 
 
+def _worker(urls, worker):
+    """The worker's link; none when the row has no worker (a task ended between the reads of
+    its id and of its hash): a link to nowhere would fail the whole refresh."""
+    if not worker:
+        return ""
+    return f'<a href="{escape(urls.worker(worker))}">{escape(worker)}</a>'
+
+
 def progress(t):
-    """The progress bar cell of an in-process task (also ``includes/progress.html``)."""
+    """The progress bar cell of an in-process task (also the worker page's, ``wq_progress``)."""
     if t.get("progress") is None:
         return _DASH
     pct = t["progress_pct"]
@@ -66,7 +74,7 @@ def active(context, tasks):
         button = '<span class="wq-badge">cancelling</span>' if t["cancelling"] else _cancel(context, urls, t)
         out.append(
             f'\n  <tr data-id="{escape(t["id"])}"><td>{urls.link(t["id"])}</td><td class="wq-worker">'
-            f'<a href="{escape(urls.worker(t["worker"]))}">{escape(t["worker"])}</a></td>'
+            f"{_worker(urls, t['worker'])}</td>"
             f"<td>{_text(t['started'])}</td>\n"
             f'    <td class="num" data-since="{_text(t["started_ms"])}"></td><td>{progress(t)}</td>'
             f'<td class="num">{_text(t["attempt"])}</td><td class="wq-payload">{_text(t["payload"])}</td>\n'

@@ -32,11 +32,11 @@ def url_builder(name):
     """``wq_url(·, name)`` as a function of the value, for the current script prefix and
     URLconf (to build many URLs of one name at the cost of string concatenation)."""
     key = (name, get_script_prefix(), get_urlconf())
-    parts = _parts.get(key)
-    if parts is None:
+    if key not in _parts:
         url = reverse(f"queues:{name}", args=[_MARK])
-        parts = _parts[key] = tuple(url.split(_MARK)) if url.count(_MARK) == 1 else None
-    if parts is None:
+        _parts[key] = tuple(url.split(_MARK)) if url.count(_MARK) == 1 else None
+    parts = _parts[key]
+    if parts is None:  # a URL the marker does not split: reverse() each time
         return lambda value: reverse(f"queues:{name}", args=[str(value)])
     head, tail = parts
 
@@ -92,4 +92,12 @@ def wq_rows(context, table, tasks, offset=0):
 
     if table == "pending":
         return mark_safe(rows.pending(context, tasks, offset))
-    return mark_safe(getattr(rows, {"active": "active", "delayed": "delayed"}[table])(context, tasks))
+    return mark_safe({"active": rows.active, "delayed": rows.delayed}[table](context, tasks))
+
+
+@register.simple_tag
+def wq_progress(task):
+    """An in-process task's progress bar (or a dash when it reported none)."""
+    from ..dashboard import rows
+
+    return mark_safe(rows.progress(task))
