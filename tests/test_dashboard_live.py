@@ -200,7 +200,8 @@ async def test_a_burst_of_5000_events_is_coalesced_into_a_few_messages(staff_coo
             for m in messages
             if "counts" in m["sections"] or "totals" in m["sections"]
         ]
-        assert shown[-1] == 5001, (comm.scope["path"], shown[-5:], len(messages))  # (a trailing refresh may carry only other sections)
+        # (a trailing refresh may carry only other sections)
+        assert shown[-1] == 5001, (comm.scope["path"], shown[-5:], len(messages))
         await comm.disconnect()
 
 
