@@ -38,7 +38,7 @@ def test_always_failing_task_ends_in_failures_with_traceback(client, workers):
     the task and in the failure history."""
     q = Queue("retries")
     tid = q.enqueue('{"fail": "always"}', retries=1)
-    workers(["retries"])
+    w = workers(["retries"])
     wait_for(lambda: q.counts()["failed"] == 1, timeout=15, message="the task to fail for good")
     task = q.get(tid)
     assert task.state == "failed" and task.attempt == 2
@@ -49,6 +49,8 @@ def test_always_failing_task_ends_in_failures_with_traceback(client, workers):
     assert newest["payload"] == '{"fail": "always"}' and newest["worker"]
     assert isinstance(newest["failed_at"], datetime)
     assert [f["id"] for f in q.failures()] == [tid, tid]  # both attempts, newest first
+    w.signal(signal.SIGTERM)  # stopped first: a live worker would take the retried task at once
+    w.wait()
     q.retry(tid)  # back to pending, attempts reset
     assert q.get(tid).state == "pending"
 
