@@ -96,6 +96,11 @@ def ensure(var_dir):
     return url
 
 
+def running(var_dir):
+    """Whether the embedded Redis of ``var_dir`` answers."""
+    return _alive(Path(var_dir).resolve() / "redis.sock")
+
+
 def stop(var_dir):
     """Shut the embedded Redis down (saving its data). Returns False if it was not running."""
     sock = Path(var_dir).resolve() / "redis.sock"

@@ -8,6 +8,18 @@ PORT=${PORT:-8000}
 mkdir -p var
 export DJANGO_SETTINGS_MODULE=worqr_site.settings
 
+# The embedded Redis outlives its users (like a database server); the demo stops it on exit
+# if it was not running before (the migrations may start it already).
+STOP_REDIS=0
+if [ -z "${WORQR_REDIS_URL:-}" ] && [ "$($PY manage.py embedded_redis status)" != "running" ]; then
+  STOP_REDIS=1
+fi
+WORKER=
+stop_all() {
+  if [ -n "$WORKER" ]; then kill -TERM "$WORKER" 2>/dev/null; wait "$WORKER" 2>/dev/null || true; fi
+  if [ "$STOP_REDIS" = 1 ]; then echo "Embedded Redis: $($PY manage.py embedded_redis stop)"; fi
+}
+trap stop_all EXIT
 $PY manage.py migrate --noinput >/dev/null
 $PY manage.py collectstatic --noinput >/dev/null
 PASSWORD=$($PY -c "import secrets; print(secrets.token_urlsafe(9))")
@@ -24,7 +36,6 @@ fi
 
 $PY manage.py worker default emails reports notifications --concurrency 4 --name demo-worker &
 WORKER=$!
-trap 'kill -TERM $WORKER 2>/dev/null; wait $WORKER 2>/dev/null || true' EXIT
 
 seq 1 30 | sed 's/^/order-/' | $PY manage.py enqueue default - >/dev/null
 seq 1 12 | sed 's/^/user-/;s/$/@example.com/' | $PY manage.py enqueue emails - >/dev/null
