@@ -43,7 +43,7 @@ def _run_demo(var, port):
 def _ctrl_c(proc):
     os.killpg(proc.pid, signal.SIGINT)  # what a terminal sends the foreground group
     try:
-        out, _ = proc.communicate(timeout=30)
+        out, _ = proc.communicate(timeout=60)  # the worker may finish a 10 s task first
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         out, _ = proc.communicate()
