@@ -57,6 +57,8 @@ def _demo_worker_alive():
 
 
 def test_demo_serves_the_dashboard_and_ctrl_c_stops_it_and_its_redis(tmp_path):
+    """`make demo`'s script with no Redis running: the dashboard answers, a worker and the
+    embedded Redis run; Ctrl-C (SIGINT to the group) stops the worker and that Redis."""
     var, port = tmp_path / "var", free_port()
     proc = _run_demo(var, port)
     try:
@@ -73,6 +75,7 @@ def test_demo_serves_the_dashboard_and_ctrl_c_stops_it_and_its_redis(tmp_path):
 
 
 def test_demo_leaves_an_embedded_redis_it_did_not_start_running(tmp_path):
+    """An embedded Redis already running before the demo is still running after its Ctrl-C."""
     var, port = tmp_path / "var", free_port()
     embedded.ensure(var)
     try:
