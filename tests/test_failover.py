@@ -199,7 +199,7 @@ def _kill_sentinel_master(s):
 
 
 @pytest.mark.parametrize("how", ["sentinel_failover", "kill_master"])
-def test_sentinel_failover_with_min_replicas_ack_loses_nothing(sentinels, tmp_path, how):
+def test_sentinel_failover_with_min_replicas_ack_loses_nothing_outside_the_switch(sentinels, tmp_path, how):
     """Sentinel, MIN_REPLICAS_ACK=1 with two replicas: across a SENTINEL FAILOVER or a kill -9 of
     the master, producers and workers carry on within 10 s, every acknowledged enqueue runs but
     (the README's limit: one acknowledgement of two replicas) some acknowledged within a second
