@@ -9,7 +9,8 @@ mkdir -p var
 export DJANGO_SETTINGS_MODULE=worqr_site.settings
 
 # The embedded Redis outlives its users (like a database server); the demo stops it on exit
-# if it was not running before (the migrations may start it already).
+# if it was not running before (asked first: saving the demo user below already reaches Redis,
+# as the dashboard closes the sockets of a changed user).
 STOP_REDIS=0
 if [ -z "${WORQR_REDIS_URL:-}" ] && [ "$($PY manage.py embedded_redis status)" != "running" ]; then
   STOP_REDIS=1
