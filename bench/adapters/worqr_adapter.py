@@ -37,7 +37,7 @@ VARIANTS = {
     "worqr-isolated": f"manage.py worker --isolation process --concurrency {CONCURRENCY}, sync handler in "
                       f"{CONCURRENCY} pre-forked handler processes per worker; N procs = N workers",
 }
-BULK = "Queue.enqueue_many (one Lua call per 5,000 tasks)"
+BULK = "Queue.enqueue_many (one Lua call per 500 tasks)"
 QUEUE = "bench"
 
 

@@ -94,7 +94,7 @@ class Queue:
         return task_id
 
     def enqueue_many(self, payloads, *, ids=None, after=None, on_parent_failure="cancel", **options):
-        """Add tasks, atomically in steps of 5,000; returns their ids in order.
+        """Add tasks, atomically in steps of 500 (``_BATCH``); returns their ids in order.
 
         Options: ``delay`` (seconds) or ``eta`` (a datetime) defers them; ``retries``,
         ``timeout`` (s) and ``backoff`` (s) override the handler's defaults; ``lock`` names a lock
