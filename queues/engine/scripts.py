@@ -283,16 +283,16 @@ def _run_waiting(client, script, queue, argv, want, durable):
                 continue
             raise reply
         if int(acked) < want[0]:
-            _recheck_master(target)
+            recheck_master(target)
         return _replicated(script.name, queue, reply, acked, want, durable)
     raise RuntimeError(f"{script.name}: could not run it on the master of queue {queue}")
 
 
-def _recheck_master(client):
+def recheck_master(client):
     """A write short of replicas, through Sentinel: ask the Sentinels where the master is. After a
     SENTINEL FAILOVER the old master takes writes (with no replica left) until it is demoted, up to
     10 s later; this moves the client's idle connections to the new master now."""
-    pool = client.connection_pool
+    pool = getattr(client, "connection_pool", None)  # none on a Redis Cluster client
     if hasattr(pool, "get_master_address"):
         try:
             before = pool.master_address
@@ -302,8 +302,12 @@ def _recheck_master(client):
             pass
 
 
-async def _arecheck_master(client):
-    pool = client.connection_pool
+async def arecheck_master(client):
+    """``recheck_master`` for an asyncio client; also called by each worker's heartbeat (with
+    MIN_REPLICAS_ACK), so that an idle worker (which writes nothing that could come back short of
+    replicas) leaves the old master within a beat or two of the Sentinels naming the new one, its
+    pub/sub included."""
+    pool = getattr(client, "connection_pool", None)  # none on a Redis Cluster client
     if hasattr(pool, "get_master_address"):
         try:
             before = pool.master_address
@@ -356,7 +360,7 @@ async def _arun_waiting(client, script, queue, argv, want, durable):
                 continue
             raise reply
         if int(acked) < want[0]:
-            await _arecheck_master(target)
+            await arecheck_master(target)
         return _replicated(script.name, queue, reply, acked, want, durable)
     raise RuntimeError(f"{script.name}: could not run it on the master of queue {queue}")
 

@@ -200,6 +200,14 @@ class Heart:
                     await self.sample_depth()
                 if not reaped:
                     self.last_beat = time.monotonic()
+                # Through Sentinel with MIN_REPLICAS_ACK: after a SENTINEL FAILOVER the old
+                # master keeps serving (and taking this worker's heartbeats) until it is demoted,
+                # up to 10 s later, while producers, refused there (no replica left), move to the
+                # new one; ask the Sentinels each beat and follow them. (Without it, producers
+                # stay on the old master until it is demoted, and so do workers, which then run
+                # what is enqueued there.)
+                if c.min_replicas_ack > 0:
+                    await scripts.arecheck_master(w.redis)
             except NETWORK_ERRORS as exc:
                 raise_if_cancelling()
                 log.warning("worqr: heartbeat failed: %s", exc)
