@@ -42,6 +42,8 @@ class Queue(engine_queue.Queue):
         """Add one task; returns its id. With ``on_commit=True`` inside a transaction the task is
         added when the transaction commits, and never if it rolls back (the id is returned now);
         ``durable=True`` keeps it in the outbox while Redis is unreachable."""
+        if not durable and not (on_commit and in_transaction(using)):
+            return super().enqueue(payload, **options)  # the engine's (its short road for a plain call)
         return self.enqueue_many([payload], on_commit=on_commit, durable=durable, using=using, **options)[0]
 
     def enqueue_many(self, payloads, *, on_commit=False, durable=False, using=None, **options):

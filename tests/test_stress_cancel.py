@@ -81,20 +81,27 @@ def test_a_cancel_sent_before_the_worker_subscribed_still_stops_the_task(client,
 @pytest.mark.parametrize("queue", ["sta1", "st1"], ids=["async", "sync"])
 def test_a_cancel_sent_while_the_worker_resubscribes_still_stops_the_task(client, workers, queue):
     """A running task is cancelled in the moment its worker's control connection is down (killed
-    just before): once the worker has resubscribed it stops the task, within 3 s."""
+    just before): once the worker has resubscribed it stops the task, within 3 s. redis-py's
+    pub/sub reconnects within milliseconds, so the cancel does not always land in the gap: the
+    test tries up to 6 tasks, checks every one stops in time, and needs at least one race made."""
     q = Queue(queue)
     workers([queue], concurrency=1, name="resub")
     wait_ready(client, "resub")
-    tid = q.enqueue(json.dumps({"sleep": 10}))
-    wait_for(lambda: [e for e in events(client, queue, "start") if e["id"] == tid], message="the task to start")
-    wait_for(lambda: subscribed_clients(client), message="the worker to listen")
-    for _ in range(20):  # the worker waits 50 ms before resubscribing: the cancel lands in that gap
-        client.client_kill_filter(_type="pubsub")
-        cancelled_at = time.time()
-        if not subscribed_clients(client):
+    raced = 0
+    for attempt in range(6):
+        tid = q.enqueue(json.dumps({"sleep": 10}))
+        wait_for(lambda t=tid: [e for e in events(client, queue, "start") if e["id"] == t], message="the task to start")
+        wait_for(lambda: subscribed_clients(client), message="the worker to listen")
+        for _ in range(20):
+            client.client_kill_filter(_type="pubsub")
+            cancelled_at = time.time()
+            if not subscribed_clients(client):
+                break
+        assert q.cancel(tid) is True
+        raced += subscribed_clients(client) == []
+        problems = _stopped_promptly(client, queue, tid, cancelled_at)
+        assert not problems, f"attempt {attempt}: " + "; ".join(problems)
+        assert q.counts()["cancelled"] == attempt + 1 and q.counts()["completed"] == 0
+        if raced:
             break
-    assert q.cancel(tid) is True
-    assert subscribed_clients(client) == [], "the worker resubscribed before the cancel: no race made"
-    problems = _stopped_promptly(client, queue, tid, cancelled_at)
-    assert not problems, "; ".join(problems)
-    assert q.counts()["cancelled"] == 1 and q.counts()["completed"] == 0
+    assert raced, "the worker resubscribed before the cancel every time: no race made"

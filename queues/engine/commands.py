@@ -135,16 +135,26 @@ def enqueue(queue, items, **options):
     return Call("enqueue", queue, (len(items), *given.values(), *flat), _enqueued, durable="strict")
 
 
-#: ``enqueue``'s arguments after n for one task now, with no options (``enqueue_one``).
-_PLAIN = ("",) * len(ENQUEUE_OPTIONS)
+#: ``enqueue``'s arguments after n for one task now, with no options but a trace context
+#: (``enqueue_one``): before it, and after it.
+_TRACE_AT = list(ENQUEUE_OPTIONS).index("trace")
+_PLAIN = ("",) * _TRACE_AT, ("",) * (len(ENQUEUE_OPTIONS) - _TRACE_AT - 1)
 
 
-def enqueue_one(client, queue, task_id, payload):
-    """``enqueue`` of one task now, with no options, run at once on a synchronous client (the
-    common call, kept short; as durable as ``enqueue``): returns (whether the queue was new, the
-    task's id)."""
+def enqueue_one(client, queue, task_id, payload, trace=""):
+    """``enqueue`` of one task now, with no options but its trace context, run at once on a
+    synchronous client (the common call, kept short; as durable as ``enqueue``): returns
+    (whether the queue was new, the task's id). The short script ``push`` does it when it can
+    (no idle worker to hand the task to, no limits to count, no replicas to wait for),
+    ``enqueue`` when ``push`` declines."""
+    before, after = _PLAIN
     try:
-        reply = scripts.run(client, "enqueue", queue, 1, *_PLAIN, task_id, payload, "", "", durable="strict")
+        reply = None
+        if not getattr(client, "worqr_replicas", None):
+            reply = scripts.run(client, "push", queue, task_id, payload, "", trace)
+        if reply is None:
+            args = (1, *before, trace, *after, task_id, payload, "", "")
+            reply = scripts.run(client, "enqueue", queue, *args, durable="strict")
     except NotReplicated as exc:
         exc.reply = _enqueued(exc.reply)
         raise

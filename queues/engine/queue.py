@@ -1,6 +1,7 @@
 """Queue: enqueue tasks and manage them (cancel, retry, delete, pause, drop, purge, read)."""
 
 import hashlib
+import logging
 import math
 import os
 import time
@@ -13,6 +14,8 @@ from .errors import ConfigurationError, InvalidInput, InvalidTask, PayloadTooLar
 from .limits import check_concurrency, parse_rate
 from .registry import get_handler
 from .task import Task
+
+log = logging.getLogger("worqr")
 
 #: Tasks per enqueue call (each call is atomic), and entries per purge, drop or retry call: so
 #: that no script call holds Redis for long (under a few ms each, measured with 300,000 tasks).
@@ -79,19 +82,43 @@ class Queue:
         if len(raw) > config.max_payload_bytes:
             _too_large(raw, config)
         spec = get_handler(self.name)
-        keyed = spec is not None and (spec.lock is not None or spec.limits.partition is not None)
-        if keyed or tracing.enabled(config):  # a lock or partition from the payload: the full path
-            return self.enqueue_many([payload])[0]
+        if spec is not None and (spec.lock is not None or spec.limits.partition is not None):
+            return self.enqueue_many([payload])[0]  # a lock or partition from the payload: the full path
         task_id = new_task_id(self.name)
+        if not tracing.enabled(config):
+            return self._enqueue_one(connection, task_id, raw, "")
+        with tracing.enqueue_span(self.name, 1) as (span, trace):
+            task_id = self._enqueue_one(connection, task_id, raw, trace)
+            tracing.enqueued(span, [task_id])
+            return task_id
+
+    def _enqueue_one(self, connection, task_id, raw, trace):
         try:
-            is_new, task_id = commands.enqueue_one(connection.enqueue_client, self.name, task_id, raw)
+            is_new, task_id = commands.enqueue_one(connection.enqueue_client, self.name, task_id, raw, trace)
         except NETWORK_ERRORS:
             # The long way retries for ENQUEUE_RETRY_FOR with this id remembered: had the lost
             # call been applied, the retry adds nothing.
-            return self.enqueue_many([payload], ids=[task_id])[0]
+            options = dict.fromkeys(commands.TASK_OPTIONS, "")
+            return self._send("", options, [(task_id, raw, "", "")], trace, remember=True).ids[0]
         if is_new:
-            connection.client.sadd(keys.KNOWN_QUEUES, self.name)
+            self._known(connection)
         return task_id
+
+    def _known(self, connection):
+        """List the queue among the known ones after its first task went in: a SADD (idempotent),
+        retried as the enqueue is. The task is in either way, so a Redis gone for longer only
+        logs a warning (a worker of the queue lists it when it registers)."""
+        pause, deadline = 0.05, time.monotonic() + connection.config.enqueue_retry_for
+        while True:
+            try:
+                connection.enqueue_client.sadd(keys.KNOWN_QUEUES, self.name)
+                return
+            except NETWORK_ERRORS as exc:
+                if time.monotonic() + pause > deadline:
+                    log.warning("worqr: queue %s: could not list it among the known queues: %s", self.name, exc)
+                    return
+                time.sleep(pause)
+                pause = min(pause * 2, 0.5)
 
     def enqueue_many(self, payloads, *, ids=None, after=None, on_parent_failure="cancel", **options):
         """Add tasks, atomically in steps of 500 (``_BATCH``); returns their ids in order.
@@ -203,7 +230,7 @@ class Queue:
             out += reply.ids
             now = reply.now_ms
         if new:
-            self.client.sadd(keys.KNOWN_QUEUES, self.name)
+            self._known(self.connection)
         return commands.Enqueued(new, now, out)
 
     def validate(self, payloads, *, after=None, on_parent_failure="cancel", **options):

@@ -1,0 +1,262 @@
+"""The short road to Redis for script calls: connections held between calls, without redis-py's
+per-command machinery around each call.
+
+For one EVALSHA redis-py does much more than the call needs: its pool takes a lock, checks the
+process and moves the connection between its lists (and records metrics), then the command is
+dispatched, packed argument by argument, wrapped for retries and parsed through reply callbacks.
+On a one-by-one ``Queue.enqueue`` that took longer than Redis running the script, and a third
+of a worker's own time per task went there (README, "Performance, round three").
+
+``Direct`` (synchronous clients) and ``AsyncDirect`` (asyncio clients) keep a few connections
+taken from the client's own pool, pack each call with a head packed once per script and queue,
+send it and read the one reply. Their rules, which are what makes skipping the pool's checks
+safe:
+
+- a held connection is checked before each use as the pool checks the ones it hands out (closed
+  by the server, or data waiting: connected again before anything is sent), and the client's
+  health checks (``health_check_interval``) run as for its own commands;
+- a connection goes back to the held ones only after its whole reply was read (an error reply
+  is a whole reply); any other exception while it is out (a network error, a timeout, an
+  interrupt, a cancellation) drops its socket first, and the next use connects again;
+- held connections stay the pool's (counted by it, in use): closing the client closes them;
+  beyond ``KEEP`` held, a connection goes back to the pool, so the road never holds the pool's
+  last connections while other commands wait for one;
+- a forked child holds none of its parent's connections (redis-py closes them without touching
+  the parent's end);
+- network errors are retried as the client retries its own commands (the ``Retry`` of its
+  connections: none for ``Connection.enqueue_client``), then raised.
+
+Only a plain ``redis.Redis`` / ``redis.asyncio.Redis`` whose pool and connections are redis-py's
+own, without client-side caching or replicas to wait for, is served (``for_client`` and
+``for_async`` give None otherwise: a cluster or Sentinel client keeps its routing and failover).
+"""
+
+import os
+import select
+
+import redis
+import redis.asyncio
+from redis.exceptions import ConnectionError, NoScriptError, ResponseError, TimeoutError
+
+#: Connections a road holds at most; more go back to the pool after their call.
+KEEP = 8
+
+_SYNC = (
+    (redis.ConnectionPool,),
+    (redis.Connection, redis.UnixDomainSocketConnection, redis.SSLConnection),
+)
+_ASYNC = (
+    (redis.asyncio.ConnectionPool, redis.asyncio.BlockingConnectionPool),
+    (redis.asyncio.Connection, redis.asyncio.UnixDomainSocketConnection, redis.asyncio.SSLConnection),
+)
+
+
+def _bulk(value):
+    return b"$%d\r\n%s\r\n" % (len(value), value)
+
+
+def _readable(conn):
+    """Whether a connection that should have nothing to read has: data, or the server's end of
+    the connection (a ``poll`` of its socket: what redis-py's ``can_read`` finds, in one system
+    call instead of three)."""
+    sock = getattr(conn, "_sock", False)
+    if sock is False:  # not the socket connection this was written for: redis-py's own check
+        return conn.can_read()
+    if sock is None:
+        return False  # not connected: the send connects
+    poller = select.poll()
+    poller.register(sock, select.POLLIN)
+    return bool(poller.poll(0))
+
+
+def _is_noscript(exc):
+    return isinstance(exc, NoScriptError) or str(exc).startswith("NOSCRIPT")
+
+
+class _Road:
+    def __init__(self, client):
+        self._client = client
+        self._pool = client.connection_pool
+        self._encode = self._pool.get_encoder().encode  # the client's own (str, int, float...)
+        self._held = []
+        self._pid = os.getpid()
+        self._heads = {}
+
+    def _packed(self, script, fixed, args):
+        """The whole command: a head packed once per script and queue (``fixed``: its keys, key
+        prefix and queue name), then ``args``."""
+        key = (script.name, fixed[-1], len(args))
+        head = self._heads.get(key)
+        if head is None:
+            encode = self._encode
+            parts = [b"*%d\r\n" % (3 + len(fixed) + len(args)), _bulk(b"EVALSHA"), _bulk(encode(script.sha))]
+            head = b"".join([*parts, _bulk(encode(script.numkeys)), *(_bulk(encode(a)) for a in fixed)])
+            if len(self._heads) > 4096:  # queues made on the fly: keep the cache bounded
+                self._heads.clear()
+            self._heads[key] = head
+        encode = self._encode
+        return [head + b"".join([_bulk(encode(a)) for a in args])]
+
+    def _forked(self):
+        if self._pid != os.getpid():  # a forked child: the parent's sockets are not ours
+            self._held, self._pid = [], os.getpid()
+
+
+class Direct(_Road):
+    """Script calls for one synchronous client (see the module's docstring)."""
+
+    def run(self, script, fixed, args):
+        """Run ``script`` (``scripts.Script``) with its ``fixed`` arguments then ``args`` (as
+        ``scripts.run`` does, without replicas to wait for)."""
+        packed = self._packed(script, fixed, args)
+        try:
+            return self._call(packed)
+        except ResponseError as exc:
+            if not _is_noscript(exc):
+                raise
+        self._client.script_load(script.source)
+        return self._call(packed)
+
+    def _call(self, packed):
+        self._forked()
+        if self._held:
+            conn = self._held.pop()
+            self._ready(conn)
+        else:
+            conn = self._pool.get_connection()  # checked by the pool
+
+        def call():
+            conn.send_packed_command(packed)
+            return conn.read_response()
+
+        try:  # retried on network errors as the client's own commands are (its Retry)
+            reply = conn.retry.call_with_retry(call, lambda error: conn.disconnect())
+        except ResponseError:  # an error reply, read whole: the connection is fine
+            self._put(conn)
+            raise
+        except BaseException:
+            conn.disconnect()
+            self._put(conn)
+            raise
+        self._put(conn)
+        return reply
+
+    def _ready(self, conn):
+        """The pool's check of a connection it hands out, for a held one: one closed by the
+        server (a restart, a kill, a timeout) or with data waiting is connected again before
+        anything is sent on it. Anything raised puts it back."""
+        try:
+            try:
+                if _readable(conn):
+                    raise ConnectionError("connection has data")
+            except (ConnectionError, OSError):
+                conn.disconnect()
+                conn.connect()
+                if conn.can_read():
+                    raise ConnectionError("connection not ready") from None
+        except BaseException:
+            conn.disconnect()
+            self._put(conn)
+            raise
+
+    def _put(self, conn):
+        if len(self._held) < KEEP:
+            self._held.append(conn)
+        else:
+            self._pool.release(conn)
+
+
+class AsyncDirect(_Road):
+    """Script calls for one asyncio client (see the module's docstring)."""
+
+    async def run(self, script, fixed, args):
+        """As ``Direct.run``, on an asyncio client."""
+        packed = self._packed(script, fixed, args)
+        try:
+            return await self._call(packed)
+        except ResponseError as exc:
+            if not _is_noscript(exc):
+                raise
+        await self._client.script_load(script.source)
+        return await self._call(packed)
+
+    async def _call(self, packed):
+        self._forked()
+        if self._held:
+            conn = self._held.pop()
+            await self._ready(conn)
+        else:
+            conn = await self._pool.get_connection()  # checked by the pool
+
+        async def call():
+            await conn.send_packed_command(packed)
+            return await conn.read_response()
+
+        async def failed(error):
+            await conn.disconnect()
+
+        try:  # retried on network errors as the client's own commands are (its Retry)
+            reply = await conn.retry.call_with_retry(call, failed)
+        except ResponseError:
+            await self._put(conn)
+            raise
+        except BaseException:
+            await conn.disconnect(nowait=True)
+            await self._put(conn)
+            raise
+        await self._put(conn)
+        return reply
+
+    async def _ready(self, conn):
+        """As ``Direct._ready``."""
+        try:
+            try:
+                await conn.connect()  # nothing to do when connected
+                if await conn.can_read_destructive():
+                    raise ConnectionError("connection has data")
+            except (ConnectionError, TimeoutError, OSError):
+                await conn.disconnect()
+                await conn.connect()
+                if await conn.can_read_destructive():
+                    raise ConnectionError("connection not ready") from None
+        except BaseException:
+            await conn.disconnect(nowait=True)
+            await self._put(conn)
+            raise
+
+    async def _put(self, conn):
+        if len(self._held) < KEEP:
+            self._held.append(conn)
+        else:
+            await self._pool.release(conn)
+
+
+def _served(client, kinds):
+    pools, connections = kinds
+    pool = getattr(client, "connection_pool", None)
+    return (
+        type(pool) in pools
+        and pool.connection_class in connections
+        and getattr(pool, "cache", None) is None
+        and not getattr(client, "worqr_replicas", None)
+    )
+
+
+def for_client(client):
+    """The synchronous client's ``Direct``, made on first use; None when it is not one served
+    (a cluster, Sentinel, a custom pool or connection class, client-side caching, or writes
+    that wait for replicas)."""
+    road = getattr(client, "worqr_direct", False)
+    if road is False:
+        road = Direct(client) if type(client) is redis.Redis and _served(client, _SYNC) else None
+        client.worqr_direct = road
+    return road
+
+
+def for_async(client):
+    """The asyncio client's ``AsyncDirect`` (as ``for_client``)."""
+    road = getattr(client, "worqr_direct", False)
+    if road is False:
+        road = AsyncDirect(client) if type(client) is redis.asyncio.Redis and _served(client, _ASYNC) else None
+        client.worqr_direct = road
+    return road
