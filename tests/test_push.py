@@ -12,12 +12,19 @@ import time
 import pytest
 
 from queues import Queue
-from queues.engine import Connection, direct, keys, scripts
+from queues.engine import Connection, commands, direct, keys, scripts
 from tests.conftest import ON_CLUSTER, records, wait_for
 
 pytestmark = pytest.mark.skipif(
     ON_CLUSTER, reason="direct serves a plain Redis (a cluster client keeps redis-py's road)"
 )
+
+
+@pytest.fixture(autouse=True)
+def _push_again():
+    """Each test starts with push tried first (a decline sends a queue's calls straight to
+    enqueue for a second)."""
+    commands._declined.clear()
 
 
 def _hash(client, queue, task_id):
@@ -71,6 +78,27 @@ def test_push_declines_without_writing_when_a_worker_is_idle_or_the_queue_has_li
         task_id = q.enqueue("through enqueue")
         assert q.get(task_id).payload == "through enqueue"
         assert int(client.hget(keys.queue_key("t1", "stats"), "enqueued")) == 1
+
+
+def test_after_a_decline_the_queue_goes_straight_to_enqueue_for_a_second(client, monkeypatch):
+    """A declined push (a worker idle) sends the queue's next calls straight to enqueue, which
+    hands them over; once that second is over push is tried again (and takes the call once no
+    worker is idle)."""
+    q = Queue("t1")
+    client.sadd(keys.queue_key("t1", "idle"), "w-gone")  # a worker listed idle (not running)
+    q.enqueue("declined")
+    assert "t1" in commands._declined
+    calls = []
+    real = scripts.run
+    monkeypatch.setattr(scripts, "run", lambda c, name, *a, **k: calls.append(name) or real(c, name, *a, **k))
+    q.enqueue("straight")
+    assert calls == ["enqueue"]
+    client.delete(keys.queue_key("t1", "idle"))
+    monkeypatch.setattr(commands, "_DECLINED_FOR", 0.0)
+    q.enqueue("push again")
+    assert calls == ["enqueue", "push"]
+    pending = [i.decode() for i in client.lrange(keys.queue_key("t1", "pending"), 0, -1)]
+    assert [q.get(i).payload for i in pending] == ["declined", "straight", "push again"]
 
 
 def test_a_task_enqueued_while_the_worker_is_idle_runs_at_once(client, workers):

@@ -8,6 +8,7 @@ script, the queue and the task. ``Queue``, the worker and the tests call these, 
 ``scripts.run`` with raw arguments.
 """
 
+import time
 from dataclasses import dataclass, field
 
 from . import keys, scripts
@@ -141,17 +142,31 @@ _TRACE_AT = list(ENQUEUE_OPTIONS).index("trace")
 _PLAIN = ("",) * _TRACE_AT, ("",) * (len(ENQUEUE_OPTIONS) - _TRACE_AT - 1)
 
 
+#: Queues whose last ``push`` declined (an idle worker, or limits), and when: ``enqueue_one`` goes
+#: straight to ``enqueue`` for them for ``_DECLINED_FOR`` seconds, so a queue whose workers wait
+#: for work (where a pickup's latency counts) pays no declined call before each hand-over.
+_declined = {}
+_DECLINED_FOR = 1.0
+
+
 def enqueue_one(client, queue, task_id, payload, trace=""):
     """``enqueue`` of one task now, with no options but its trace context, run at once on a
     synchronous client (the common call, kept short; as durable as ``enqueue``): returns
     (whether the queue was new, the task's id). The short script ``push`` does it when it can
     (no idle worker to hand the task to, no limits to count, no replicas to wait for),
-    ``enqueue`` when ``push`` declines."""
+    ``enqueue`` when ``push`` declines (and, for a second, for the queue's next calls)."""
     before, after = _PLAIN
     try:
         reply = None
-        if not getattr(client, "worqr_replicas", None):
+        if (
+            not getattr(client, "worqr_replicas", None)
+            and time.monotonic() - _declined.get(queue, -1e9) > _DECLINED_FOR
+        ):
             reply = scripts.run(client, "push", queue, task_id, payload, "", trace)
+            if reply is None:
+                if len(_declined) > 4096:  # queues made on the fly: keep it bounded
+                    _declined.clear()
+                _declined[queue] = time.monotonic()
         if reply is None:
             args = (1, *before, trace, *after, task_id, payload, "", "")
             reply = scripts.run(client, "enqueue", queue, *args, durable="strict")
