@@ -119,11 +119,12 @@ class Direct(_Road):
 
     def _call(self, packed):
         self._forked()
-        if self._held:
-            conn = self._held.pop()
-            self._ready(conn)
-        else:
+        try:
+            conn = self._held.pop()  # (threads share the road: pop, never look then pop)
+        except IndexError:
             conn = self._pool.get_connection()  # checked by the pool
+        else:
+            self._ready(conn)
 
         def call():
             conn.send_packed_command(packed)
@@ -182,11 +183,12 @@ class AsyncDirect(_Road):
 
     async def _call(self, packed):
         self._forked()
-        if self._held:
+        try:
             conn = self._held.pop()
-            await self._ready(conn)
-        else:
+        except IndexError:
             conn = await self._pool.get_connection()  # checked by the pool
+        else:
+            await self._ready(conn)
 
         async def call():
             await conn.send_packed_command(packed)
@@ -211,7 +213,8 @@ class AsyncDirect(_Road):
         """As ``Direct._ready``."""
         try:
             try:
-                await conn.connect()  # nothing to do when connected
+                if not conn.is_connected:
+                    await conn.connect()
                 if await conn.can_read_destructive():
                     raise ConnectionError("connection has data")
             except (ConnectionError, TimeoutError, OSError):
