@@ -44,7 +44,7 @@ def _events(client, queue, action):
     return out
 
 
-@pytest.mark.parametrize("payload", ["short", "y" * 100, "z" * 2000, "é\udcff"])
+@pytest.mark.parametrize("payload", ["short", "y" * 100, "z" * 2000, "é\udcff", "é" * 500_000])
 def test_plain_enqueue_writes_exactly_what_enqueue_many_writes(client, payload):
     """The same payload through ``enqueue`` (push) and ``enqueue_many`` (enqueue): the same task
     fields (pieces, bytes kind, no state field), the same event, the same stats and list."""
@@ -110,6 +110,15 @@ def test_a_task_enqueued_while_the_worker_is_idle_runs_at_once(client, workers):
         ids.append(Queue("t1").enqueue(f"idle-{i}"))
         wait_for(lambda n=i + 1: len(records(client, "t1")) == n, 5, interval=0.005, message=f"run {i}")
     assert [r["id"] for r in records(client, "t1")] == ids
+
+
+def test_a_payload_over_the_limit_is_refused_before_anything_is_sent(client):
+    """5 MB of text (the limit is MAX_PAYLOAD_BYTES, 1 MiB): PayloadTooLarge, and nothing in Redis."""
+    from queues.engine.errors import PayloadTooLarge
+
+    with pytest.raises(PayloadTooLarge, match="MAX_PAYLOAD_BYTES"):
+        Queue("t1").enqueue("x" * 5_000_000)
+    assert not client.exists(keys.queue_key("t1", "pending"), keys.queue_key("t1", "stats"))
 
 
 def test_an_existing_id_is_left_as_it_is(client):

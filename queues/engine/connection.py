@@ -35,6 +35,14 @@ NETWORK_ERRORS = (
 )
 
 
+def is_noscript(exc):
+    """Whether ``exc`` is Redis saying it does not have a script (EVALSHA of one not loaded yet,
+    or flushed): the caller loads it and calls again."""
+    return isinstance(exc, redis.exceptions.NoScriptError) or (
+        isinstance(exc, redis.exceptions.ResponseError) and str(exc).startswith("NOSCRIPT")
+    )
+
+
 def raise_if_cancelling():
     """Re-raise a cancellation that redis-py turned into a network error (a connection closed
     while its reader was being cancelled): loops that retry network errors call this first, so

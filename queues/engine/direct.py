@@ -36,7 +36,9 @@ import select
 
 import redis
 import redis.asyncio
-from redis.exceptions import ConnectionError, NoScriptError, ResponseError, TimeoutError
+from redis.exceptions import ConnectionError, ResponseError, TimeoutError
+
+from .connection import is_noscript
 
 #: Connections a road holds at most; more go back to the pool after their call.
 KEEP = 8
@@ -67,10 +69,6 @@ def _readable(conn):
     poller = select.poll()
     poller.register(sock, select.POLLIN)
     return bool(poller.poll(0))
-
-
-def _is_noscript(exc):
-    return isinstance(exc, NoScriptError) or str(exc).startswith("NOSCRIPT")
 
 
 class _Road:
@@ -112,7 +110,7 @@ class Direct(_Road):
         try:
             return self._call(packed)
         except ResponseError as exc:
-            if not _is_noscript(exc):
+            if not is_noscript(exc):
                 raise
         self._client.script_load(script.source)
         return self._call(packed)
@@ -176,7 +174,7 @@ class AsyncDirect(_Road):
         try:
             return await self._call(packed)
         except ResponseError as exc:
-            if not _is_noscript(exc):
+            if not is_noscript(exc):
                 raise
         await self._client.script_load(script.source)
         return await self._call(packed)

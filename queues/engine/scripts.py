@@ -24,11 +24,11 @@ from collections import Counter
 from functools import cache, lru_cache
 from pathlib import Path
 
-from redis.exceptions import AskError, ClusterDownError, NoScriptError, ResponseError, TryAgainError
+from redis.exceptions import AskError, ClusterDownError, ResponseError, TryAgainError
 
 from . import direct, durations, keys, task
 from .codes import lua_placeholders
-from .connection import NETWORK_ERRORS, is_cluster
+from .connection import NETWORK_ERRORS, is_cluster, is_noscript
 from .errors import NotReplicated
 
 log = logging.getLogger("worqr")
@@ -202,10 +202,6 @@ def _keys_and_head(name, queue):
     return tuple(keys.queue_key(queue, kind) for kind in script.kinds) + (keys.queue_prefix(queue), queue)
 
 
-def _is_noscript(exc):
-    return isinstance(exc, NoScriptError) or (isinstance(exc, ResponseError) and str(exc).startswith("NOSCRIPT"))
-
-
 def run(client, name, queue, *args, durable=None):
     """Run script ``name`` for ``queue`` on a synchronous client. ``durable`` (``strict`` or
     ``log``): a write that must reach ``MIN_REPLICAS_ACK`` replicas (see ``_replicated``)."""
@@ -221,7 +217,7 @@ def run(client, name, queue, *args, durable=None):
     try:
         return client.evalsha(script.sha, script.numkeys, *argv)
     except ResponseError as exc:
-        if not _is_noscript(exc):
+        if not is_noscript(exc):
             raise
         client.script_load(script.source)
         return client.evalsha(script.sha, script.numkeys, *argv)
@@ -241,7 +237,7 @@ async def arun(client, name, queue, *args, durable=None):
     try:
         return await client.evalsha(script.sha, script.numkeys, *argv)
     except ResponseError as exc:
-        if not _is_noscript(exc):
+        if not is_noscript(exc):
             raise
         await client.script_load(script.source)
         return await client.evalsha(script.sha, script.numkeys, *argv)
@@ -290,7 +286,7 @@ def _run_waiting(client, script, queue, argv, want, durable):
                 _refresh(client)
             raise
         if isinstance(reply, Exception):
-            if _is_noscript(reply):
+            if is_noscript(reply):
                 target.script_load(script.source)
                 continue
             if is_cluster(client) and _is_moved(reply) and attempt < 3:
@@ -367,7 +363,7 @@ async def _arun_waiting(client, script, queue, argv, want, durable):
                 await _arefresh(client)
             raise
         if isinstance(reply, Exception):
-            if _is_noscript(reply):
+            if is_noscript(reply):
                 await target.script_load(script.source)
                 continue
             if is_cluster(client) and _is_moved(reply) and attempt < 3:
@@ -403,7 +399,7 @@ def _pipelined(client, calls):
             script = get(name)
             p.evalsha(script.sha, script.numkeys, *_keys_and_head(name, queue), *args)
         replies = p.execute(raise_on_error=False)
-        missing = {name for (name, _, _), r in zip(calls, replies) if isinstance(r, Exception) and _is_noscript(r)}
+        missing = {name for (name, _, _), r in zip(calls, replies) if isinstance(r, Exception) and is_noscript(r)}
         if not missing or attempt == 2:
             for r in replies:
                 if isinstance(r, Exception):
