@@ -10,6 +10,7 @@ last 30 s on each side of the failover instead of 3 s.
 
 import json
 import os
+import signal
 import threading
 import time
 from collections import Counter
@@ -264,3 +265,35 @@ def test_cluster_master_kill_with_min_replicas_ack_loses_nothing(cluster, tmp_pa
     f = under_load(f"cluster-{how}-ack1", cluster.url, 1, disrupt, tmp_path, admin)
     assert f["lost"] == 0, f
     assert f["duplicates"] <= 2 * WORKERS * CONCURRENCY, f
+
+
+def test_frozen_sentinels_never_hold_a_workers_heartbeat_up(sentinels, tmp_path):
+    """Sentinel, MIN_REPLICAS_ACK=1: every Sentinel frozen (SIGSTOP) for 8 s, the master fine.
+    The worker asks the Sentinels where the master is at every beat, and each ask now waits a
+    second per Sentinel and more: its heartbeat key must never expire meanwhile (the worker
+    would be presumed dead, its tasks handed to others), and tasks enqueued on the master run."""
+    env = {"WORQR_REDIS_URL": sentinels.url, "WORQR_TEST_MIN_REPLICAS_ACK": "1", "WORQR_TEST_RUNS_DIR": str(tmp_path)}
+    w = WorkerProcess(["fo"], concurrency=2, name="frozen-s", env=env, grace=1)
+    master = sentinels.current_master().client()
+    queue = Queue("fo", Connection(f"redis://127.0.0.1:{sentinels.current_master().port}/0"))
+    try:
+        wait_for(lambda: master.exists(keys.heartbeat_key("frozen-s")), 20, message="the worker to register")
+        time.sleep(2.5)  # a worker that has been beating for a while
+        for s in sentinels.sentinels:
+            s.proc.send_signal(signal.SIGSTOP)
+        try:
+            frozen_at, missing, n = time.monotonic(), [], 0
+            while time.monotonic() - frozen_at < 8.0:
+                if not master.exists(keys.heartbeat_key("frozen-s")):
+                    missing.append(round(time.monotonic() - frozen_at, 2))
+                n += 1
+                queue.enqueue(str(n))
+                time.sleep(0.1)
+        finally:
+            for s in sentinels.sentinels:
+                s.proc.send_signal(signal.SIGCONT)
+        wait_for(lambda: len(ran(tmp_path)) >= n, 10, 0.1, lambda: f"{n} tasks to run (ran {len(ran(tmp_path))})")
+    finally:
+        w.close()
+    assert missing == [], f"the heartbeat key was gone at {missing} s into the freeze"
+    assert "registration gone" not in w.output(), w.output()

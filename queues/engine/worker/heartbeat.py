@@ -40,6 +40,8 @@ class Heart:
         self.registered_once = False
         self._cpu_mark = (time.monotonic(), _cpu_seconds())
         self.sampled_at = 0.0  # when the queues' depth was last sampled (monotonic)
+        self.side = None  # the beats' side work under way (``_side``), an asyncio task
+        self.reaped_seen = False  # workers were reaped: the gone ones are to be noted
 
     @property
     def ttl(self):
@@ -165,6 +167,17 @@ class Heart:
     # -- beating ---------------------------------------------------------------------------
 
     async def run(self):
+        """Beat until cancelled, on a client of its own (one connection kept open): a beat never
+        waits for the pool's connections, nor for a new one, which through Sentinel means asking
+        the Sentinels where the master is (seconds, if they are slow or cut off: the key would
+        expire and the worker be presumed dead while it runs its tasks)."""
+        client = self.w.connection.async_client(max_connections=2)
+        try:
+            await self._beat(client)
+        finally:
+            await client.aclose()
+
+    async def _beat(self, r):
         w, c = self.w, self.w.config
         while True:
             await asyncio.sleep(c.heartbeat_interval)
@@ -173,10 +186,8 @@ class Heart:
                 continue
             try:
                 faults.raise_once("heartbeat-raise")
-                key_alive = await w.redis.set(
-                    keys.heartbeat_key(w.name), self._info(), px=int(self.ttl * 1000), xx=True
-                )
-                reaped, reaped_others = [], False
+                key_alive = await r.set(keys.heartbeat_key(w.name), self._info(), px=int(self.ttl * 1000), xx=True)
+                reaped = []
                 for q in w.queues:
                     spec = w.specs[q]
                     status, dead, _ = await commands.heartbeat(
@@ -189,35 +200,48 @@ class Heart:
                         backoff_max=c.backoff_max,
                         jitter=random.random() * c.backoff_jitter,
                         history=c.failure_history,
-                    ).arun(w.redis)
+                    ).arun(r)
                     if status == Code.NOT_REGISTERED:
                         reaped.append(q)
-                    reaped_others = reaped_others or dead > 0
-                if reaped_others:
-                    await self.note_reaped()
-                if time.monotonic() - self.sampled_at >= DEPTH_EVERY:
-                    self.sampled_at = time.monotonic()
-                    await self.sample_depth()
+                    self.reaped_seen = self.reaped_seen or dead > 0
                 if not reaped:
                     self.last_beat = time.monotonic()
-                # Through Sentinel with MIN_REPLICAS_ACK: after a SENTINEL FAILOVER the old
-                # master keeps serving (and taking this worker's heartbeats) until it is demoted,
-                # up to 10 s later, while producers, refused there (no replica left), move to the
-                # new one; ask the Sentinels each beat and follow them. (Without it, producers
-                # stay on the old master until it is demoted, and so do workers, which then run
-                # what is enqueued there.)
-                if c.min_replicas_ack > 0:
-                    await scripts.arecheck_master(w.redis)
             except NETWORK_ERRORS as exc:
                 raise_if_cancelling()
                 log.warning("worqr: heartbeat failed: %s", exc)
                 continue
+            if self.side is None or self.side.done():
+                self.side = asyncio.ensure_future(self._side(r))
             if reaped:
                 w.lost_registration(reaped)
             if (reaped or not key_alive) and not w.stopping:
                 log.warning("worqr: worker %s found its registration gone; registering again", w.name)
                 w.lost_registration([])
                 await self._reregister()
+
+    async def _side(self, r):
+        """What a beat does besides beating, in a task of its own (one at a time), so that none of
+        it holds the next beat up: note the workers reaped, sample the queues' depth and, through
+        Sentinel with MIN_REPLICAS_ACK, ask the Sentinels where the master is. (After a SENTINEL
+        FAILOVER the old master keeps serving, and taking this worker's heartbeats, until it is
+        demoted, up to 10 s later, while producers, refused there for want of replicas, move to
+        the new one: without asking, workers stay on the old master and run what is enqueued
+        there. The Sentinels take a second each to give up when they are cut off.)"""
+        try:
+            if self.reaped_seen:
+                self.reaped_seen = False
+                await self.note_reaped()
+            if time.monotonic() - self.sampled_at >= DEPTH_EVERY:
+                self.sampled_at = time.monotonic()
+                await self.sample_depth()
+            if self.w.config.min_replicas_ack > 0:
+                await scripts.arecheck_master(self.w.redis)
+                await scripts.arecheck_master(r)
+        except NETWORK_ERRORS as exc:
+            raise_if_cancelling()
+            log.warning("worqr: heartbeat's side work failed: %s", exc)
+        except Exception:
+            log.exception("worqr: heartbeat's side work failed")
 
     async def remember_gone(self, entry):
         """Add ``entry`` to the list of gone workers (``keys.GONE_WORKERS``), at Redis's time."""

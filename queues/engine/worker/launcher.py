@@ -201,6 +201,9 @@ class Worker:
         finally:
             for h in helpers:
                 h.cancel()
+            if self.heart.side is not None:  # the heartbeat's side work under way
+                self.heart.side.cancel()
+                helpers.append(self.heart.side)
             if helpers:  # cancelled helpers end at once; never let one hold the exit up
                 await asyncio.wait(helpers, timeout=5.0)
             self.pool.shutdown()
@@ -238,7 +241,7 @@ class Worker:
         if self.early_cancels.pop((d.task.queue, d.task.id), None) is not None:
             d.cancel_locally()  # cancelled before we even knew we had it: it never starts
         self.deliveries[d.key] = d
-        d.runner = asyncio.ensure_future(processor.run(self, d))
+        d.runner = self.loop.create_task(processor.run(self, d))
 
     def delivery_done(self, d):
         self.deliveries.pop(d.key, None)
