@@ -57,6 +57,30 @@ def _bulk(value):
     return b"$%d\r\n%s\r\n" % (len(value), value)
 
 
+def _packer(encoder):
+    """A function packing a call's arguments as the client's ``encoder`` would, with the
+    common types (str in UTF-8, bytes, int) done without its chain of type checks: the
+    arguments of a worker's ``start`` call (acknowledgements: ids, leases, results) were a
+    twentieth of its time per task."""
+    encode = encoder.encode
+    utf8 = encoder.encoding.lower().replace("-", "") == "utf8" and encoder.encoding_errors == "strict"
+
+    def pack(args):
+        out = []
+        for a in args:
+            kind = type(a)
+            if kind is str and utf8:
+                a = a.encode()
+            elif kind is int:
+                a = b"%d" % a
+            elif kind is not bytes:
+                a = encode(a)
+            out.append(b"$%d\r\n%s\r\n" % (len(a), a))
+        return b"".join(out)
+
+    return pack
+
+
 def _readable(conn):
     """Whether a connection that should have nothing to read has: data, or the server's end of
     the connection (a ``poll`` of its socket: what redis-py's ``can_read`` finds, in one system
@@ -71,11 +95,19 @@ def _readable(conn):
     return bool(poller.poll(0))
 
 
+def _can_read(conn):
+    """An asyncio connection's check for data waiting (or its end closed): ``can_read`` in
+    redis-py 8 (``can_read_destructive``, the older name, warns there on every call)."""
+    check = getattr(conn, "can_read", None)
+    return check() if check is not None else conn.can_read_destructive()
+
+
 class _Road:
     def __init__(self, client):
         self._client = client
         self._pool = client.connection_pool
-        self._encode = self._pool.get_encoder().encode  # the client's own (str, int, float...)
+        encoder = self._pool.get_encoder()  # the client's own (str, int, float...)
+        self._encode, self._pack = encoder.encode, _packer(encoder)
         self._held = []
         self._pid = os.getpid()
         self._heads = {}
@@ -92,8 +124,7 @@ class _Road:
             if len(self._heads) > 4096:  # queues made on the fly: keep the cache bounded
                 self._heads.clear()
             self._heads[key] = head
-        encode = self._encode
-        return [head + b"".join([_bulk(encode(a)) for a in args])]
+        return [head + self._pack(args)]
 
     def _forked(self):
         if self._pid != os.getpid():  # a forked child: the parent's sockets are not ours
@@ -213,12 +244,12 @@ class AsyncDirect(_Road):
             try:
                 if not conn.is_connected:
                     await conn.connect()
-                if await conn.can_read_destructive():
+                if await _can_read(conn):
                     raise ConnectionError("connection has data")
             except (ConnectionError, TimeoutError, OSError):
                 await conn.disconnect()
                 await conn.connect()
-                if await conn.can_read_destructive():
+                if await _can_read(conn):
                     raise ConnectionError("connection not ready") from None
         except BaseException:
             await conn.disconnect(nowait=True)

@@ -137,7 +137,7 @@ async def run(worker, d):
             d.handle = worker.pool.submit(worker.loop, func, task)
         timeout = task.timeout if task.timeout and task.timeout > 0 else None
         if timeout is None:
-            await asyncio.wait((d.handle,))
+            await _ended(d.handle)
         elif not (await asyncio.wait((d.handle,), timeout=timeout))[0]:  # timed out
             d.cancel_locally()
             if not d.reported:
@@ -146,7 +146,8 @@ async def run(worker, d):
                 await worker.reporter.failure(d, f"TaskTimeout: ran longer than its timeout of {timeout:g} s", "")
             await asyncio.wait((d.handle,))  # the slot (and a lock) stay taken until it really ends
             return
-        await worker.progress.flush_task(task)  # its log goes before its outcome (kept if it failed)
+        if worker.progress.buffer:  # its log goes before its outcome (kept if it failed)
+            await worker.progress.flush_task(task)
         await _report(worker, d)
     except Exception:  # a bug here must not kill the worker; the task is recovered by lease
         log.exception("worqr: error while running task %s", task.id)
@@ -154,6 +155,18 @@ async def run(worker, d):
         d.ended = True
         worker.reporter.release_if_due(d)
         worker.delivery_done(d)
+
+
+async def _ended(handle):
+    """Wait until ``handle`` is done, whatever its outcome (``_report`` reads it), as
+    ``asyncio.wait((handle,))`` does without its waiter future and callbacks. Unlike that, a
+    cancel of the waiting task itself (only the loop's own shutdown does that) reaches the
+    handle too, and is raised."""
+    try:
+        await handle
+    except BaseException:
+        if not handle.done() or asyncio.current_task().cancelling():
+            raise
 
 
 async def _report(worker, d):
