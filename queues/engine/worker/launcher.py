@@ -5,7 +5,7 @@ The launcher owns the worker's state and its lifecycle; the duties are in their 
 1. ``heartbeat.Heart`` registers the worker (claiming its name) and beats;
 2. ``control.Listener`` listens on the worker's control channel;
 3. ``fetch.Fetcher`` fills free slots, acknowledging finished tasks in the same calls;
-4. ``processor.run`` runs each delivery; ``reporter.Reporter`` reports outcomes;
+4. ``processor.start`` runs each delivery; ``reporter.Reporter`` reports outcomes;
    ``scheduler.Scheduler`` syncs the schedules and fires their ticks (every worker takes part);
 5. on stop (``request_stop``, SIGTERM/SIGINT): take no more work, let running tasks finish for up
    to ``grace`` seconds (a second signal ends the grace at once), give the rest back to the
@@ -241,7 +241,7 @@ class Worker:
         if self.early_cancels.pop((d.task.queue, d.task.id), None) is not None:
             d.cancel_locally()  # cancelled before we even knew we had it: it never starts
         self.deliveries[d.key] = d
-        d.runner = self.loop.create_task(processor.run(self, d))
+        processor.start(self, d)
 
     def delivery_done(self, d):
         self.deliveries.pop(d.key, None)
@@ -335,7 +335,8 @@ class Worker:
         for d in left:
             d.reported = True
             d.stop_now()
-        runners = [d.runner for d in left if d.stoppable and d.runner is not None]
+        # Until stopped handlers really end (a delivery started inline has no runner: its handle)
+        runners = [d.runner or d.handle for d in left if d.stoppable and (d.runner or d.handle) is not None]
         if runners:
             await asyncio.wait(runners, timeout=2.0)
         by_queue = defaultdict(list)
