@@ -13,7 +13,6 @@
 
 import asyncio
 import logging
-import time
 from collections import defaultdict, deque
 
 from .. import commands, keys
@@ -178,12 +177,8 @@ class Fetcher:
             asyncio.ensure_future(self._give_back(queue, task.id, task.lease))
             return
         d = processor.Delivery(task, w.spec_for(queue, task))
+        d.handed = True  # an idle worker's pickup: its start goes first (processor._launch)
         w.start_delivery(d)
-        if not d.stoppable and d.handle is not None:
-            # A sync handler's pool thread needs the GIL to start, and this thread would keep it
-            # through the fetcher's next call (up to its send): give it away once. An idle
-            # worker's pickup p50 went from 0.9-1.1 ms to 0.7-0.8 (README, round four).
-            time.sleep(0)
         w.changed.set()  # still free slots? the fetcher looks for more (and goes idle again)
 
     async def _give_back(self, queue, task_id, lease):
