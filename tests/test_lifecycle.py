@@ -105,6 +105,35 @@ def test_timeouts_stop_the_handler_and_count_as_failed_attempts(client, workers,
     assert [f["error"].split(":")[0] for f in q.failures()] == ["TaskTimeout", "TaskTimeout"]
 
 
+@pytest.mark.parametrize("queue", ["timeouts", "atimeouts"])
+def test_timeouts_racing_the_handlers_end_give_one_outcome_each(client, workers, queue):
+    """48 tasks whose handlers end from 100 ms before to 60 ms after their 1 s timeout, 8 at a time
+    (the timer and the handler's end race in the worker): every task ends once, completed by an
+    attempt that ended in time or failed by two TaskTimeouts; no report is refused as stale, no
+    error is logged, and the slots all come back."""
+    q = Queue(queue)
+    rng = random.Random(7)
+    ids = [q.enqueue(f'{{"sleep": {0.9 + 0.16 * rng.random():.3f}}}') for _ in range(48)]
+    w = workers([queue], concurrency=8)
+    wait_for(lambda: q.counts()["completed"] + q.counts()["failed"] == 48, timeout=40, message="every task to end")
+    counts = q.counts()
+    assert counts["active"] == counts["pending"] == counts["delayed"] == 0, counts
+    runs = records(client, queue)
+    completed = 0
+    for tid in ids:
+        t = q.get(tid)  # a completed task (no result kept) is gone
+        last = max((r for r in runs if r["id"] == tid), key=lambda r: r["attempt"])
+        if t is None:
+            completed += 1
+            assert last["outcome"] == "ok", last
+        else:
+            assert t.state == "failed" and t.attempt == 2 and "TaskTimeout" in t.error, t
+    assert completed == counts["completed"] and 0 < completed < 48, counts  # both sides of the race
+    assert "refused" not in w.output() and "error while running task" not in w.output(), w.output()
+    q.enqueue('{"sleep": 0}')  # the slots came back: a task runs at once
+    wait_for(lambda: q.counts()["completed"] == completed + 1, timeout=5, message="a quick task to run")
+
+
 def test_frozen_worker_loses_its_task_and_its_late_finish_is_refused(client, workers):
     """SIGSTOP a worker mid-task: past timeout + grace (or its heartbeat TTL) another worker gets
     the task with a new lease; after SIGCONT the frozen worker's outcome is refused."""

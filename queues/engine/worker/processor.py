@@ -47,6 +47,8 @@ class Delivery:
         "released",
         "span",
         "handed",
+        "timer",
+        "timing_out",
     )
 
     def __init__(self, task, spec):
@@ -61,6 +63,8 @@ class Delivery:
         self.released = False
         self.span = None  # the OpenTelemetry run span of this attempt, until its outcome is reported
         self.handed = False  # handed straight to this idle worker by an enqueue
+        self.timer = None  # its timeout's timer (started inline)
+        self.timing_out = False  # its timeout fired: ``_time_out`` reports it and ends it
 
     @property
     def key(self):
@@ -113,14 +117,14 @@ def _result_of(spec, value):
 
 
 def start(worker, d):
-    """Start delivery ``d`` on ``worker`` (a launcher.Worker). In the common case (no timeout, not
-    isolated, not cancelled before it could start, the worker responsive) the handler starts
-    here and a callback on its end reports the outcome: no asyncio task of the delivery's own,
-    and no loop step to start and to resume one (a sixth of a worker's time per task with a
-    no-op handler). Otherwise, and for an outcome whose report must wait (a failure, a log to
-    send first), ``run`` / ``_end`` as a task."""
+    """Start delivery ``d`` on ``worker`` (a launcher.Worker). In the common case (not isolated,
+    not cancelled before it could start, the worker responsive) the handler starts here, a timer
+    stands for its timeout, and a callback on its end reports the outcome: no asyncio task of
+    the delivery's own, and no loop step to start and to resume one (a sixth of a worker's time
+    per task with a no-op handler). Otherwise, and for what must be awaited (a failure's report,
+    a log to send first, a timeout), ``run`` / ``_end`` / ``_time_out`` as a task."""
     task = d.task
-    if task.timeout or d.isolated or d.reported or task.cancelled or worker.heart.unresponsive():
+    if d.isolated or d.reported or task.cancelled or worker.heart.unresponsive():
         d.runner = worker.loop.create_task(run(worker, d))
         return
     try:
@@ -129,12 +133,18 @@ def start(worker, d):
         log.exception("worqr: error while running task %s", task.id)
         _finish(worker, d)
         return
+    if task.timeout and task.timeout > 0:
+        d.timer = worker.loop.call_later(task.timeout, _timed_out, worker, d)
     d.handle.add_done_callback(functools.partial(_handle_ended, worker, d))
 
 
 def _handle_ended(worker, d, handle):
     """The handler of a delivery started by ``start`` ended: report it now if that needs no
-    await, else in a task (``_end``)."""
+    await, else in a task (``_end``). One whose timeout fired is ``_time_out``'s to end."""
+    if d.timer is not None:
+        d.timer.cancel()
+    if d.timing_out:
+        return
     try:
         if worker.progress.buffer or not _report_now(worker, d):  # its log goes before its outcome
             d.runner = worker.loop.create_task(_end(worker, d))
@@ -142,6 +152,37 @@ def _handle_ended(worker, d, handle):
     except Exception:
         log.exception("worqr: error while running task %s", d.task.id)
     _finish(worker, d)
+
+
+def _timed_out(worker, d):
+    """The timer of a delivery started by ``start``: its handler ran past its timeout (unless it
+    ended in the same loop turn: then its end callback reports it as it ended)."""
+    if d.handle.done():
+        return
+    d.timing_out = True
+    d.runner = worker.loop.create_task(_time_out(worker, d))
+
+
+async def _time_out(worker, d):
+    """As ``run`` does on a timeout: stop the handler (what can be stopped), report a failed
+    attempt at once, and end the delivery only once the handler has really returned (the slot,
+    and a lock, stay taken until then)."""
+    try:
+        d.cancel_locally()
+        if not d.reported:
+            d.reported = True
+            if worker.progress.buffer:
+                await worker.progress.flush_task(d.task)
+            await worker.reporter.failure(d, _timeout_message(d.task.timeout), "")
+        await _ended(d.handle)
+    except Exception:
+        log.exception("worqr: error while running task %s", d.task.id)
+    finally:
+        _finish(worker, d)
+
+
+def _timeout_message(timeout):
+    return f"TaskTimeout: ran longer than its timeout of {timeout:g} s"
 
 
 async def _end(worker, d):
@@ -207,7 +248,7 @@ async def run(worker, d):
             if not d.reported:
                 d.reported = True
                 await worker.progress.flush_task(task)
-                await worker.reporter.failure(d, f"TaskTimeout: ran longer than its timeout of {timeout:g} s", "")
+                await worker.reporter.failure(d, _timeout_message(timeout), "")
             await asyncio.wait((d.handle,))  # the slot (and a lock) stay taken until it really ends
             return
         if worker.progress.buffer:  # its log goes before its outcome (kept if it failed)
