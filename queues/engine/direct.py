@@ -53,10 +53,6 @@ _ASYNC = (
 )
 
 
-def _bulk(value):
-    return b"$%d\r\n%s\r\n" % (len(value), value)
-
-
 def _packer(encoder):
     """A function packing a call's arguments as the client's ``encoder`` would, with the
     common types (str in UTF-8, bytes, int) done without its chain of type checks: the
@@ -106,8 +102,7 @@ class _Road:
     def __init__(self, client):
         self._client = client
         self._pool = client.connection_pool
-        encoder = self._pool.get_encoder()  # the client's own (str, int, float...)
-        self._encode, self._pack = encoder.encode, _packer(encoder)
+        self._pack = _packer(self._pool.get_encoder())  # as the client's own encoder packs
         self._held = []
         self._pid = os.getpid()
         self._heads = {}
@@ -118,9 +113,8 @@ class _Road:
         key = (script.name, fixed[-1], len(args))
         head = self._heads.get(key)
         if head is None:
-            encode = self._encode
-            parts = [b"*%d\r\n" % (3 + len(fixed) + len(args)), _bulk(b"EVALSHA"), _bulk(encode(script.sha))]
-            head = b"".join([*parts, _bulk(encode(script.numkeys)), *(_bulk(encode(a)) for a in fixed)])
+            size = b"*%d\r\n" % (3 + len(fixed) + len(args))
+            head = size + self._pack((b"EVALSHA", script.sha, script.numkeys, *fixed))
             if len(self._heads) > 4096:  # queues made on the fly: keep the cache bounded
                 self._heads.clear()
             self._heads[key] = head

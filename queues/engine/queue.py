@@ -24,6 +24,20 @@ _BATCH = 500
 _LOCK, _PARTITION = commands.TASK_OPTIONS.index("lock"), commands.TASK_OPTIONS.index("partition")
 
 
+#: An enqueue's calls are retried through network errors after pauses of 50 ms doubling to 0.5 s,
+#: for at most ENQUEUE_RETRY_FOR (``_pause_to_retry``).
+_FIRST_PAUSE, _MAX_PAUSE = 0.05, 0.5
+
+
+def _pause_to_retry(pause, deadline):
+    """Sleep ``pause`` and return the next one, or None (at once) when the retry would start
+    after ``deadline`` (monotonic)."""
+    if time.monotonic() + pause > deadline:
+        return None
+    time.sleep(pause)
+    return min(pause * 2, _MAX_PAUSE)
+
+
 #: set_limits: an option not given (None means "no limit").
 _UNSET = object()
 
@@ -108,17 +122,16 @@ class Queue:
         """List the queue among the known ones after its first task went in: a SADD (idempotent),
         retried as the enqueue is. The task is in either way, so a Redis gone for longer only
         logs a warning (a worker of the queue lists it when it registers)."""
-        pause, deadline = 0.05, time.monotonic() + connection.config.enqueue_retry_for
+        pause, deadline = _FIRST_PAUSE, time.monotonic() + connection.config.enqueue_retry_for
         while True:
             try:
                 connection.enqueue_client.sadd(keys.KNOWN_QUEUES, self.name)
                 return
             except NETWORK_ERRORS as exc:
-                if time.monotonic() + pause > deadline:
+                pause = _pause_to_retry(pause, deadline)
+                if pause is None:
                     log.warning("worqr: queue %s: could not list it among the known queues: %s", self.name, exc)
                     return
-                time.sleep(pause)
-                pause = min(pause * 2, 0.5)
 
     def enqueue_many(self, payloads, *, ids=None, after=None, on_parent_failure="cancel", **options):
         """Add tasks, atomically in steps of 500 (``_BATCH``); returns their ids in order.
@@ -207,7 +220,7 @@ class Queue:
         deadline = time.monotonic() + retry_for
         for start in range(0, len(items), _BATCH):
             batch = items[start : start + _BATCH]
-            pause, attempt = 0.05, 0
+            pause, attempt = _FIRST_PAUSE, 0
             while True:
                 # A retry remembers the ids: had the lost call been applied, this one adds nothing.
                 keep = config.enqueue_dedup_for if remember or attempt else 0
@@ -218,14 +231,13 @@ class Queue:
                     reply = call.run(self.connection.enqueue_client)
                     break
                 except NETWORK_ERRORS as exc:
-                    if time.monotonic() + pause > deadline:
+                    pause, attempt = _pause_to_retry(pause, deadline), attempt + 1
+                    if pause is None:
                         raise RedisUnavailable(
                             f"queue {self.name}: Redis unreachable, gave up after retrying for "
                             f"{retry_for:g} s (WORQR['ENQUEUE_RETRY_FOR']): {exc}; "
                             f"{len(items) - start} of {len(items)} tasks not added"
                         ) from exc
-                    time.sleep(pause)
-                    pause, attempt = min(pause * 2, 0.5), attempt + 1
             new = new or reply.is_new_queue
             out += reply.ids
             now = reply.now_ms

@@ -230,7 +230,11 @@ class Heart:
         try:
             if self.reaped_seen:
                 self.reaped_seen = False
-                await self.note_reaped()
+                try:
+                    await self.note_reaped()
+                except BaseException:
+                    self.reaped_seen = True  # noted at the next beat's side work
+                    raise
             if time.monotonic() - self.sampled_at >= DEPTH_EVERY:
                 self.sampled_at = time.monotonic()
                 await self.sample_depth()

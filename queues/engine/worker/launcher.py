@@ -335,10 +335,10 @@ class Worker:
         for d in left:
             d.reported = True
             d.stop_now()
-        # Until stopped handlers really end (a delivery started inline has no runner: its handle)
-        runners = [d.runner or d.handle for d in left if d.stoppable and (d.runner or d.handle) is not None]
-        if runners:
-            await asyncio.wait(runners, timeout=2.0)
+        # Until stopped handlers really end (or, not started yet, their start's checks are over)
+        ends = [d.handle or d.runner for d in left if d.stoppable and (d.handle or d.runner) is not None]
+        if ends:
+            await asyncio.wait(ends, timeout=2.0)
         by_queue = defaultdict(list)
         for d in left:
             d.keep_lock = d.still_running()

@@ -56,14 +56,14 @@ class Delivery:
         self.started = time.monotonic()
         self.handle = None  # the asyncio task (async handler) or future (sync handler)
         self.reported = False  # an outcome was reported (or the task given back)
-        self.runner = None  # the asyncio task running ``run`` for this delivery
+        self.runner = None  # the asyncio task of what is awaited for it (checks, a report, a timeout)
         self.keep_lock = False  # its outcome was reported while the handler still ran
         self.stale = False  # a report was refused: the task was taken from us (and maybe its lock kept)
-        self.ended = False  # ``run`` is over: the handler has returned (or never started)
+        self.ended = False  # over: the handler has returned (or never started)
         self.released = False
         self.span = None  # the OpenTelemetry run span of this attempt, until its outcome is reported
         self.handed = False  # handed straight to this idle worker by an enqueue
-        self.timer = None  # its timeout's timer (started inline)
+        self.timer = None  # its timeout's timer
         self.timing_out = False  # its timeout fired: ``_time_out`` reports it and ends it
 
     @property
@@ -117,30 +117,56 @@ def _result_of(spec, value):
 
 
 def start(worker, d):
-    """Start delivery ``d`` on ``worker`` (a launcher.Worker). In the common case (not isolated,
-    not cancelled before it could start, the worker responsive) the handler starts here, a timer
-    stands for its timeout, and a callback on its end reports the outcome: no asyncio task of
-    the delivery's own, and no loop step to start and to resume one (a sixth of a worker's time
-    per task with a no-op handler). Otherwise, and for what must be awaited (a failure's report,
-    a log to send first, a timeout), ``run`` / ``_end`` / ``_time_out`` as a task."""
-    task = d.task
-    if d.isolated or d.reported or task.cancelled or worker.heart.unresponsive():
-        d.runner = worker.loop.create_task(run(worker, d))
-        return
+    """Start delivery ``d`` on ``worker`` (a launcher.Worker): its handler starts here, a loop
+    timer stands for its timeout, and a callback on its end reports the outcome. No asyncio task
+    of the delivery's own (a sixth of a worker's time per task with a no-op handler went to
+    starting and resuming one): a task only for what must be awaited, the checks of a worker
+    that may have been presumed dead (``_checked``), a failure's report or a log to send first
+    (``_end``), a timeout (``_time_out``)."""
+    if worker.heart.unresponsive():
+        d.runner = worker.loop.create_task(_checked(worker, d))
+    else:
+        _go(worker, d)
+
+
+async def _checked(worker, d):
+    """Start ``d`` if this worker still holds it."""
     try:
+        held = await worker.still_holds(d.task)
+    except Exception:
+        log.exception("worqr: error while running task %s", d.task.id)
+        held = True  # can't tell: run it; the lease still fences its outcome
+    if held:
+        _go(worker, d)
+        return
+    # We may have been frozen (or cut off) long enough to be presumed dead: the task was handed
+    # to us before that and has since been taken back. Don't run it twice.
+    log.warning("worqr: task %s was taken back while this worker was unresponsive; not running it", d.task.id)
+    d.reported = True
+    _finish(worker, d)
+
+
+def _go(worker, d):
+    task = d.task
+    try:
+        if d.reported or task.cancelled:  # cancelled (or given back) before it could start
+            if not d.reported:
+                d.reported = True
+                worker.reporter.done(d, "cancelled", "")
+            _finish(worker, d)
+            return
         _launch(worker, d)
+        if task.timeout and task.timeout > 0:
+            d.timer = worker.loop.call_later(task.timeout, _timed_out, worker, d)
+        d.handle.add_done_callback(functools.partial(_handle_ended, worker, d))
     except Exception:  # a bug here must not kill the worker; the task is recovered by lease
         log.exception("worqr: error while running task %s", task.id)
         _finish(worker, d)
-        return
-    if task.timeout and task.timeout > 0:
-        d.timer = worker.loop.call_later(task.timeout, _timed_out, worker, d)
-    d.handle.add_done_callback(functools.partial(_handle_ended, worker, d))
 
 
 def _handle_ended(worker, d, handle):
-    """The handler of a delivery started by ``start`` ended: report it now if that needs no
-    await, else in a task (``_end``). One whose timeout fired is ``_time_out``'s to end."""
+    """The handler ended: report it now if that needs no await, else in a task (``_end``). One
+    whose timeout fired is ``_time_out``'s to end."""
     if d.timer is not None:
         d.timer.cancel()
     if d.timing_out:
@@ -155,8 +181,8 @@ def _handle_ended(worker, d, handle):
 
 
 def _timed_out(worker, d):
-    """The timer of a delivery started by ``start``: its handler ran past its timeout (unless it
-    ended in the same loop turn: then its end callback reports it as it ended)."""
+    """The handler ran past its timeout (unless it ended in the same loop turn: then its end
+    callback reports it as it ended)."""
     if d.handle.done():
         return
     d.timing_out = True
@@ -164,25 +190,21 @@ def _timed_out(worker, d):
 
 
 async def _time_out(worker, d):
-    """As ``run`` does on a timeout: stop the handler (what can be stopped), report a failed
-    attempt at once, and end the delivery only once the handler has really returned (the slot,
-    and a lock, stay taken until then)."""
+    """Stop the handler (an async one is cancelled, an isolated one's process ended, a sync one
+    asked through ``task.cancelled``), report a failed attempt at once, and end the delivery
+    only once the handler has really returned (the slot, and a lock, stay taken until then)."""
     try:
         d.cancel_locally()
         if not d.reported:
             d.reported = True
             if worker.progress.buffer:
                 await worker.progress.flush_task(d.task)
-            await worker.reporter.failure(d, _timeout_message(d.task.timeout), "")
+            await worker.reporter.failure(d, f"TaskTimeout: ran longer than its timeout of {d.task.timeout:g} s", "")
         await _ended(d.handle)
     except Exception:
         log.exception("worqr: error while running task %s", d.task.id)
     finally:
         _finish(worker, d)
-
-
-def _timeout_message(timeout):
-    return f"TaskTimeout: ran longer than its timeout of {timeout:g} s"
 
 
 async def _end(worker, d):
@@ -223,48 +245,10 @@ def _finish(worker, d):
     worker.delivery_done(d)
 
 
-async def run(worker, d):
-    """Run delivery ``d`` on ``worker`` and report its outcome (as a task: what ``start`` does
-    not take inline)."""
-    task = d.task
-    try:
-        if worker.heart.unresponsive() and not await worker.still_holds(task):
-            # We may have been frozen (or cut off) long enough to be presumed dead: the task was
-            # handed to us before that and has since been taken back. Don't run it twice.
-            log.warning("worqr: task %s was taken back while this worker was unresponsive; not running it", task.id)
-            d.reported = True
-            return
-        if d.reported or task.cancelled:  # cancelled (or given back) before it could start
-            if not d.reported:
-                d.reported = True
-                worker.reporter.done(d, "cancelled", "")
-            return
-        _launch(worker, d)
-        timeout = task.timeout if task.timeout and task.timeout > 0 else None
-        if timeout is None:
-            await _ended(d.handle)
-        elif not (await asyncio.wait((d.handle,), timeout=timeout))[0]:  # timed out
-            d.cancel_locally()
-            if not d.reported:
-                d.reported = True
-                await worker.progress.flush_task(task)
-                await worker.reporter.failure(d, _timeout_message(timeout), "")
-            await asyncio.wait((d.handle,))  # the slot (and a lock) stay taken until it really ends
-            return
-        if worker.progress.buffer:  # its log goes before its outcome (kept if it failed)
-            await worker.progress.flush_task(task)
-        await _report(worker, d)
-    except Exception:  # a bug here must not kill the worker; the task is recovered by lease
-        log.exception("worqr: error while running task %s", task.id)
-    finally:
-        _finish(worker, d)
-
-
 async def _ended(handle):
-    """Wait until ``handle`` is done, whatever its outcome (``_report`` reads it), as
-    ``asyncio.wait((handle,))`` does without its waiter future and callbacks. Unlike that, a
-    cancel of the waiting task itself (only the loop's own shutdown does that) reaches the
-    handle too, and is raised."""
+    """Wait until ``handle`` is done, whatever its outcome, as ``asyncio.wait((handle,))`` does
+    without its waiter future and callbacks. Unlike that, a cancel of the waiting task itself
+    (only the loop's own shutdown does that) reaches the handle too, and is raised."""
     try:
         await handle
     except BaseException:
