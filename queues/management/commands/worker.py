@@ -4,6 +4,8 @@
 import argparse
 import logging
 import os
+import signal
+import threading
 
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError
@@ -39,6 +41,12 @@ def run_with_relay(worker):
     try:
         return worker.run(after_fork=relay.start)  # after the fork server: no thread of ours in it
     finally:
+        # The worker has stopped (its loop, which handled stop signals, is closed): a stop signal
+        # now, such as a supervisor passing a second one on, has nothing left to stop and must
+        # not turn this clean exit into a death by signal (seen: "exited (signal 15)").
+        if threading.current_thread() is threading.main_thread():  # the process's own worker
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                signal.signal(sig, signal.SIG_IGN)
         relay.stop()
 
 
