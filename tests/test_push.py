@@ -261,3 +261,107 @@ def test_clients_it_does_not_serve_keep_redis_py(client):
     blocking = redis.Redis(connection_pool=redis.BlockingConnectionPool.from_url(Queue("t1").connection.url))
     assert direct.for_client(waits) is None and direct.for_client(blocking) is None
     assert direct.for_client(redis.Redis.from_url(Queue("t1").connection.url)) is not None
+
+
+# -- the asyncio road (a worker's calls) -----------------------------------------------------
+
+
+def test_async_calls_on_connections_killed_mid_flight_get_their_own_replies(client):
+    """Six coroutines of one event loop enqueue 150 tasks each through the asyncio road of a
+    client whose pool has six connections, starting with the scripts unknown to Redis, while
+    every other client connection is killed every few ms: nothing waits for ever for a
+    connection (the road held them all, then loaded the script through the pool: a deadlock),
+    each call that returns gives the id it was asked for (no reply read by the wrong call), and
+    each task is in the queue once."""
+    import asyncio
+
+    from queues.engine.connection import NETWORK_ERRORS
+
+    conn = Connection(Queue("t1").connection.url)
+    client.script_flush()
+    stop = threading.Event()
+    killed = []
+
+    def killer():
+        killer_client = Connection(conn.url).client
+        while not stop.is_set():
+            killed.append(killer_client.client_kill_filter(_type="normal", skipme=True))
+            time.sleep(0.002 + 0.008 * (len(killed) % 3) / 2)
+
+    ids = {(n, i): f"t1-{os.urandom(8).hex()}" for n in range(6) for i in range(150)}
+
+    async def producer(aclient, n, mismatches):
+        for i in range(150):
+            while True:
+                try:
+                    call = commands.enqueue("t1", [(ids[n, i], f"p{n}-{i}".encode(), "", "")])
+                    reply = await call.arun(aclient)
+                    break
+                except NETWORK_ERRORS:  # given up after the client's retries: the same id again
+                    await asyncio.sleep(0.001)
+            if reply.ids != [ids[n, i]]:
+                mismatches.append((ids[n, i], reply.ids))
+
+    async def main():
+        aclient = conn.async_client(max_connections=6)
+        mismatches = []
+        try:
+            await asyncio.wait_for(asyncio.gather(*(producer(aclient, n, mismatches) for n in range(6))), 60)
+        finally:
+            await aclient.aclose()
+        return mismatches
+
+    k = threading.Thread(target=killer)
+    k.start()
+    try:
+        mismatches = asyncio.run(main())
+    finally:
+        stop.set()
+        k.join()
+    assert mismatches == [] and sum(killed) > 20
+    pending = [i.decode() for i in client.lrange(keys.queue_key("t1", "pending"), 0, -1)]
+    assert len(pending) == len(set(pending)) == 900 and set(pending) == set(ids.values())
+    q = Queue("t1")
+    assert all(q.get(task_id).payload == f"p{n}-{i}" for (n, i), task_id in ids.items())
+
+
+def test_an_async_send_redis_does_not_read_times_out_and_drops_its_connection(client, redis_server):
+    """Redis frozen (SIGSTOP) while a 32 MiB call is sent through the asyncio road: the send
+    waits for the socket no longer than the client's socket timeout, then fails with a timeout
+    and drops its connection, so the next call, once Redis runs again, reads its own reply (and
+    the timed-out one ran whole or not at all)."""
+    import asyncio
+
+    import redis.asyncio
+    from redis.backoff import NoBackoff
+    from redis.exceptions import TimeoutError as RedisTimeout
+    from redis.retry import Retry
+
+    big, after = f"t1-{os.urandom(8).hex()}", f"t1-{os.urandom(8).hex()}"
+
+    async def main():
+        aclient = redis.asyncio.Redis.from_url(redis_server.url, socket_timeout=0.5, retry=Retry(NoBackoff(), 0))
+        try:
+            await commands.enqueue("t1", [("warm", b"w", "", "")]).arun(aclient)  # a held connection
+            assert direct.for_async(aclient)._held
+            redis_server.proc.send_signal(signal.SIGSTOP)
+            try:
+                began = time.monotonic()
+                with pytest.raises(RedisTimeout):
+                    await commands.enqueue("t1", [(big, b"x" * (32 << 20), "", "")]).arun(aclient)
+                took = time.monotonic() - began
+            finally:
+                redis_server.proc.send_signal(signal.SIGCONT)
+            reply = await commands.enqueue("t1", [(after, b"a", "", "")]).arun(aclient)
+            return took, reply.ids
+        finally:
+            await aclient.aclose()
+
+    took, ids = asyncio.run(main())
+    assert 0.4 < took < 3 and ids == [after]
+    q = Queue("t1")
+    assert q.get(after).payload == "a"
+    # What was written before the timeout is still sent as the socket closes (as with redis-py's
+    # own send): the timed-out call may have run, whole, or not at all; never in part.
+    late = q.get(big)
+    assert late is None or late.payload == "x" * (32 << 20)

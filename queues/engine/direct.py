@@ -19,8 +19,12 @@ safe:
   is a whole reply); any other exception while it is out (a network error, a timeout, an
   interrupt, a cancellation) drops its socket first, and the next use connects again;
 - held connections stay the pool's (counted by it, in use): closing the client closes them;
-  beyond ``KEEP`` held, a connection goes back to the pool, so the road never holds the pool's
-  last connections while other commands wait for one;
+  beyond ``KEEP`` held (and always one short of the pool's ``max_connections``), a connection
+  goes back to the pool, so the road never holds the pool's last connection while another
+  command waits for one (a blocking pool would make it wait for ever);
+- a script Redis does not know (a restart, a failover, ``SCRIPT FLUSH``) is loaded on the
+  road's own connection, then the call made again: never through the pool, which the road's
+  held connections may have filled;
 - a forked child holds none of its parent's connections (redis-py closes them without touching
   the parent's end);
 - network errors are retried as the client retries its own commands (the ``Retry`` of its
@@ -31,6 +35,8 @@ own, without client-side caching or replicas to wait for, is served (``for_clien
 ``for_async`` give None otherwise: a cluster or Sentinel client keeps its routing and failover).
 """
 
+import asyncio
+import builtins
 import os
 import select
 
@@ -98,12 +104,41 @@ def _can_read(conn):
     return check() if check is not None else conn.can_read_destructive()
 
 
+async def _send(conn, packed):
+    """``conn.send_packed_command(packed)`` without its ``asyncio.wait_for``: with a socket
+    timeout (a worker's connections have one) that makes a task of every send, two more turns
+    of the event loop per call. The command goes into the transport's buffer at once; only a
+    send that leaves the buffer over its limit waits for it to drain, under the same timeout.
+    A connection of another kind, or not connected yet, is redis-py's to send on."""
+    writer = getattr(conn, "_writer", None)
+    if writer is None:
+        return await conn.send_packed_command(packed)
+    if conn.health_check_interval:
+        await conn.check_health()
+    try:
+        writer.writelines(packed)
+        transport = writer.transport
+        if conn.socket_timeout and transport.get_write_buffer_size() > transport.get_write_buffer_limits()[1]:
+            async with asyncio.timeout(conn.socket_timeout):
+                await writer.drain()
+        else:
+            await writer.drain()  # returns at once, or raises if the connection was lost
+    except builtins.TimeoutError:
+        await conn.disconnect(nowait=True)
+        raise TimeoutError("Timeout writing to socket") from None
+    except OSError as exc:
+        await conn.disconnect(nowait=True)
+        raise ConnectionError(f"Error while writing to socket: {exc}") from exc
+
+
 class _Road:
     def __init__(self, client):
         self._client = client
         self._pool = client.connection_pool
         self._pack = _packer(self._pool.get_encoder())  # as the client's own encoder packs
         self._held = []
+        limit = getattr(self._pool, "max_connections", None)
+        self._keep = KEEP if not isinstance(limit, int) else max(0, min(KEEP, limit - 1))
         self._pid = os.getpid()
         self._heads = {}
 
@@ -119,6 +154,10 @@ class _Road:
                 self._heads.clear()
             self._heads[key] = head
         return [head + self._pack(args)]
+
+    def _load(self, script):
+        """SCRIPT LOAD of ``script``, packed."""
+        return [b"*3\r\n" + self._pack((b"SCRIPT", b"LOAD", script.source))]
 
     def _forked(self):
         if self._pid != os.getpid():  # a forked child: the parent's sockets are not ours
@@ -137,7 +176,7 @@ class Direct(_Road):
         except ResponseError as exc:
             if not is_noscript(exc):
                 raise
-        self._client.script_load(script.source)
+        self._call(self._load(script))
         return self._call(packed)
 
     def _call(self, packed):
@@ -184,7 +223,7 @@ class Direct(_Road):
             raise
 
     def _put(self, conn):
-        if len(self._held) < KEEP:
+        if len(self._held) < self._keep:
             self._held.append(conn)
         else:
             self._pool.release(conn)
@@ -201,7 +240,7 @@ class AsyncDirect(_Road):
         except ResponseError as exc:
             if not is_noscript(exc):
                 raise
-        await self._client.script_load(script.source)
+        await self._call(self._load(script))
         return await self._call(packed)
 
     async def _call(self, packed):
@@ -214,7 +253,7 @@ class AsyncDirect(_Road):
             await self._ready(conn)
 
         async def call():
-            await conn.send_packed_command(packed)
+            await _send(conn, packed)
             return await conn.read_response()
 
         async def failed(error):
@@ -251,7 +290,7 @@ class AsyncDirect(_Road):
             raise
 
     async def _put(self, conn):
-        if len(self._held) < KEEP:
+        if len(self._held) < self._keep:
             self._held.append(conn)
         else:
             await self._pool.release(conn)
