@@ -2,8 +2,8 @@
 
 Sockets on the same page (same view, same arguments) would each read the same snapshot from
 Redis after the same event. ``SNAPSHOTS.get(feed, since)`` returns the newest snapshot of the
-feed's view if it was started at or after ``since`` (the time the socket heard the first event
-it has not shown yet: a snapshot started later includes it), else reads a new one; readers of
+feed's view if it was started at or after ``since`` (the time the socket heard the last event
+it has not shown yet: a snapshot started later includes every one), else reads a new one; readers of
 the same view wait for each other, so a burst heard by 200 sockets costs Redis one read.
 Rendered sections are kept with the snapshot (``html``), per section and set of permitted
 actions, so they are rendered once too. Times are ``time.monotonic()`` (the event loop's clock).
