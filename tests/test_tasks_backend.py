@@ -262,3 +262,16 @@ def test_a_naive_run_after_without_use_tz_is_local_time(settings):
     for when in (result.enqueued_at, got.enqueued_at):
         assert when.tzinfo is None
         assert abs(when - datetime.now(zone).replace(tzinfo=None)) < timedelta(seconds=30)
+
+
+def test_a_5_mb_return_value_comes_back_whole(workers):
+    """Return values of 5 MB (sync and async functions): their acknowledgements, each one call
+    far over the connection's write buffer, reach Redis whole, and the results read them back."""
+    size = 5 * 1024 * 1024
+    results = [tasks.big_result.enqueue(size), tasks.big_result_async.enqueue(size), tasks.add.enqueue(1, 2)]
+    workers(QUEUES, concurrency=2)
+    for result in results:
+        finished(result, timeout=60)
+    assert [r.status for r in results] == [TaskResultStatus.SUCCESSFUL] * 3
+    assert results[0].return_value == "r" * size and results[1].return_value == "a" * size
+    assert results[2].return_value == {"sum": 3, "args": [1, 2]}

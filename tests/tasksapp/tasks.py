@@ -154,3 +154,15 @@ def slow_first_time(context):
     if context.attempt == 1:
         time.sleep(60)
     return context.attempt
+
+
+@task(queue_name="dt-default")
+def big_result(size):
+    """A return value of ``size`` characters (its acknowledgement is one call that large)."""
+    return "r" * size
+
+
+@task(queue_name="dt-default")
+async def big_result_async(size):
+    """The same from an ``async def`` function."""
+    return "a" * size
