@@ -147,6 +147,10 @@ class QueueModel:
         for part in sorted(p for p, s in self.pstate.items() if s == "w"):
             self.pstate[part] = "r"
             self.ring.append(part)
+        pc = self.limits["pc"]  # then those parked by a concurrency the new one lets run
+        for part in sorted(p for p, s in self.pstate.items() if s == "b" and (pc is None or self.pactive[p] < pc)):
+            self.pstate[part] = "r"
+            self.ring.append(part)
         self.wake(min(len(self.idle), self.listed_runnable(), self.room()))
 
     def new_lease(self):

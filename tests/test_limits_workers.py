@@ -103,6 +103,21 @@ def test_set_limits_reaches_running_workers_within_100_ms(client, workers):
     assert q.limits()["concurrency"] == 1
 
 
+def test_raising_partition_concurrency_reaches_running_workers_within_100_ms(client, workers):
+    """Raising partition_concurrency from 1 to 3 starts a parked customer's tasks on a running worker within 100 ms."""
+    q = Queue("lim-fair")
+    workers(["lim-fair"], concurrency=4, name="lf2")
+    wait_registered(client, "lf2")
+    q.enqueue_many([json.dumps({"c": "A", "sleep": 5, "n": i}) for i in range(3)])
+    wait_for(lambda: q.limits()["active"] == 1, message="one task active")
+    time.sleep(0.2)  # the worker has looked again and found A parked
+    assert q.limits()["active"] == 1 and client.hget(keys.queue_key("lim-fair", "partitions"), "A") == b"b"
+    t0 = time.monotonic()
+    q.set_limits(partition_concurrency=3)
+    wait_for(lambda: client.zcard(keys.queue_key("lim-fair", "active")) == 3, timeout=2, interval=0.002)
+    assert time.monotonic() - t0 < 0.1
+
+
 def test_a_limited_queue_never_blocks_a_lower_priority_one(client, workers):
     """A worker serving a limited queue first and another after runs the other's tasks in the free slots."""
     workers(["lim-conc", "low"], concurrency=4, name="lp0")

@@ -26,6 +26,9 @@ for i, name in ipairs(LIMIT_FIELDS) do
     if v == '' then rcall('HDEL', K.limits, 'h' .. name) else rcall('HSET', K.limits, 'h' .. name, v) end
   end
 end
-if changed then settle_limits() end
+if changed then  -- a deploy that raised a partition concurrency lets parked partitions run
+  settle_limits()
+  if unpark_partitions() > 0 then wake(math.min(rcall('SCARD', K.idle), listed_runnable(), (queue_room(now)))) end
+end
 publish({e = 'worker_joined', w = worker})
 return requeued

@@ -2,7 +2,9 @@
 -- go back to the handler's values. Idle workers are woken as far as the new limits let tasks
 -- start, and sleepers forget a rate window that may no longer hold anything back; partitions
 -- parked by their rate go back to the ring to be looked at under the new limits (up to 1,000,
--- in name order; any others when their window opens).
+-- in name order; any others when their window opens), then those parked by their concurrency
+-- that the new partition concurrency lets run (up to 1,000; any others when one of their tasks
+-- ends).
 -- Keys: pending front delayed active stats idle limits starts partitions ring pactive pwait
 -- @include limits
 -- Input: ARGV[3] 'reset' (drop every override first) or 'set', then the overrides of
@@ -29,6 +31,7 @@ for _, pk in ipairs(parked) do
     rcall('RPUSH', K.ring, pk)
   end
 end
+unpark_partitions()
 publish({e = 'limits'})
 wake(math.min(rcall('SCARD', K.idle), listed_runnable(), (queue_room(now_ms()))))
 return 1

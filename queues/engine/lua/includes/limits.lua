@@ -167,6 +167,32 @@ local function promote_partitions(now)
   end
 end
 
+-- Partitions parked by their concurrency ('b') that the limits in force let run again (their
+-- partition concurrency was raised or lifted) go back to the ring, in name order. A parked
+-- partition has active tasks (it was parked at its limit and leaves 'b' when one of them ends),
+-- so it is in pactive: at most 1,000 entries are looked at, those with the most active tasks
+-- below the limit first; any other parked partition comes back when one of its tasks ends.
+-- Returns how many went back.
+local function unpark_partitions()
+  local pc = limits().pc
+  local looked
+  if pc then
+    looked = rcall('ZREVRANGEBYSCORE', K.pactive, '(' .. pc, '-inf', 'LIMIT', 0, 1000)
+  else
+    looked = rcall('ZREVRANGE', K.pactive, 0, 999)
+  end
+  table.sort(looked)
+  local n = 0
+  for _, pk in ipairs(looked) do
+    if rcall('HGET', K.partitions, pk) == 'b' then
+      rcall('HSET', K.partitions, pk, 'r')
+      rcall('RPUSH', K.ring, pk)
+      n = n + 1
+    end
+  end
+  return n
+end
+
 -- The earliest time something held back by a rate may start (a partition's window or the
 -- queue's), or -1.
 local function next_window()
