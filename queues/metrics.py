@@ -14,8 +14,12 @@
 for queues with limits (README "Limits"), the gauges ``worqr_queue_limit`` (label ``limit``:
 concurrency, rate, partition_concurrency, partition_rate: the number in force; a rate's starts
 per window, its window in ``worqr_queue_limit_window_seconds``), ``worqr_queue_limit_use``
-(``limit``: concurrency = active tasks, rate = starts in the window now) and
-``worqr_queue_held_back`` (runnable tasks the queue's limits hold back now);
+(``limit``: concurrency = active tasks, rate = starts in the window now, partition_concurrency =
+the most active tasks of one partition), ``worqr_queue_held_back`` (runnable tasks the queue's
+limits hold back now), ``worqr_queue_partitions_held_back`` (``limit``: partition_concurrency,
+partition_rate: partitions parked by that limit now) and ``worqr_queue_partition_tasks_held_back``
+(tasks listed in parked partitions; ``readmodel.limits`` counts at most 1,000 parked partitions
+of each kind);
 
 ``worqr_workers_online``, and per schedule (labels ``schedule``, ``queue``): the counters
 ``worqr_schedule_runs_total`` (label ``kind``: tick, catchup, trigger) and
@@ -123,11 +127,20 @@ def limit_metrics(client, names):
     )
     use = GaugeMetricFamily(
         "worqr_queue_limit_use",
-        "A limit's current use: active tasks (concurrency), starts in the window (rate).",
+        "A limit's current use: active tasks (concurrency), starts in the window (rate), "
+        "the most active tasks of one partition (partition_concurrency).",
         labels=["queue", "limit"],
     )
     held = GaugeMetricFamily(
         "worqr_queue_held_back", "Runnable tasks the queue's limits hold back now.", labels=["queue"]
+    )
+    parked = GaugeMetricFamily(
+        "worqr_queue_partitions_held_back", "Partitions a partition limit holds back now.", labels=["queue", "limit"]
+    )
+    parked_tasks = GaugeMetricFamily(
+        "worqr_queue_partition_tasks_held_back",
+        "Runnable tasks listed in partitions their limits hold back now.",
+        labels=["queue"],
     )
     for name in limited:
         lim = readmodel.limits(client, name, busiest=0)
@@ -143,7 +156,15 @@ def limit_metrics(client, names):
         if lim["rate"] is not None:
             use.add_metric([name, "rate"], lim["starts_in_window"])
         held.add_metric([name], lim["held_back"])
-    yield from (limit, window, use, held)
+        parts = lim["partitions"]
+        if lim["partition_concurrency"] is not None:
+            use.add_metric([name, "partition_concurrency"], parts["most_active"])
+            parked.add_metric([name, "partition_concurrency"], parts["at_concurrency"])
+        if lim["partition_rate"] is not None:
+            parked.add_metric([name, "partition_rate"], parts["rate_waiting"])
+        if lim["partition_concurrency"] is not None or lim["partition_rate"] is not None:
+            parked_tasks.add_metric([name], parts["held_back_tasks"])
+    yield from (limit, window, use, held, parked, parked_tasks)
 
 
 def schedule_metrics(schedules):

@@ -5,10 +5,27 @@ from django.test import Client
 from django.urls import reverse
 
 from queues import Queue
+from queues.engine.registry import handler
 from queues.models import AuditLog
+from tests.engine_calls import finish
 from tests.test_dashboard_views import make_user
+from tests.test_limits import _customer, _noop, register, start
 
 pytestmark = pytest.mark.django_db
+
+handler("lim-mpart", partition=_customer, rate=(10, 60), partition_concurrency=2, partition_rate=(2, 60))(_noop)
+
+
+def park_partitions(client):
+    """lim-mpart with A parked by its concurrency (2 active, 4 listed) and B by its rate (1 listed)."""
+    register(client, "lim-mpart", partition=_customer, rate=(10, 60), partition_concurrency=2, partition_rate=(2, 60))
+    q = Queue("lim-mpart")
+    q.enqueue_many([f"A:{i}" for i in range(6)] + [f"B:{i}" for i in range(3)] + ["C:0"])
+    got = start(client, "lim-mpart", 10).tasks
+    assert sorted(t.payload for t in got) == ["A:0", "A:1", "B:0", "B:1", "C:0"]
+    finish(client, next(t for t in got if t.payload == "B:0"))
+    assert start(client, "lim-mpart", 10).tasks == []  # B back in the ring, then parked by its rate
+    return q
 
 
 def test_the_queue_page_shows_limits_and_their_use(db):
@@ -20,8 +37,22 @@ def test_the_queue_page_shows_limits_and_their_use(db):
     page = web.get(reverse("queues:queue", args=["t1"])).content.decode()
     assert 'id="wq-limits"' in page and "0 / 3 active" in page and "10 per 1.0 s" in page
     assert "Change limits" not in page
+    assert "Busiest partitions" not in page and "Held back in partitions" not in page
     web.force_login(make_user("op", perms=["view_dashboard", "manage_limits"]))
     assert "Change limits" in web.get(reverse("queues:queue", args=["t1"])).content.decode()
+
+
+def test_the_queue_page_shows_partition_limits_and_their_use(db, client):
+    """A partitioned queue with a rate: starts in the window, parked partitions, their tasks, the busiest."""
+    park_partitions(client)
+    web = Client()
+    web.force_login(make_user("viewer", perms=["view_dashboard"]))
+    page = web.get(reverse("queues:queue", args=["lim-mpart"])).content.decode()
+    assert "5 / 10 starts in the window" in page
+    assert "2 partitions with tasks, 2 held back, 1 at their limit (most active: 2 / 2)" in page
+    assert "1 waiting for their window" in page
+    assert "Busiest partitions: A (2 active), C (1 active), B (1 active)" in page  # ties: in reverse name order
+    assert '<td class="num">5</td></tr>' in page.split("Held back in partitions", 1)[1]
 
 
 def test_the_form_sets_and_resets_limits_with_audit_rows(db):
@@ -74,6 +105,20 @@ def test_metrics_show_limits_use_and_held_back(db, client):
     assert 'worqr_queue_limit_use{limit="rate",queue="lim-met"} 1.0' in text
     assert 'worqr_queue_held_back{queue="lim-met"} 2.0' in text
     assert 'queue="t1"' not in "".join(line for line in text.splitlines() if "limit" in line or "held_back" in line)
+
+
+def test_metrics_show_partition_limits_use_and_held_back(db, client):
+    """/metrics counts the partitions parked by each partition limit and the tasks they hold back."""
+    from queues.metrics import render
+
+    park_partitions(client)
+    text = render(client).decode()
+    assert 'worqr_queue_limit{limit="partition_concurrency",queue="lim-mpart"} 2.0' in text
+    assert 'worqr_queue_limit_use{limit="partition_concurrency",queue="lim-mpart"} 2.0' in text
+    assert 'worqr_queue_partitions_held_back{limit="partition_concurrency",queue="lim-mpart"} 1.0' in text
+    assert 'worqr_queue_partitions_held_back{limit="partition_rate",queue="lim-mpart"} 1.0' in text
+    assert 'worqr_queue_partition_tasks_held_back{queue="lim-mpart"} 5.0' in text
+    assert 'worqr_queue_held_back{queue="lim-mpart"} 0.0' in text  # the queue's own limits hold nothing back
 
 
 def test_the_queues_command_shows_limits(db, client):

@@ -632,12 +632,43 @@ def limited_queues(client, names):
     return [name for name, found in zip(names, p.execute()) if found]
 
 
+#: Parked partitions of each kind (by their concurrency, by their rate) whose tasks ``limits``
+#: counts: bounded work per call.
+PARKED_COUNTED = 1000
+
+
+def _parked(client, queue, partition_concurrency):
+    """Partitions parked by their concurrency (at most PARKED_COUNTED looked at: those at their
+    limit in ``pactive``), and the tasks listed in those and in the ones parked by their rate."""
+    parked = list(client.zrange(keys.queue_key(queue, "pwait"), 0, PARKED_COUNTED - 1))
+    at_concurrency = 0
+    if partition_concurrency is not None:
+        at_limit = client.zrangebyscore(
+            keys.queue_key(queue, "pactive"), partition_concurrency, "+inf", start=0, num=PARKED_COUNTED
+        )
+        if at_limit:
+            states = client.hmget(keys.queue_key(queue, "partitions"), at_limit)
+            blocked = [k for k, state in zip(at_limit, states, strict=True) if _decode(state) == "b"]
+            at_concurrency = len(blocked)
+            parked += blocked
+    if not parked:
+        return at_concurrency, 0
+    p = client.pipeline(transaction=False)
+    for k in parked:
+        p.llen(keys.partition_list_key(queue, _decode(k)))
+    return at_concurrency, sum(p.execute())
+
+
 def limits(client, queue, busiest=10):
     """The queue's limits and their use: the limits in force (``concurrency``, ``rate`` as
     [starts, seconds], ``partition_concurrency``, ``partition_rate``; None: no limit), where they
     come from (``handler``, ``overrides``), ``active`` tasks, ``starts_in_window`` (None without
     a rate), ``held_back`` (runnable tasks the queue's own limits hold back now), and
-    ``partitions``: listed (with tasks runnable), in the ring, held back, and the busiest."""
+    ``partitions``: listed (with tasks runnable), in the ring, held back, parked by their
+    concurrency (``at_concurrency``) and by their rate (``rate_waiting``), the tasks listed in
+    parked partitions (``held_back_tasks``: entries of removed tasks included; at most
+    ``PARKED_COUNTED`` partitions of each kind are counted, a lower bound beyond), the most
+    active tasks of one partition (``most_active``) and the busiest."""
     lk = keys.queue_key(queue, "limits")
     if is_cluster(client):  # a cluster transaction takes no keyless command: TIME goes alone
         raw, (secs, micros) = client.hgetall(lk), client.time()
@@ -662,6 +693,7 @@ def limits(client, queue, busiest=10):
     p.zcard(keys.queue_key(queue, "pwait"))
     p.zrevrange(keys.queue_key(queue, "pactive"), 0, max(busiest, 1) - 1, withscores=True)
     active, starts, listed, ring, rate_waiting, top = p.execute()
+    at_concurrency, held_back_tasks = _parked(client, queue, in_force["partition_concurrency"]) if listed else (0, 0)
     counts = queue_counts(client, queue)
     room = None
     if in_force["concurrency"] is not None:
@@ -682,6 +714,9 @@ def limits(client, queue, busiest=10):
             "in_ring": ring,
             "held_back": max(0, listed - ring),
             "rate_waiting": rate_waiting,
+            "at_concurrency": at_concurrency,
+            "held_back_tasks": held_back_tasks,
+            "most_active": int(top[0][1]) if top else 0,
             "busiest": [{"key": _decode(k), "active": int(n)} for k, n in top][:busiest],
         },
     )
