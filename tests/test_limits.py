@@ -2,6 +2,8 @@
 served round-robin, overrides, and bad input."""
 
 import os
+import subprocess
+import sys
 import time
 
 import pytest
@@ -12,6 +14,7 @@ from queues.engine.codes import Code
 from queues.engine.errors import ConfigurationError, InvalidInput, InvalidTask
 from queues.engine.limits import check_limits, parse_rate
 from queues.engine.registry import handler
+from tests.conftest import ROOT
 from tests.engine_calls import GRACE, LOCK_TTL, finish
 
 WORKER = "w"
@@ -378,3 +381,22 @@ def test_a_schedules_runs_go_to_the_partition_of_its_payload(client):
     assert client.lrange(keys.partition_list_key("lim-pc", "S"), 0, -1) == [task_id.encode()]
     register(client, "lim-pc", partition=_customer, partition_concurrency=1)
     assert [t.id for t in start(client, "lim-pc", 5).tasks] == [task_id]
+
+
+@pytest.mark.parametrize("command", [["check"], ["worker", "emails"]])
+def test_a_bad_handler_option_stops_manage_py_at_start_up(client, command):
+    """manage.py check / worker with @handler("emails", concurrency=0) exits non-zero with queues.E030."""
+    # a real start-up: the tasks module is imported by the app registry (tests/badhandlerapp)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DJANGO_")}
+    env["DJANGO_SETTINGS_MODULE"] = "tests.settings_badhandler"
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "manage.py"), *command],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,  # a worker that started despite the bad option would serve until then
+    )
+    assert out.returncode != 0, out.stdout + out.stderr
+    assert "queues.E030" in out.stderr and "'emails'" in out.stderr and "concurrency" in out.stderr, out.stderr
+    assert client.dbsize() == 0  # nothing written: no worker registered, no limits
