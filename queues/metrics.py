@@ -8,8 +8,9 @@
 - counters ``worqr_tasks_enqueued_total``, ``worqr_tasks_completed_total``,
   ``worqr_tasks_failed_total`` (out of attempts), ``worqr_task_failures_total`` (failed
   attempts), ``worqr_tasks_retried_total``, ``worqr_tasks_cancelled_total``;
-- the histogram ``worqr_task_duration_seconds`` (``queues.engine.durations``: runs of Tasks framework
-  tasks, until the engine records every run);
+- the histogram ``worqr_task_duration_seconds`` (``queues.engine.durations``: every run of every
+  task, timed by Redis from its start to its outcome in the ``finish``/``start`` and ``fail``
+  scripts);
 
 for queues with limits (README "Limits"), the gauges ``worqr_queue_limit`` (label ``limit``:
 concurrency, rate, partition_concurrency, partition_rate: the number in force; a rate's starts
@@ -95,7 +96,7 @@ class WorqrCollector:
                 family.add_metric([q["name"]], q[field])
             yield family
         histogram = HistogramMetricFamily(
-            "worqr_task_duration_seconds", "How long task runs took (Tasks framework tasks).", labels=["queue"]
+            "worqr_task_duration_seconds", "How long task runs took, start to outcome (every task).", labels=["queue"]
         )
         for queue, (buckets, total) in readmodel.durations(self.client, names).items():
             histogram.add_metric([queue], buckets, total)

@@ -8,8 +8,10 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from queues import Queue
 from queues.backends.framework import TaskResultStatus
+from queues.engine.codes import Code
 from queues.models import ApiToken
 from tests.conftest import wait_for
+from tests.engine_calls import fail, finish, take
 from tests.tasksapp import tasks
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -86,6 +88,20 @@ def test_metrics_after_a_known_run(web, workers):
     ]
     assert buckets == sorted(buckets)  # cumulative
     assert ("worqr_task_duration_seconds_count", q("mx-pending")) not in samples  # nothing ran
+
+
+def test_the_duration_histogram_counts_every_task_not_only_the_tasks_framework_s(web, client):
+    """Runs of plain Queue tasks (one completed, one failed) are in worqr_task_duration_seconds."""
+    staff = User.objects.create_user("ops", password="pw", is_staff=True)
+    staff.user_permissions.add(view_permission())
+    Queue("mx-plain").enqueue_many(["a", "b"])
+    done, failing = take(client, "mx-plain", count=2)
+    assert finish(client, done) == Code.COMPLETED and fail(client, failing) == Code.FAILED
+    assert web.login(username="ops", password="pw")
+    families, samples = parse(web.get("/metrics"))
+    assert samples[("worqr_task_duration_seconds_count", q("mx-plain"))] == 2
+    assert samples[("worqr_task_duration_seconds_bucket", q("mx-plain") | {("le", "+Inf")})] == 2
+    assert "Tasks framework" not in families["worqr_task_duration_seconds"].documentation
 
 
 def test_metrics_refused_to_anonymous_users(web):

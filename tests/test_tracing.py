@@ -10,14 +10,16 @@ import sys
 import pytest
 from django.core.management import call_command
 from django.db import transaction
+from opentelemetry import context as otel_context
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from queues import Queue, schedules
 from queues.checks import check_worqr_settings
-from queues.engine import Connection, Task, commands, keys, tracing
+from queues.engine import Batch, Connection, Task, chain, commands, keys, tracing
 from queues.engine.worker.logs import JsonFormatter
 from tests.conftest import ROOT, wait_for
 from tests.tasksapp import tasks as framework_tasks
@@ -198,6 +200,76 @@ def test_api_enqueue_and_webhook_carry_the_request_trace(spans, traced):
     assert run["parent_id"] == enqueue_id and post["context"]["trace_id"] == trace_id
     assert post["attributes"]["http.response.status_code"] == 200
     assert post["attributes"]["url.full"] == receiver.url("/hook")  # without the query, which may hold a secret
+
+
+def test_the_tracestate_goes_with_the_task_to_its_run_and_its_webhook(spans, traced, client, hooks):  # noqa: F811
+    """An enqueue in a context with a tracestate stores it; the run span and the webhook carry it."""
+    # The parent context as a web framework's instrumentation extracts it from a request's headers.
+    parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+    ctx = TraceContextTextMapPropagator().extract({"traceparent": parent, "tracestate": "vendor=abc,other=1"})
+    receiver = Receiver()
+    try:
+        token = otel_context.attach(ctx)
+        try:
+            task_id = Queue("hooks").enqueue("hi", callback=receiver.url("/traced"))
+        finally:
+            otel_context.detach(token)
+        (enqueue,) = spans.named("worqr enqueue hooks")
+        assert enqueue.parent.span_id == 0x00F067AA0BA902B7 and enqueue.context.trace_id == int(parent[3:35], 16)
+        stored = client.hget(keys.task_key("hooks", task_id), "tc").decode()
+        trace_id, enqueue_id = ids_of(enqueue)
+        assert stored == f"00-{trace_id[2:]}-{enqueue_id[2:]}-01\nvendor=abc,other=1"
+        traced(["hooks"], env=WEBHOOK_ENV)
+        got = receiver.wait("/traced", 1)[0]
+    finally:
+        receiver.close()
+    assert got["headers"].get("tracestate") == "vendor=abc,other=1"
+    (run,) = wait_for(lambda: traced.named("worqr run hooks"), timeout=20, message="the run span")
+    assert run["parent_id"] == enqueue_id and run["context"]["trace_id"] == trace_id
+    assert run["context"]["trace_state"] == "['{key=vendor, value=abc}', '{key=other, value=1}']"
+
+
+def linked_span_ids(span):
+    """The span ids a span (as the file exporter writes it) links to."""
+    return [link["context"]["span_id"] for link in span["links"]]
+
+
+def test_a_chain_step_s_run_links_to_the_run_of_the_step_before(spans, traced):
+    """Step 2's run span is a child of its own enqueue span and links to step 1's run span."""
+    first_id, second_id = chain([("t1", "one"), ("t2", json.dumps({"fail": 1}), {"retries": 1, "backoff": 0.1})])
+    enqueue_1, enqueue_2 = spans.named("worqr enqueue t1") + spans.named("worqr enqueue t2")
+    traced(["t1", "t2"])
+    # step 2 fails once: its retry was released by nothing, yet links to step 1's run too
+    runs = wait_for(lambda: len(traced.named("worqr run t2")) == 2 and traced.named("worqr run t2"), timeout=20)
+    (first,) = traced.named("worqr run t1")
+    assert first["attributes"]["messaging.message.id"] == first_id and first["parent_id"] == ids_of(enqueue_1)[1]
+    assert not first["links"]
+    for run in runs:
+        assert run["attributes"]["messaging.message.id"] == second_id
+        assert run["parent_id"] == ids_of(enqueue_2)[1] and run["context"]["trace_id"] == ids_of(enqueue_2)[0]
+        assert linked_span_ids(run) == [first["context"]["span_id"]]
+        (link,) = run["links"]
+        assert link["context"]["trace_id"] == first["context"]["trace_id"]
+
+
+def test_a_batch_callback_s_enqueue_links_to_the_run_that_ended_the_batch(spans, traced, client):
+    """The callbacks' enqueue span (made by the worker that ended the batch's last task, here a
+    failure) links to that task's run span; the callback's run is its child."""
+    b = Batch(on_complete=("t6", "complete"))
+    ok_id = b.enqueue("t1", "ok")
+    failing_id = b.enqueue("t1", json.dumps({"fail": "always"}), retries=0)
+    b.close()
+    traced(["t1", "t6"], concurrency=1)  # one at a time: the failing task ends last
+    (callback_run,) = wait_for(lambda: traced.named("worqr run t6"), timeout=30, message="the callback's run")
+    runs = {s["attributes"]["messaging.message.id"]: s for s in traced.named("worqr run t1")}
+    assert set(runs) == {ok_id, failing_id} and runs[failing_id]["attributes"]["worqr.outcome"] == "failed"
+    # the callback may run (and its span be written) before its enqueue span ends
+    (enqueue,) = wait_for(lambda: traced.named("worqr enqueue t6"), timeout=10, message="the callback's enqueue")
+    assert linked_span_ids(enqueue) == [runs[failing_id]["context"]["span_id"]]
+    assert enqueue["links"][0]["context"]["trace_id"] == runs[failing_id]["context"]["trace_id"]
+    assert callback_run["parent_id"] == enqueue["context"]["span_id"]
+    assert callback_run["context"]["trace_id"] == enqueue["context"]["trace_id"]
+    assert Batch.get(b.id)["state"] == "finished_with_failures"
 
 
 @pytest.mark.django_db(transaction=True)

@@ -225,8 +225,8 @@ def _now_ms():
 
 
 def tell(client, batch_id, ended):
-    """Tasks of a batch ended ((id, outcome) each): count them; fire the callbacks if that
-    finished it."""
+    """Tasks of a batch ended ((id, outcome[, the run's traceparent]) each): count them; fire the
+    callbacks if that finished it."""
     if commands.batch_tell(batch_id, ended).run(client):
         fire_callbacks(client, batch_id)
 
@@ -237,7 +237,8 @@ def fire_callbacks(client, batch_id):
     info = readmodel.batch(client, batch_id)
     if info is None or info["finished_at"] is None:
         return False
-    raw = client.hmget(keys.batch_key(batch_id, "batch"), "os", "oc", "cb")
+    raw = client.hmget(keys.batch_key(batch_id, "batch"), "os", "oc", "cb", "rt")
+    links = [raw[3].decode()] if raw[3] else None  # the run that ended its last task (tracing on)
     if raw[2] == b"due":
         wanted = [("complete", raw[1])]
         if info["state"] == "succeeded":
@@ -249,18 +250,19 @@ def fire_callbacks(client, batch_id):
             if flag == "b":
                 payload = payload.encode("latin-1")
             task_id = _callback_task_id(queue, batch_id, kind)
-            _enqueue_callback(client, queue, payload, task_id, batch_id, kind)
+            _enqueue_callback(client, queue, payload, task_id, batch_id, kind, links)
         commands.batch_callbacks_done(batch_id).run(client)
     client.zrem(keys.BATCHES_DUE, batch_id)
     return True
 
 
-def _enqueue_callback(client, queue, payload, task_id, batch_id, kind):
+def _enqueue_callback(client, queue, payload, task_id, batch_id, kind, links=None):
     from .connection import Connection
     from .queue import Queue
 
     q = Queue(queue, _ClientConnection(client) if not isinstance(client, Connection) else client)
-    q.enqueue_many([payload], ids=[task_id], _batch_callback=batch_id, _once=f"batch:{batch_id}:{kind}")
+    extra = {"_links": links} if links else {}  # its enqueue span links to the run that finished the batch
+    q.enqueue_many([payload], ids=[task_id], _batch_callback=batch_id, _once=f"batch:{batch_id}:{kind}", **extra)
 
 
 class _ClientConnection:

@@ -190,11 +190,21 @@ def link(queue, parents, children):
     return Call("link", queue, (len(parents), *parents, *children), parse, durable="strict")
 
 
+def _traces(items, i):
+    """The optional trailing traceparents of a call: item[i] of each item ('' for an item
+    without), or () when no item has one (tracing off: the call is as it was)."""
+    if not any(len(item) > i and item[i] for item in items):
+        return ()
+    return tuple(item[i] if len(item) > i else "" for item in items)
+
+
 def resolve(queue, items):
-    """Tell blocked tasks of ``queue`` that a parent ended: (child, parent, outcome) each. One
-    code per item: 1 released, 2 cancelled, 3 still blocked, 0 nothing to do (told already)."""
+    """Tell blocked tasks of ``queue`` that a parent ended: (child, parent, outcome[, the
+    parent's run traceparent]) each. One code per item: 1 released, 2 cancelled, 3 still
+    blocked, 0 nothing to do (told already)."""
     items = list(items)
-    return Call("resolve", queue, (len(items), *(x for item in items for x in item)), lambda r: [int(c) for c in r])
+    args = (len(items), *(x for item in items for x in item[:3]), *_traces(items, 3))
+    return Call("resolve", queue, args, lambda r: [int(c) for c in r])
 
 
 def outbox_done(queue, ids):
@@ -256,11 +266,14 @@ def task_from_handover(data):
 
 
 def _ack_args(acks):
-    return tuple(x for task_id, lease, result, keep in acks for x in (task_id, lease, result, "k" if keep else ""))
+    """An ack is (id, lease, result, keep), or with a 5th item, the run span's traceparent."""
+    args = tuple(x for a in acks for x in (a[0], a[1], a[2], "k" if a[3] else ""))
+    return args + _traces(acks, 4) if any(len(a) > 4 for a in acks) else args
 
 
 def start(queue, worker, count, *, lock_ttl, grace, default_timeout, result_ttl, acks=()):
-    """Acknowledge ``acks`` ((id, lease, result, keep) each) and take up to ``count`` tasks.
+    """Acknowledge ``acks`` ((id, lease, result, keep[, run traceparent]) each) and take up to
+    ``count`` tasks.
     Returns ``Started``: status OK, PAUSED, MORE (call again) or NOT_REGISTERED, the ms until the
     next delayed task is due (-1: none), the Tasks taken and one code per ack."""
     acks = list(acks)
@@ -287,7 +300,7 @@ def start(queue, worker, count, *, lock_ttl, grace, default_timeout, result_ttl,
 
 
 def finish(queue, worker, acks, *, result_ttl):
-    """Acknowledge ``acks`` ((id, lease, result, keep) each): one code per task."""
+    """Acknowledge ``acks`` ((id, lease, result, keep[, run traceparent]) each): one code per task."""
     acks = list(acks)
     return Call("finish", queue, (worker, len(acks), _ms(result_ttl), *_ack_args(acks)), _codes, durable="log")
 
@@ -307,9 +320,11 @@ def fail(
     history,
     retry_after=None,
     keep=False,
+    trace="",
 ):
     """Report a failed attempt (or, with ``retry_after`` seconds, a deferral that uses no
-    attempt). ``keep``: the handler still runs; its lock stays held until ``release``."""
+    attempt). ``keep``: the handler still runs; its lock stays held until ``release``.
+    ``trace``: the run span's traceparent (tracing on), kept with the task's end."""
     args = (
         worker,
         task_id,
@@ -324,6 +339,8 @@ def fail(
         "" if retry_after is None else max(0.0, retry_after),
         "k" if keep else "",
     )
+    if trace:
+        args += (trace,)
     return Call("fail", queue, args, _code, durable="log")
 
 
@@ -495,9 +512,11 @@ def batch_add(batch_id, queue, ids):
 
 
 def batch_tell(batch_id, ended):
-    """Tasks of the batch ended: (id, outcome) each. Returns True if the batch finished now."""
+    """Tasks of the batch ended: (id, outcome[, the run's traceparent]) each. Returns True if the
+    batch finished now."""
     ended = list(ended)
-    return Call("batch_tell", keys.batch_slot(batch_id), (len(ended), *(x for e in ended for x in e)), bool)
+    args = (len(ended), *(x for e in ended for x in e[:2]), *_traces(ended, 2))
+    return Call("batch_tell", keys.batch_slot(batch_id), args, bool)
 
 
 def batch_close(batch_id, cancel=False):

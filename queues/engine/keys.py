@@ -72,7 +72,8 @@ Keys built inside a script from the queue's prefix and a kind below (``SUBKEY_KI
 - ``lockwait:<key>``  [list]   ids of tasks waiting for that lock, in order
 - ``links:<id>``     [hash]   a task's children (``after=``) and ending: one field per child id,
                                ``=`` its outcome once it ended (completed, failed, cancelled,
-                               deleted), ``b`` its batch; kept a day after it ended
+                               deleted), ``b`` its batch, ``rt`` the traceparent of the run
+                               span that ended it (tracing on); kept a day after it ended
 - ``parents:<id>``   [hash]   a blocked task's parents: parent id -> ``w`` (waiting) or the
                                parent's outcome once told
 - ``plist:<key>``     [list]   the runnable tasks of one partition, oldest first
@@ -89,7 +90,8 @@ Keys built inside a script from the queue's prefix and a kind below (``SUBKEY_KI
 
 Batch keys live in the batch's own slot, ``worqr:{batch:<id>}:<kind>`` (``BATCH_KINDS``; a
 colon can't appear in a queue name, so no queue shares it): ``batch`` [hash] (description,
-callbacks, state, counters, times), ``live`` [set] (ids of its tasks not ended yet),
+callbacks, state, counters, times, ``rt``: the run span that ended its last task, tracing on),
+``live`` [set] (ids of its tasks not ended yet),
 ``tasks`` [list] (every id, in order; for the batch page) and ``queues`` [set] (queues it uses).
 ``worqr:batches`` [zset] lists every batch (score: created, ms) and ``worqr:batches-due``
 [zset] those whose callbacks are not enqueued yet (swept by workers).

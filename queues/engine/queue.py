@@ -159,7 +159,7 @@ class Queue:
             ids = list(ids)
             if len(ids) != len(payloads) or any(keys.queue_from_task_id(i) != self.name for i in ids):
                 raise InvalidTask(f"ids must be one task id of queue {self.name!r} per payload")
-        extra = {k: options.pop(k) for k in ("_batch", "_batch_callback", "_once") if k in options}
+        extra = {k: options.pop(k) for k in ("_batch", "_batch_callback", "_once", "_links") if k in options}
         # ids the caller gave are remembered (a second push is a no-op); ids made here are new
         remember = options.pop("_remember", ids is not None)
         parents = workflows.check_after(after, on_parent_failure, ids)
@@ -196,11 +196,21 @@ class Queue:
         return out
 
     def _enqueue(
-        self, batches, ids=None, deps="", _batch="", _batch_callback="", _once="", *, retry_for=None, remember=None
+        self,
+        batches,
+        ids=None,
+        deps="",
+        _batch="",
+        _batch_callback="",
+        _once="",
+        _links=None,
+        *,
+        retry_for=None,
+        remember=None,
     ):
         """Run the checked enqueue; returns ``commands.Enqueued`` (ids, and Redis time). Given
         ``ids`` are remembered (see ``enqueue_many``) unless ``remember=False``; ``retry_for``
-        overrides the setting."""
+        overrides the setting; ``_links``: traceparents its enqueue span links to."""
         when, opts, items = batches
         items = [((ids[i] if ids is not None else new_task_id(self.name)), *rest) for i, rest in enumerate(items)]
         extra = dict(parents=deps, batch=_batch, batch_callback=_batch_callback, once=_once)
@@ -208,7 +218,7 @@ class Queue:
         remember = ids is not None if remember is None else remember
         if not tracing.enabled(self.connection.config):
             return self._send(when, options, items, remember=remember, retry_for=retry_for, extra=extra)
-        with tracing.enqueue_span(self.name, len(items)) as (span, trace):
+        with tracing.enqueue_span(self.name, len(items), links=_links) as (span, trace):
             enqueued = self._send(when, options, items, trace, remember=remember, retry_for=retry_for, extra=extra)
             tracing.enqueued(span, enqueued.ids)
             return enqueued

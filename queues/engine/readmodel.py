@@ -507,8 +507,10 @@ def links_many(client, queue, ids):
             out.append(None)
             continue
         h = {_decode(k): _decode(v) for k, v in raw.items()}
-        children = sorted(k for k in h if k not in ("=", "b", "why"))
+        children = sorted(k for k in h if k not in ("=", "b", "why", "rt"))
         out.append({"outcome": h.get("="), "batch": h.get("b"), "why": h.get("why"), "children": children})
+        if "rt" in h:  # the traceparent of the run span that ended it (tracing on)
+            out[-1]["run"] = h["rt"]
     return out
 
 

@@ -16,6 +16,16 @@ Spans are made when ``opentelemetry-api`` is importable and ``Config.opentelemet
    sets the outcome (and, for a failed attempt, the exception and the error status) and ends it.
 3. ``client_span``: a CLIENT span around a webhook's HTTP request, with the W3C headers
    injected into the request (by the application's propagators, W3C by default).
+4. Links to the run that caused a task: a worker that ends a task passes its run span's
+   ``traceparent`` (``traceparent``) to the script that ends it, which records it with the end
+   (``links:<id>`` field ``rt``) only when the task has children or a batch. A child released by
+   that end gets it appended to its stored context (below), so its run span links to its
+   parents' runs; a batch keeps its last ended task's (``rt``), and its callbacks' enqueue span
+   links to it.
+
+The stored context is text: the ``traceparent``, then ``tracestate`` after a newline if any,
+then, each after a newline (the ``tracestate`` line empty if there is none), the traceparents of
+the runs the task's run span links to.
 
 Attributes follow the messaging semantic conventions: ``messaging.system`` ("worqr"),
 ``messaging.destination.name`` (the queue), ``messaging.message.id`` (the task id),
@@ -29,7 +39,7 @@ try:
     from opentelemetry import context as _context
     from opentelemetry import propagate as _propagate
     from opentelemetry import trace as _trace
-    from opentelemetry.trace import SpanKind, Status, StatusCode
+    from opentelemetry.trace import Link, SpanKind, Status, StatusCode
     from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 except ImportError:  # not installed: AVAILABLE is False and no function below is called
     _trace = None
@@ -77,9 +87,36 @@ def _decode(text):
     """The OpenTelemetry Context a stored trace context describes (an empty one for '')."""
     if not text:
         return _context.Context()
-    parent, _, state = text.partition("\n")
+    parent, _, rest = text.partition("\n")
+    state = rest.partition("\n")[0]
     carrier = {"traceparent": parent, "tracestate": state} if state else {"traceparent": parent}
     return _w3c.extract(carrier, context=_context.Context())
+
+
+def _links(text):
+    """OpenTelemetry Links to the spans a stored trace context's link lines name (its lines after
+    the second), or to the traceparents of a list."""
+    if not text:
+        return None
+    if isinstance(text, str):
+        text = text.split("\n")[2:]
+    out = []
+    for parent in text:
+        if parent:
+            sc = _trace.get_current_span(_w3c.extract({"traceparent": parent}, context=_context.Context()))
+            sc = sc.get_span_context()
+            if sc.is_valid:
+                out.append(Link(sc))
+    return out or None
+
+
+def traceparent(span):
+    """``span``'s W3C traceparent ('' when it has no valid context): what a worker passes to the
+    script that ends a task, for the spans that task's end causes to link to."""
+    sc = span.get_span_context()
+    if not sc.is_valid:
+        return ""
+    return f"00-{sc.trace_id:032x}-{sc.span_id:016x}-{int(sc.trace_flags):02x}"
 
 
 def current():
@@ -111,12 +148,13 @@ class _Attached:
 class enqueue_span:  # noqa: N801  (used as a function: ``with tracing.enqueue_span(...) as (span, trace)``)
     """The PRODUCER span of one enqueue call of ``count`` tasks, current inside the block; an
     exception leaving the block is recorded on it. ``as`` gives (span, the trace context to store
-    with the tasks: '' when there is none, e.g. a no-op tracer with no parent). A class, not a
-    generator: this runs on every enqueue."""
+    with the tasks: '' when there is none, e.g. a no-op tracer with no parent). ``links``: the
+    traceparents of the runs that caused it (a batch's callbacks). A class, not a generator: this
+    runs on every enqueue."""
 
     __slots__ = ("span", "token")
 
-    def __init__(self, queue, count, schedule=None):
+    def __init__(self, queue, count, schedule=None, links=None):
         attributes = {
             "messaging.system": SYSTEM,
             "messaging.destination.name": queue,
@@ -127,7 +165,9 @@ class enqueue_span:  # noqa: N801  (used as a function: ``with tracing.enqueue_s
             attributes["messaging.batch.message_count"] = count
         if schedule is not None:
             attributes["worqr.schedule"] = schedule
-        self.span = tracer().start_span(f"worqr enqueue {queue}", kind=SpanKind.PRODUCER, attributes=attributes)
+        self.span = tracer().start_span(
+            f"worqr enqueue {queue}", kind=SpanKind.PRODUCER, attributes=attributes, links=_links(links)
+        )
         self.token = None
 
     def __enter__(self):
@@ -159,7 +199,8 @@ def enqueued(span, ids):
 
 
 def start_run(task, worker):
-    """Start the CONSUMER span of one attempt of ``task``: a child of its enqueue's span."""
+    """Start the CONSUMER span of one attempt of ``task``: a child of its enqueue's span, linked
+    to the runs of the parents whose end released it (``after=``, a chain's step before)."""
     attributes = {
         "messaging.system": SYSTEM,
         "messaging.destination.name": task.queue,
@@ -174,8 +215,13 @@ def start_run(task, worker):
             attributes["worqr.schedule"] = json.loads(task.meta)["schedule"]
         except (ValueError, KeyError, TypeError):
             pass
+    tc = task.trace_context
     return tracer().start_span(
-        f"worqr run {task.queue}", context=_decode(task.trace_context), kind=SpanKind.CONSUMER, attributes=attributes
+        f"worqr run {task.queue}",
+        context=_decode(tc),
+        kind=SpanKind.CONSUMER,
+        attributes=attributes,
+        links=_links(tc) if tc and tc.count("\n") > 1 else None,
     )
 
 

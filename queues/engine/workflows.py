@@ -107,12 +107,13 @@ def drain(client, queue, limit=DRAIN_BATCH, before_ms=None):
     for task_id, info in zip(ids, readmodel.links_many(client, queue, ids)):
         if info is None or info["outcome"] is None:  # retried since it ended: it ends again
             continue
+        run = info.get("run", "")  # the run span that ended it (tracing on): their spans link to it
         for child in info["children"]:
             cq = keys.queue_from_task_id(child)
             if cq is not None:
-                resolves[cq].append((child, task_id, info["outcome"]))
+                resolves[cq].append((child, task_id, info["outcome"], run))
         if info["batch"]:
-            tells[info["batch"]].append((task_id, info["outcome"]))
+            tells[info["batch"]].append((task_id, info["outcome"], run))
     faults.kill("drain-kill")
     cascade = set()
     for cq, items in resolves.items():

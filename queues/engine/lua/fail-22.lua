@@ -8,11 +8,13 @@
 --   ARGV[8] default retries, ARGV[9] default backoff s, ARGV[10] backoff max s,
 --   ARGV[11] jitter fraction (chosen by the caller), ARGV[12] history size,
 --   ARGV[13] retry_after s ('' for an ordinary failure), ARGV[14] keep ('k': the handler still
---   runs, e.g. past its timeout: its lock stays held until the worker releases it)
+--   runs, e.g. past its timeout: its lock stays held until the worker releases it),
+--   ARGV[15] optional: the run span's traceparent (tracing on: see links.run_traces)
 -- Output: CANCELLED, RETRYING, FAILED (for good), DEFERRED, or STALE (stale lease)
 -- Events: 'retrying' | 'failed' | 'cancelled' | 'deferred' {ids, error}
 local worker, id, lease = ARGV[3], ARGV[4], ARGV[5]
 local tk = task_key(id)
+if ARGV[15] and ARGV[15] ~= '' then run_traces[id] = ARGV[15] end
 local f = rcall('HMGET', tk, 'l', 's', 'lk', 'w', 'x', 'u', 'st')
 if f[1] ~= lease or f[2] ~= 'active' then return @@STALE@@ end
 local now = now_ms()

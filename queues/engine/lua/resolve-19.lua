@@ -7,11 +7,23 @@
 -- Keys: pending front delayed active deadlines stats idle unique lockwaits lockheads outbox blocked batchruns limits starts partitions ring pactive pwait
 -- @include active
 -- @include wake
--- Input: ARGV[3] n, then n triples: child id, parent id, the parent's outcome
+-- Input: ARGV[3] n, then n triples: child id, parent id, the parent's outcome, then optionally
+--   n traceparents: the parent's run span (tracing on, '' for none), appended to a released
+--   child's trace context (tc) as a link line (tracing.py), at most ~70 of them
 -- Output: one code per triple: 1 released, 2 cancelled, 3 still blocked, 0 nothing to do
 -- Events: 'released' {ids}, 'cancelled' {ids, reason}
 local n = tonumber(ARGV[3])
 local now = now_ms()
+
+-- Append the run traceparent `rt` to the child's stored trace context, as a link line.
+local function link_run(tk, rt)
+  if not rt or rt == '' then return end
+  local tc = rcall('HGET', tk, 'tc') or ''
+  if #tc > 4096 then return end
+  if not string.find(tc, '\n', 1, true) then tc = tc .. '\n' end
+  rcall('HSET', tk, 'tc', tc .. '\n' .. rt)
+end
+
 local out, released, runnable = {}, {}, 0
 for i = 0, n - 1 do
   local id, pid, outcome = ARGV[4 + 3 * i], ARGV[5 + 3 * i], ARGV[6 + 3 * i]
@@ -27,6 +39,7 @@ for i = 0, n - 1 do
   elseif rec == 'w' and f[1] == 'blocked' then
     rcall('HSET', pk, pid, outcome)
     if outcome == 'completed' or f[2] == 'run' then
+      link_run(tk, ARGV[3 + 3 * n + i + 1])
       if rcall('HINCRBY', tk, 'np', -1) <= 0 then
         rcall('HINCRBY', K.stats, 'blocked', -1)
         rcall('ZREM', K.blocked, id)

@@ -8,7 +8,8 @@
 -- @include finish
 -- Input: ARGV[3] worker, ARGV[4] count (0: only acknowledge), ARGV[5] lock TTL ms,
 --   ARGV[6] timeout grace ms, ARGV[7] default timeout s (0: none), ARGV[8] result TTL ms,
---   ARGV[9] n finished, then n quadruples as for finish: id, lease, result, keep.
+--   ARGV[9] n finished, then n quadruples as for finish: id, lease, result, keep, then
+--   (optionally, tracing on) n run span traceparents.
 -- Output: {status, ms until the next delayed task is due or a rate window holding tasks back
 --   opens (-1: none), then 11 fields per task
 --   taken: id, payload, lease, attempt, timeout, callback, meta, retries, payload kind ('b':

@@ -46,6 +46,7 @@ class Delivery:
         "ended",
         "released",
         "span",
+        "run_trace",
         "handed",
         "timer",
         "timing_out",
@@ -62,6 +63,7 @@ class Delivery:
         self.ended = False  # over: the handler has returned (or never started)
         self.released = False
         self.span = None  # the OpenTelemetry run span of this attempt, until its outcome is reported
+        self.run_trace = ""  # then its traceparent, sent with the outcome (links.lua: run_traces)
         self.handed = False  # handed straight to this idle worker by an enqueue
         self.timer = None  # its timeout's timer
         self.timing_out = False  # its timeout fired: ``_time_out`` reports it and ends it

@@ -41,6 +41,7 @@ class Reporter:
         span = d.span
         if span is not None:
             d.span = None
+            d.run_trace = tracing.traceparent(span)
             tracing.end_run(span, outcome, error, exc)
         if log.isEnabledFor(logging.INFO):
             task, ms = d.task, (time.monotonic() - d.started) * 1000
@@ -68,9 +69,9 @@ class Reporter:
         self.w.changed.set()
 
     def take_acks(self):
-        """{queue: [(id, lease, result, keep)]} of everything to acknowledge now, and the
-        deliveries behind them: {queue: [delivery]}. ``keep`` is decided here, at sending time:
-        the handler still runs, so its lock must stay held until it returns."""
+        """{queue: [(id, lease, result, keep[, run traceparent])]} of everything to acknowledge
+        now, and the deliveries behind them: {queue: [delivery]}. ``keep`` is decided here, at
+        sending time: the handler still runs, so its lock must stay held until it returns."""
         taken, self.acks = self.acks, defaultdict(list)
         out, behind = {}, {}
         for queue, batch in taken.items():
@@ -78,7 +79,10 @@ class Reporter:
             behind[queue] = []
             for d, result in batch:
                 d.keep_lock = d.still_running()
-                out[queue].append((d.task.id, d.task.lease, result, d.keep_lock))
+                if d.run_trace:
+                    out[queue].append((d.task.id, d.task.lease, result, d.keep_lock, d.run_trace))
+                else:
+                    out[queue].append((d.task.id, d.task.lease, result, d.keep_lock))
                 behind[queue].append((d, result))
         return out, behind
 
@@ -131,6 +135,7 @@ class Reporter:
             history=c.failure_history,
             retry_after=retry_after,
             keep=d.keep_lock,
+            trace=d.run_trace,
         )
         code = await self.call(call)
         if code == Code.STALE:

@@ -1,6 +1,6 @@
 -- @include base
 -- Batches: each in its own slot ('worqr:{batch:<id>}:'), so these scripts touch only it:
--- 'batch' (hash: d description, os/oc the callbacks, st state, total, completed, failed,
+-- 'batch' (hash: d description, os/oc the callbacks, rt a run's traceparent, st state, total, completed, failed,
 -- cancelled, c created, closed, fin, cb 'due'/'done'), 'live' (ids not ended), 'tasks' (every
 -- id, in order), 'queues'. A task counts once: when it leaves 'live' (SREM is the guard).
 

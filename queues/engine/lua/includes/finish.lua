@@ -7,6 +7,7 @@
 -- someone else) is refused. A task asked to cancel while running counts as cancelled, its
 -- outcome discarded. A non-empty result is kept for result_ttl ms. keep = 'k': the handler
 -- still runs (a cancel reported at once), so its lock stays held until the worker releases it.
+-- The quadruples may be followed by n run traceparents (tracing on: see links.run_traces).
 -- Returns one code per task: COMPLETED, CANCELLED, or STALE (stale lease or not active).
 local function finish_tasks(worker, n, result_ttl, base, now)
   local out, done, cancelled, runs = {}, {}, {}, {}
@@ -14,6 +15,8 @@ local function finish_tasks(worker, n, result_ttl, base, now)
   for i = 0, n - 1 do
     local j = base + 4 * i
     local id, lease, result, keep = ARGV[j], ARGV[j + 1], ARGV[j + 2], ARGV[j + 3]
+    local rt = ARGV[base + 4 * n + i]
+    if rt and rt ~= '' then run_traces[id] = rt end
     local tk = task_key(id)
     local f = rcall('HMGET', tk, 'l', 's', 'lk', 'w', 'x', 'u', 'st')
     if f[1] ~= lease or f[2] ~= 'active' then
