@@ -264,6 +264,18 @@ def queue_exists(client, queue):
     return bool(client.sismember(keys.KNOWN_QUEUES, queue))
 
 
+def bulk_job(client, job_id):
+    """The fields of a dashboard bulk job's progress record (``keys.bulk_job_key``) as text, or
+    None if there is none (unknown, or expired)."""
+    raw = client.hgetall(keys.bulk_job_key(job_id))
+    return {_decode(k): _decode(v) for k, v in raw.items()} or None
+
+
+def subscriber_connections(client):
+    """How many connections to the (node of the) client hold a pub/sub subscription."""
+    return sum(1 for c in client.client_list() if int(c.get("sub", 0)) + int(c.get("psub", 0)))
+
+
 def failed_ids(client, queue, limit):
     """Ids of up to ``limit`` failed tasks, oldest failure first."""
     return [_decode(i) for i in client.zrange(keys.queue_key(queue, "failed"), 0, limit - 1)]
