@@ -186,9 +186,9 @@ class ProcessPool:
 
     def _said(self, p, message):
         if message[0] == "report":  # ("report", fraction, message, lines): task.progress / task.log
-            if p.run is not None and p.run.task._sink is not None:
+            if p.run is not None:
                 _, fraction, text, lines = message
-                p.run.task._sink.put(p.run.task, fraction=fraction, message=text, lines=lines)
+                p.run.task.pass_report(fraction=fraction, message=text, lines=lines)
             return
         if p.pid is None:  # its first words: ("ready", pid)
             p.pid = message[1]
