@@ -45,16 +45,15 @@ def _start(r, queue, worker, count=1):
 
 def _enqueue_partitioned(r, queue, parts, per_part=1, chunk=2000):
     """``per_part`` tasks in each partition of ``parts``, pipelined (one enqueue call per partition)."""
-    from queues.engine import commands, scripts
+    from queues.engine import commands
     from queues.engine.queue import new_task_id
 
     for i in range(0, len(parts), chunk):
         calls = []
         for part in parts[i : i + chunk]:
             items = [(new_task_id(queue), b"x" * 64, "", "") for _ in range(per_part)]
-            call = commands.enqueue(queue, items, partition=part)
-            calls.append((call.script, queue, call.args))
-        scripts.run_pipelined(r, calls)
+            calls.append(commands.enqueue(queue, items, partition=part))
+        commands.run_pipelined(r, calls)
 
 
 def start_cost(r, queue, samples, partition_of=None):

@@ -33,6 +33,7 @@ from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections, transaction
 from django.utils import timezone
 
 from .engine import faults
+from .engine.backoff import Backoff
 from .engine.connection import NETWORK_ERRORS
 from .engine.errors import RedisUnavailable, WorqrError
 
@@ -207,17 +208,16 @@ def delete(using, ids, retry_for=0.0):
     """Delete the rows of pushed tasks; True when done. A failure only leaves them to the relay (a
     no-op push): a locked SQLite database is tried again for ``retry_for`` seconds, quietly."""
     deadline = time.monotonic() + retry_for
-    pause = 0.05
+    backoff = Backoff(0.05, 1.0)
     while True:
         try:
             _delete(connections[using], ids)
             return True
         except DatabaseError as exc:
-            if _locked(exc) and time.monotonic() + pause < deadline:
+            if _locked(exc):
                 log.debug("worqr: outbox delete (%s) waits for a locked database: %s", using, exc)
-                time.sleep(pause)
-                pause = min(pause * 2, 1.0)
-                continue
+                if backoff.sleep(deadline):
+                    continue
             log.warning("worqr: %d task(s) pushed but still in the outbox (%s): %s", len(ids), using, exc)
             return False
 
@@ -435,7 +435,7 @@ class Relay:
             self._thread.join(timeout)
 
     def _run(self):
-        failures = 0
+        backoff = Backoff(RESTART_AFTER, RESTART_MAX)
         try:
             while not self._stop.is_set():
                 busy = False
@@ -443,13 +443,12 @@ class Relay:
                     for alias in databases():
                         busy = self._round(alias) or busy
                 except Exception:  # never let the thread die: say so, then look again later
-                    delay = min(RESTART_AFTER * 2**failures, RESTART_MAX)
-                    failures += 1
+                    delay = backoff.next()
                     log.exception("worqr outbox relay: failed; trying again in %.1f s", delay)
                     connections.close_all()
                     self._stop.wait(delay)
                     continue
-                failures = 0
+                backoff.reset()
                 if not busy:  # Redis down: look again sooner, to push within ~1 s of its return
                     self._stop.wait(self.interval / 2 if self._complained else self.interval)
         finally:

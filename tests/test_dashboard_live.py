@@ -218,6 +218,9 @@ async def test_an_idle_view_sends_no_redis_commands(staff_cookie, client, redis_
     assert await drain(comm, 3.0) == []
     after = client.info("stats")["total_commands_processed"]
     assert after - before == 1  # the second INFO itself
+    # and it was quiet, not deaf: the next event refreshes it
+    await asyncio.to_thread(Queue("t1").enqueue, "y")
+    assert "sections" in await receive(comm)
     await comm.disconnect()
 
 

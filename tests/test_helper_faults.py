@@ -52,3 +52,20 @@ def test_helpers_that_fail_unexpectedly_are_logged_and_started_again(client, wor
     assert client.pttl(keys.heartbeat_key("faulty")) > 0
     assert any(x["name"] == "faulty" for x in readmodel.workers(client))
     assert w.proc.poll() is None
+
+
+def test_the_one_backoff_doubles_to_its_cap_and_stops_short_of_a_deadline():
+    """Backoff: delays double up to the cap, start over after reset, and never sleep past a deadline."""
+    from queues.engine.backoff import Backoff
+
+    restarts = Backoff(1.0, 30.0, immediate=True)  # the supervisor's: at once, then 1 s doubling to 30 s
+    assert [restarts.next() for _ in range(8)] == [0.0, 1.0, 2.0, 4.0, 8.0, 16.0, 30.0, 30.0]
+    restarts.reset()
+    assert restarts.next() == 0.0
+    retries = Backoff(0.05, 0.5)  # an enqueue's
+    start = time.monotonic()
+    assert retries.sleep(start + 5) and retries.sleep(start + 5)  # 50 ms, then 100 ms
+    assert time.monotonic() - start >= 0.15
+    before = time.monotonic()
+    assert not retries.sleep(before + 0.1)  # the next pause (200 ms) would end after the deadline
+    assert time.monotonic() - before < 0.05 and retries.delay == 0.2

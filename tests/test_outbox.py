@@ -427,9 +427,13 @@ def _run_all_then_push_again(client, workers, ids):
     assert OutboxTask.objects.count() == len(ids)
     workers(["t2"])  # serves another queue: only its relay matters
     wait_for(lambda: not OutboxTask.objects.exists(), 30, message="the second relay to push and delete the rows")
-    time.sleep(1.0)  # a second run would show by now
-    assert Counter(r["id"] for r in records(client, "t1")) == Counter(ids)
     assert q.counts()["enqueued"] == len(ids) and q.counts()["pending"] == 0  # the second push added nothing
+    # A worker of t1 runs a sentinel enqueued behind them: anything the second push queued again
+    # (by any road) would have run before it.
+    workers(["t1"])
+    sentinel = q.enqueue("sentinel")
+    wait_for(lambda: sentinel in {r["id"] for r in records(client, "t1")}, 30, message="the sentinel to run")
+    assert Counter(r["id"] for r in records(client, "t1")) == Counter([*ids, sentinel])
 
 
 def test_a_worker_killed_while_its_relay_holds_rows_loses_nothing(client, workers):
@@ -444,7 +448,7 @@ def test_a_worker_killed_while_its_relay_holds_rows_loses_nothing(client, worker
     try:
         first = workers(["t2"])  # its relay watches every queue's rows; it serves another queue
         wait_for(lambda: q.counts()["enqueued"] == 50, 30, message="the first worker's relay to push")
-        time.sleep(0.5)  # its delete waits for the lock
+        # pushed: its delete comes next, and cannot pass the lock (SQLite's busy timeout is 20 s)
         assert OutboxTask.objects.count() == 50 and first.proc.poll() is None
         first.kill()
     finally:

@@ -72,8 +72,9 @@ def test_push_declines_without_writing_when_a_worker_is_idle_or_the_queue_has_li
             client.sadd(key, member)
         else:
             client.hset(key, member, "1")
-        assert scripts.run(client, "push", "t1", "t1-00000000000000aa", b"p", "", "") is None
-        assert not client.exists(keys.task_key("t1", "t1-00000000000000aa"), keys.queue_key("t1", "pending"))
+        task_id = f"t1-{os.urandom(8).hex()}"
+        assert commands.push("t1", task_id, b"p").run(client) is None
+        assert not client.exists(keys.task_key("t1", task_id), keys.queue_key("t1", "pending"))
         assert not client.exists(keys.queue_key("t1", "stats"), keys.queue_key("t1", "meta"))
         task_id = q.enqueue("through enqueue")
         assert q.get(task_id).payload == "through enqueue"
@@ -126,8 +127,8 @@ def test_an_existing_id_is_left_as_it_is(client):
     q = Queue("t1")
     task_id = q.enqueue("first")
     before = _hash(client, "t1", task_id)
-    reply = scripts.run(client, "push", "t1", task_id, b"second", "", "")
-    assert reply[2].decode() == task_id and _hash(client, "t1", task_id) == before
+    reply = commands.push("t1", task_id, b"second").run(client)
+    assert reply.ids == [task_id] and _hash(client, "t1", task_id) == before
     assert q.counts()["pending"] == 1
 
 

@@ -108,6 +108,7 @@ def live(seconds=20.0, rate=5000, probes=60):
 
     from queues import Queue
     from queues.conf import get_connection
+    from queues.engine import readmodel
 
     from .bench_settings import BENCH_QUEUE
 
@@ -206,7 +207,7 @@ def live(seconds=20.0, rate=5000, probes=60):
             "target": rate,
             "cpu": cpu,
             "backlog": backlog,
-            "redis_subscribers": sum(1 for c in client.client_list() if int(c.get("sub", 0)) + int(c.get("psub", 0))),
+            "redis_subscribers": readmodel.subscriber_connections(client),
         }
     finally:
         stop.set()

@@ -12,7 +12,7 @@ import os
 import threading
 import time
 
-from ..engine import bulk, keys
+from ..engine import bulk, keys, readmodel
 from ..models import AuditLog
 
 log = logging.getLogger("worqr.dashboard")
@@ -36,10 +36,9 @@ def status(client, job_id):
     """The job's progress as a dict, or None if unknown (or its record expired)."""
     if not (isinstance(job_id, str) and len(job_id) == 16 and all(c in "0123456789abcdef" for c in job_id)):
         return None
-    raw = client.hgetall(keys.bulk_job_key(job_id))
-    if not raw:
+    out = readmodel.bulk_job(client, job_id)
+    if out is None:
         return None
-    out = {k.decode(): v.decode("utf-8", "replace") for k, v in raw.items()}
     for name in ("found", "done", "total", "changed", "started", "ended"):
         out[name] = int(out[name]) if out.get(name) else None
     out["id"] = job_id

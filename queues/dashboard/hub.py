@@ -16,6 +16,7 @@ import asyncio
 import logging
 
 from ..conf import get_connection
+from ..engine.backoff import Backoff
 from ..engine.connection import NETWORK_ERRORS, apubsub
 
 log = logging.getLogger("worqr.dashboard")
@@ -144,7 +145,7 @@ class Hub:
 
     async def _run(self):
         redis = (self.connection or get_connection()).async_client(max_connections=2)
-        backoff, missed = 0.1, set()
+        backoff, missed = Backoff(0.1, 5.0), set()
         try:
             while self.listeners:
                 pubsub = None
@@ -170,13 +171,13 @@ class Hub:
                             await self._confirm(channel)
                             if again:  # what was published while disconnected is lost: look again
                                 self._dispatch(channel, None)
-                            backoff = 0.1
+                            backoff.reset()
                 except NETWORK_ERRORS as exc:
-                    log.warning("worqr dashboard: pub/sub connection lost (%s); retrying in %.1f s", exc, backoff)
+                    delay = backoff.next()
+                    log.warning("worqr dashboard: pub/sub connection lost (%s); retrying in %.1f s", exc, delay)
                     missed = set(self.listeners)
                     self._link(False)
-                    await asyncio.sleep(backoff)
-                    backoff = min(backoff * 2, 5.0)
+                    await asyncio.sleep(delay)
                 finally:
                     if self._pubsub is pubsub:
                         self._pubsub = None

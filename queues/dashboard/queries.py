@@ -1,5 +1,5 @@
-"""Page snapshots: what each dashboard page shows, as JSON-friendly dicts, built from the
-engine's read model (plus a few pipelined reads by key where it has no call).
+"""Page snapshots: what each dashboard page shows, as JSON-friendly dicts, formatted from what
+the engine's read model (``queues.engine.readmodel``, the only reader of Redis) returns.
 
 The views render them into templates and the live feeds push them over the websocket, so a
 page and its updates always show the same thing. Nothing here touches Django's UI.

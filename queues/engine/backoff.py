@@ -1,7 +1,9 @@
-"""Waiting: backoff between retries of a Redis call that failed on the network (50 ms doubling
-to 2 s), and waiting for an event with an optional timeout."""
+"""Waiting: the one backoff of the package (a delay doubling up to a cap, back to the first after
+a success), for coroutines, threads and plain loops; and waiting for an event with an optional
+timeout."""
 
 import asyncio
+import time
 
 
 async def wait_event(event, timeout=None):
@@ -16,23 +18,25 @@ async def wait_event(event, timeout=None):
 
 
 class Backoff:
-    """``await backoff.wait()`` sleeps the current delay (or until ``event`` is set) and doubles
-    it up to ``cap``; ``reset()`` after a success."""
+    """Delays of ``first`` seconds doubling up to ``cap`` (``immediate``: the first one is 0, then
+    ``first``...); ``reset()`` after a success. ``next()`` hands out the delay to wait;
+    ``await wait()`` (asyncio) or ``sleep()`` (a thread) wait it."""
 
-    def __init__(self, first=0.05, cap=2.0):
-        self.first, self.cap = first, cap
-        self.delay = first
+    def __init__(self, first=0.05, cap=2.0, *, immediate=False):
+        self.first, self.cap, self.immediate = first, cap, immediate
+        self.reset()
 
     def reset(self):
-        self.delay = self.first
+        self.delay = 0.0 if self.immediate else self.first
 
     def next(self):
         """The delay to wait now; the following one is twice as long (up to the cap)."""
         delay = self.delay
-        self.delay = min(self.delay * 2, self.cap)
+        self.delay = min(max(delay * 2, self.first), self.cap)
         return delay
 
     async def wait(self, event=None):
+        """Sleep the next delay, or until ``event`` (an asyncio.Event) is set."""
         delay = self.next()
         if event is None:
             await asyncio.sleep(delay)
@@ -41,3 +45,11 @@ class Backoff:
             await asyncio.wait_for(event.wait(), delay)
         except TimeoutError:
             pass
+
+    def sleep(self, deadline=None):
+        """Sleep the next delay and return True; or return False at once (the delay kept) when the
+        sleep would end after ``deadline`` (time.monotonic()): time to give up."""
+        if deadline is not None and time.monotonic() + self.delay > deadline:
+            return False
+        time.sleep(self.next())
+        return True

@@ -28,7 +28,7 @@ import json
 import os
 import time
 
-from . import commands, keys, readmodel, scripts, tracing
+from . import commands, keys, readmodel, tracing
 from .codes import Code
 from .connection import get_default
 from .errors import InvalidInput, InvalidState, InvalidTask, WorqrError
@@ -166,9 +166,7 @@ class Batch:
         out, new = [], False
         for g in range(0, len(calls), _PIPELINE):
             group = calls[g : g + _PIPELINE]
-            replies = scripts.run_pipelined(q.client, [(c.script, c.queue, c.args) for c in group])
-            for c, reply in zip(group, replies):
-                enqueued = c.parse(reply)
+            for enqueued in commands.run_pipelined(q.client, group):
                 new = new or enqueued.is_new_queue
                 out += enqueued.ids
         if new:

@@ -12,7 +12,7 @@ the dashboard shows it (``keys.bulk_job_key``).
 
 from collections import defaultdict
 
-from . import commands, keys, readmodel, scripts
+from . import commands, keys, readmodel
 from .codes import Code
 
 #: The actions and the code that counts a task as changed.
@@ -51,8 +51,7 @@ def apply(client, action, ids, progress=None):
         for start in range(0, len(queue_ids), BATCH):
             batch = queue_ids[start : start + BATCH]
             if action == "cancel":
-                calls = [("cancel", queue, commands.cancel(queue, i).args) for i in batch]
-                codes = [Code(c) for c in scripts.run_pipelined(client, calls)]
+                codes = commands.run_pipelined(client, [commands.cancel(queue, i) for i in batch])
             else:
                 codes = getattr(commands, action)(queue, batch).run(client)
             changed += sum(1 for c in codes if c in ok)

@@ -46,6 +46,15 @@ class Call:
         return self.parse(reply) if self.parse else reply
 
 
+def run_pipelined(client, calls):
+    """Run several ``Call``s in one round trip (``scripts.run_pipelined``: on a Redis Cluster, one
+    pipeline per master); returns their parsed replies in order. No wait for replicas: a
+    ``durable`` call's replies are not checked against ``MIN_REPLICAS_ACK`` here."""
+    calls = list(calls)
+    replies = scripts.run_pipelined(client, [(c.script, c.queue, c.args) for c in calls])
+    return [c.parse(r) if c.parse else r for c, r in zip(calls, replies)]
+
+
 def _codes(reply):
     return [Code(c) for c in reply]
 
@@ -78,6 +87,56 @@ def check(code, script, queue, task_id=None):
     if code < 0:
         raise error_for(code, script, queue, task_id)
     return Code(code)
+
+
+# -- reading ---------------------------------------------------------------------------------
+
+#: Counters of a queue's stats hash that ``counts`` reads.
+_STAT_NAMES = (
+    "enqueued",
+    "completed",
+    "failed",
+    "failures",
+    "retried",
+    "cancelled",
+    "deleted",
+    "waiting",
+    "gone",
+    "blocked",
+    "plisted",
+)
+
+
+@dataclass(frozen=True)
+class Counts:
+    """A queue's counts, read at once: ``counts`` as ``readmodel.queue_counts`` gives them; the
+    lengths of its front and pending lists and the number of runnable tasks listed in partitions
+    (where a page of runnable tasks is read)."""
+
+    counts: dict
+    front: int
+    listed: int
+    partitioned: int
+
+
+def _read_counts(reply):
+    front, listed, delayed, active, failed, flat, paused = reply
+    stats = dict(zip(flat[::2], flat[1::2]))
+    counts = {name: int(stats.get(name.encode(), 0)) for name in _STAT_NAMES}
+    gone = counts.pop("gone")
+    partitioned = counts.pop("plisted")  # runnable tasks listed in their partitions
+    counts["total_failed"] = counts.pop("failed")
+    runnable = front + listed + partitioned - gone  # entries of removed tasks are skipped when reached
+    counts.update(
+        pending=runnable + counts["waiting"], runnable=runnable, delayed=delayed, active=active, failed=failed
+    )
+    counts["paused"] = bool(paused)
+    return Counts(counts, front, listed, partitioned)
+
+
+def counts(queue):
+    """Read the queue's counts per state and lifetime counters in one step: returns ``Counts``."""
+    return Call("counts", queue, (), _read_counts)
 
 
 # -- producing -------------------------------------------------------------------------------
@@ -136,6 +195,19 @@ def enqueue(queue, items, **options):
     return Call("enqueue", queue, (len(items), *given.values(), *flat), _enqueued, durable="strict")
 
 
+def _pushed(reply):
+    return None if reply is None else _enqueued(reply)
+
+
+def push(queue, task_id, payload, trace="", *, binary=False):
+    """Add one task now with no options (``payload`` bytes; ``binary``: it was bytes, not text;
+    ``trace`` its trace context, '' for none), unless a worker of the queue is idle or the queue
+    has limits: then ``None``, nothing written (call ``enqueue`` instead). Otherwise ``Enqueued``;
+    an id whose task exists already is left as it is. Waits for no replica: the caller
+    (``enqueue_one``) uses it only without ``MIN_REPLICAS_ACK``."""
+    return Call("push", queue, (task_id, payload, "b" if binary else "", trace), _pushed)
+
+
 #: ``enqueue``'s arguments after n for one task now, with no options but a trace context
 #: (``enqueue_one``): before it, and after it.
 _TRACE_AT = list(ENQUEUE_OPTIONS).index("trace")
@@ -155,25 +227,18 @@ def enqueue_one(client, queue, task_id, payload, trace=""):
     (whether the queue was new, the task's id). The short script ``push`` does it when it can
     (no idle worker to hand the task to, no limits to count, no replicas to wait for),
     ``enqueue`` when ``push`` declines (and, for a second, for the queue's next calls)."""
-    before, after = _PLAIN
-    try:
-        reply = None
-        if (
-            not getattr(client, "worqr_replicas", None)
-            and time.monotonic() - _declined.get(queue, -1e9) > _DECLINED_FOR
-        ):
-            reply = scripts.run(client, "push", queue, task_id, payload, "", trace)
-            if reply is None:
-                if len(_declined) > 4096:  # queues made on the fly: keep it bounded
-                    _declined.clear()
-                _declined[queue] = time.monotonic()
+    reply = None
+    if not getattr(client, "worqr_replicas", None) and time.monotonic() - _declined.get(queue, -1e9) > _DECLINED_FOR:
+        reply = push(queue, task_id, payload, trace).run(client)
         if reply is None:
-            args = (1, *before, trace, *after, task_id, payload, "", "")
-            reply = scripts.run(client, "enqueue", queue, *args, durable="strict")
-    except NotReplicated as exc:
-        exc.reply = _enqueued(exc.reply)
-        raise
-    return reply[0] == 1, reply[2].decode()
+            if len(_declined) > 4096:  # queues made on the fly: keep it bounded
+                _declined.clear()
+            _declined[queue] = time.monotonic()
+    if reply is None:
+        before, after = _PLAIN
+        args = (1, *before, trace, *after, task_id, payload, "", "")
+        reply = Call("enqueue", queue, args, _enqueued, durable="strict").run(client)
+    return reply.is_new_queue, reply.ids[0]
 
 
 def link(queue, parents, children):

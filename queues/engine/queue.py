@@ -8,6 +8,7 @@ import time
 from datetime import UTC, datetime
 
 from . import commands, keys, readmodel, tracing, workflows
+from .backoff import Backoff
 from .codes import Code
 from .connection import NETWORK_ERRORS, get_default
 from .errors import ConfigurationError, InvalidInput, InvalidTask, PayloadTooLarge, RedisUnavailable
@@ -25,17 +26,8 @@ _LOCK, _PARTITION = commands.TASK_OPTIONS.index("lock"), commands.TASK_OPTIONS.i
 
 
 #: An enqueue's calls are retried through network errors after pauses of 50 ms doubling to 0.5 s,
-#: for at most ENQUEUE_RETRY_FOR (``_pause_to_retry``).
+#: for at most ENQUEUE_RETRY_FOR.
 _FIRST_PAUSE, _MAX_PAUSE = 0.05, 0.5
-
-
-def _pause_to_retry(pause, deadline):
-    """Sleep ``pause`` and return the next one, or None (at once) when the retry would start
-    after ``deadline`` (monotonic)."""
-    if time.monotonic() + pause > deadline:
-        return None
-    time.sleep(pause)
-    return min(pause * 2, _MAX_PAUSE)
 
 
 #: set_limits: an option not given (None means "no limit").
@@ -122,14 +114,13 @@ class Queue:
         """List the queue among the known ones after its first task went in: a SADD (idempotent),
         retried as the enqueue is. The task is in either way, so a Redis gone for longer only
         logs a warning (a worker of the queue lists it when it registers)."""
-        pause, deadline = _FIRST_PAUSE, time.monotonic() + connection.config.enqueue_retry_for
+        backoff, deadline = Backoff(_FIRST_PAUSE, _MAX_PAUSE), time.monotonic() + connection.config.enqueue_retry_for
         while True:
             try:
                 connection.enqueue_client.sadd(keys.KNOWN_QUEUES, self.name)
                 return
             except NETWORK_ERRORS as exc:
-                pause = _pause_to_retry(pause, deadline)
-                if pause is None:
+                if not backoff.sleep(deadline):
                     log.warning("worqr: queue %s: could not list it among the known queues: %s", self.name, exc)
                     return
 
@@ -230,7 +221,7 @@ class Queue:
         deadline = time.monotonic() + retry_for
         for start in range(0, len(items), _BATCH):
             batch = items[start : start + _BATCH]
-            pause, attempt = _FIRST_PAUSE, 0
+            backoff, attempt = Backoff(_FIRST_PAUSE, _MAX_PAUSE), 0
             while True:
                 # A retry remembers the ids: had the lost call been applied, this one adds nothing.
                 keep = config.enqueue_dedup_for if remember or attempt else 0
@@ -241,8 +232,8 @@ class Queue:
                     reply = call.run(self.connection.enqueue_client)
                     break
                 except NETWORK_ERRORS as exc:
-                    pause, attempt = _pause_to_retry(pause, deadline), attempt + 1
-                    if pause is None:
+                    attempt += 1
+                    if not backoff.sleep(deadline):
                         raise RedisUnavailable(
                             f"queue {self.name}: Redis unreachable, gave up after retrying for "
                             f"{retry_for:g} s (WORQR['ENQUEUE_RETRY_FOR']): {exc}; "

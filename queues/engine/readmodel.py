@@ -11,24 +11,10 @@ import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from . import commands, keys
 from . import durations as _durations
-from . import keys, scripts
 from .connection import is_cluster
 from .task import Task, ms_to_datetime
-
-_STAT_NAMES = (
-    "enqueued",
-    "completed",
-    "failed",
-    "failures",
-    "retried",
-    "cancelled",
-    "deleted",
-    "waiting",
-    "gone",
-    "blocked",
-    "plisted",
-)
 
 
 def _decode(b):
@@ -38,29 +24,6 @@ def _decode(b):
 def known_queues(client):
     """Names of queues that have had tasks or workers, sorted."""
     return sorted(_decode(q) for q in client.smembers(keys.KNOWN_QUEUES))
-
-
-def _counts(reply):
-    front, listed, delayed, active, failed, flat, paused = reply
-    stats = dict(zip(flat[::2], flat[1::2]))
-    counts = {name: int(stats.get(name.encode(), 0)) for name in _STAT_NAMES}
-    gone = counts.pop("gone")
-    partitioned = counts.pop("plisted")  # runnable tasks listed in their partitions
-    counts["total_failed"] = counts.pop("failed")
-    runnable = front + listed + partitioned - gone  # entries of removed tasks are skipped when reached
-    counts.update(
-        pending=runnable + counts["waiting"], runnable=runnable, delayed=delayed, active=active, failed=failed
-    )
-    counts["paused"] = bool(paused)
-    return counts
-
-
-def _stat(reply, name):
-    flat = reply[5]
-    for i in range(0, len(flat), 2):
-        if flat[i] == name:
-            return int(flat[i + 1])
-    return 0
 
 
 def queue_counts(client, queue):
@@ -73,15 +36,15 @@ def queue_counts(client, queue):
     enqueued == completed + total_failed + cancelled + deleted + pending + delayed + active +
     blocked (+ failed tasks retried and deleted: see ``counts()``'s tests).
     """
-    return _counts(scripts.run(client, "counts", queue))
+    return commands.counts(queue).run(client).counts
 
 
 def overview(client):
     """[{name, counts...}] for every known queue, in two round trips whatever their number
     (each queue's counts read atomically)."""
     names = known_queues(client)
-    replies = scripts.run_pipelined(client, [("counts", name, ()) for name in names])
-    return [dict(_counts(reply), name=name) for name, reply in zip(names, replies)]
+    replies = commands.run_pipelined(client, [commands.counts(name) for name in names])
+    return [dict(reply.counts, name=name) for name, reply in zip(names, replies)]
 
 
 def _tasks(client, queue, ids, state=None):
@@ -124,8 +87,8 @@ def queue_page(client, queue, page=1, limit=50, active_limit=500, lock_limit=100
     active tasks), ``counts`` as ``queue_counts()``, and the ``page`` of pending tasks shown
     (``page`` brought within 1 and ``pages``) with its ``offset``. Pending tasks listed in partitions are read as ``pending()`` reads them."""
     now_ms = server_ms(client)
-    reply = scripts.run(client, "counts", queue)
-    counts, front, listed = _counts(reply), reply[0], reply[1]
+    read = commands.counts(queue).run(client)
+    counts, front, listed = read.counts, read.front, read.listed
     pages = max(1, -(-counts["runnable"] // limit))
     page = min(max(1, page), pages)
     offset = (page - 1) * limit
@@ -141,7 +104,7 @@ def queue_page(client, queue, page=1, limit=50, active_limit=500, lock_limit=100
     p.zrange(k(queue, "lockwaits"), 0, lock_limit - 1)
     front_ids, pending_ids, active_ids, delayed_ids, blocked_ids, failed_ids, lockwaits = p.execute()
     ids = (front_ids + pending_ids)[:limit]
-    if len(ids) < limit and _stat(reply, b"plisted") > 0:
+    if len(ids) < limit and read.partitioned > 0:
         ids += _partitioned(client, queue, max(0, offset - front - listed), limit - len(ids))
     lists = (ids, active_ids, delayed_ids, blocked_ids, failed_ids)
     p = client.pipeline(transaction=False)
@@ -299,6 +262,18 @@ def is_paused(client, queue):
 def queue_exists(client, queue):
     """Whether ``queue`` has had tasks or workers."""
     return bool(client.sismember(keys.KNOWN_QUEUES, queue))
+
+
+def bulk_job(client, job_id):
+    """The fields of a dashboard bulk job's progress record (``keys.bulk_job_key``) as text, or
+    None if there is none (unknown, or expired)."""
+    raw = client.hgetall(keys.bulk_job_key(job_id))
+    return {_decode(k): _decode(v) for k, v in raw.items()} or None
+
+
+def subscriber_connections(client):
+    """How many connections to the (node of the) client hold a pub/sub subscription."""
+    return sum(1 for c in client.client_list() if int(c.get("sub", 0)) + int(c.get("psub", 0)))
 
 
 def failed_ids(client, queue, limit):

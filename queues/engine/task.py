@@ -183,6 +183,23 @@ class Task:
         """True once the task was cancelled (or timed out) while running: stop, its outcome is discarded."""
         return self._cancelled
 
+    # -- the worker's side (not for handlers) ----------------------------------------------
+
+    def set_cancelled(self):
+        """Make ``cancelled`` true: the worker's (or a handler process's) doing when the task is
+        cancelled or times out while it runs."""
+        self._cancelled = True
+
+    def attach_sink(self, sink):
+        """Send this task's ``progress`` and ``log`` to ``sink`` (its ``put``): the worker's doing
+        on the tasks it runs (a handler process attaches its own)."""
+        self._sink = sink
+
+    def pass_report(self, **report):
+        """Pass a report made elsewhere (in a handler process) on to this task's sink, if any."""
+        if self._sink is not None:
+            self._sink.put(self, **report)
+
     @classmethod
     def from_hash(cls, task_id, queue, h):
         """Build from an HGETALL reply (bytes keys), or None if the hash is empty."""

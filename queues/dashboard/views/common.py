@@ -8,7 +8,7 @@ from django.shortcuts import render
 from django.urls import reverse
 
 from ...conf import get_connection
-from ...engine import keys
+from ...engine import keys, readmodel
 from ...quoting import QUEUE_NAME_RULE, TASK_ID_RULE, shown
 from .. import access, sections
 
@@ -47,7 +47,7 @@ def check_queue(name, must_exist=True):
         keys.check_queue_name(name)
     except ValueError:
         raise BadInput(f"{shown(name)} is not a queue name ({QUEUE_NAME_RULE}).") from None
-    if must_exist and not client().sismember(keys.KNOWN_QUEUES, name):
+    if must_exist and not readmodel.queue_exists(client(), name):
         raise BadInput(f"There is no queue {shown(name)}.", status=404)
     return name
 

@@ -150,7 +150,7 @@ def serve(sock, parent, specs, child_init=None, measure_memory=False):
                 queue, task, trace = pickle.loads(_read(stream, size))
             except EOFError:
                 break
-            task._sink = reports
+            task.attach_sink(reports)
             with tracing.attached_carried(trace):  # the worker's run span, current here too
                 reply = _run(specs[queue], task)
             _flush()
@@ -171,7 +171,7 @@ def serve(sock, parent, specs, child_init=None, measure_memory=False):
 
 def _stop(signum, frame):
     if _Serving.task is not None:
-        _Serving.task._cancelled = True
+        _Serving.task.set_cancelled()
     raise Stopped()
 
 

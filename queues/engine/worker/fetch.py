@@ -32,6 +32,15 @@ class Fetcher:
         #: (id, lease) of deliveries given back unstarted: a late hand-over of one is ignored
         self.given_back = deque(maxlen=10000)
 
+    def take_stock_soon(self):
+        """Take stock before the next fetch (after a (re)subscribe: a task handed to us, or a
+        cancel sent, while we were not listening would otherwise be missed)."""
+        self.stock_needed = True
+
+    def registered(self):
+        """The worker (re)registered: it is in no queue's idle set."""
+        self.idle_in.clear()
+
     # -- the loop --------------------------------------------------------------------------
 
     async def run(self):

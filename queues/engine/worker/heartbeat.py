@@ -264,7 +264,7 @@ class Heart:
         seconds, micros = await r.time()
         now_ms = int(seconds) * 1000 + int(micros) // 1000
         for q in self.w.queues:
-            counts = readmodel._counts(await scripts.arun(r, "counts", q))
+            counts = (await commands.counts(q).arun(r)).counts
             minute, hour, depth = readmodel.depth_sample(counts, now_ms)
             async with r.pipeline(transaction=False) as p:
                 readmodel.depth_writes(p, q, minute, hour, depth)

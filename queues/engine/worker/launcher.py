@@ -7,9 +7,10 @@ The launcher owns the worker's state and its lifecycle; the duties are in their 
 3. ``fetch.Fetcher`` fills free slots, acknowledging finished tasks in the same calls;
 4. ``processor.start`` runs each delivery; ``reporter.Reporter`` reports outcomes;
    ``scheduler.Scheduler`` syncs the schedules and fires their ticks (every worker takes part);
-5. on stop (``request_stop``, SIGTERM/SIGINT): take no more work, let running tasks finish for up
-   to ``grace`` seconds (a second signal ends the grace at once), give the rest back to the
-   front of their queues in the order they started (one call per queue), deregister.
+5. on stop (``request_stop``, SIGTERM/SIGINT), ``shutdown.shutdown``: take no more work, let
+   running tasks finish for up to ``grace`` seconds (a second signal ends the grace at once),
+   give the rest back to the front of their queues in the order they started (one call per
+   queue), deregister.
 
 The helpers (heartbeat, control channel, progress, linker, scheduler) run under
 ``keep_running``: one that fails on an unexpected error is logged with its traceback and
@@ -28,11 +29,10 @@ import os
 import signal
 import socket
 import time
-from collections import defaultdict
 from dataclasses import replace
 from datetime import UTC, datetime
 
-from .. import commands, keys, tracing
+from .. import keys, tracing
 from ..backoff import Backoff, wait_event
 from ..connection import NETWORK_ERRORS
 from ..errors import NoHandler
@@ -46,6 +46,7 @@ from .pool import ThreadPool
 from .progress import ProgressSink
 from .reporter import Reporter
 from .scheduler import Scheduler
+from .shutdown import shutdown
 
 log = logging.getLogger("worqr.worker")
 
@@ -195,7 +196,7 @@ class Worker:
             ]
             log.info("worqr: worker %s serving %s with %d slot(s)", self.name, ", ".join(self.queues), self.concurrency)
             await self.fetcher.run()
-            await self._shutdown()
+            await shutdown(self)
         except Exception as exc:
             self.error = self.error or exc
         finally:
@@ -262,7 +263,7 @@ class Worker:
 
     def registration_done(self):
         self.registered = True
-        self.fetcher.idle_in.clear()
+        self.fetcher.registered()
         self.changed.set()
 
     def lost_registration(self, queues):
@@ -287,7 +288,7 @@ class Worker:
     def on_subscribed(self):
         """After every (re)subscribe: take stock (a task handed to us, or a cancel sent, while we
         were not listening would otherwise be missed)."""
-        self.fetcher.stock_needed = True
+        self.fetcher.take_stock_soon()
         self.subscribed.set()
         self.changed.set()
 
@@ -319,43 +320,6 @@ class Worker:
                 del self.early_cancels[key]
         if len(self.early_cancels) < 10000:
             self.early_cancels[(queue, task_id)] = now
-
-    # -- shutdown --------------------------------------------------------------------------
-
-    async def _shutdown(self):
-        began = time.monotonic()
-        if self.deliveries:
-            log.info("worqr: stopping: waiting up to %.0f s for %d task(s)", self.grace, len(self.deliveries))
-        while [d for d in self.deliveries.values() if not d.reported] and time.monotonic() < began + self.grace:
-            self.changed.clear()
-            await wait_event(self.changed, max(0.0, began + self.grace - time.monotonic()))
-            await self.reporter.flush()
-        await self.progress.flush()  # what handlers logged stays with the tasks given back
-        left = sorted((d for d in self.deliveries.values() if not d.reported), key=lambda d: d.started)
-        for d in left:
-            d.reported = True
-            d.stop_now()
-        # Until stopped handlers really end (or, not started yet, their start's checks are over)
-        ends = [d.handle or d.runner for d in left if d.stoppable and (d.handle or d.runner) is not None]
-        if ends:
-            await asyncio.wait(ends, timeout=2.0)
-        by_queue = defaultdict(list)
-        for d in left:
-            d.keep_lock = d.still_running()
-            by_queue[d.task.queue].append((d.task.id, d.task.lease, d.keep_lock))
-            self.reporter.log_outcome(d, "stopped")
-        for queue, items in by_queue.items():
-            await self.reporter.call(commands.stop(queue, self.name, items))
-        await self.reporter.flush()
-        await self.reporter.send_releases()
-        try:
-            for q in self.queues:
-                await commands.unregister(q, self.name, "worker_left").arun(self.redis)
-            await self.redis.delete(keys.heartbeat_key(self.name))
-            await self.redis.srem(keys.WORKER_REGISTRY, self.name)
-            await self.heart.remember_gone(self.heart.gone_entry("stopped"))
-        except NETWORK_ERRORS as exc:
-            log.error("worqr: could not deregister (%s); the reaper will recover our tasks", exc)
 
 
 def _no_handler_spec(queue, callback_handler):

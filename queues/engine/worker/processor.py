@@ -93,7 +93,7 @@ class Delivery:
     def cancel_locally(self):
         """Ask the handler to stop: cancels an async one, ends an isolated one's process (SIGTERM,
         then SIGKILL after KILL_GRACE), flags a sync one."""
-        self.task._cancelled = True
+        self.task.set_cancelled()
         if self.handle is not None and self.is_async:
             self.handle.cancel()
         elif self.handle is not None and self.isolated:
@@ -223,7 +223,7 @@ async def _end(worker, d):
 def _launch(worker, d):
     """Start ``d``'s handler (``d.handle``)."""
     task, func = d.task, d.spec.func
-    task._sink = worker.progress  # task.progress() and task.log() (an isolated one's come up its socket)
+    task.attach_sink(worker.progress)  # task.progress() and task.log() (an isolated one's come up its socket)
     if worker.tracing:  # the run span; the handler runs with it as its current span
         d.span = tracing.start_run(task, worker.name)
         func = tracing.bind(d.span, func, d.is_async)

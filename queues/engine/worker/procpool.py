@@ -22,6 +22,7 @@ import signal
 from collections import deque
 
 from .. import faults
+from ..backoff import Backoff
 from ..errors import ConfigurationError, RetryLater, WorkerCrashed
 from ..registry import check_importable
 from . import child
@@ -98,6 +99,7 @@ class ProcessPool:
         self.waiting = deque()  # runs no process has taken yet
         self.numbers = itertools.count(1)
         self.early_deaths = 0
+        self.respawn = Backoff(0.2, 30.0)  # after an early death: 0.2 s, 0.4 s ...
         self.closing = False
         self.loop = None
 
@@ -184,13 +186,14 @@ class ProcessPool:
 
     def _said(self, p, message):
         if message[0] == "report":  # ("report", fraction, message, lines): task.progress / task.log
-            if p.run is not None and p.run.task._sink is not None:
+            if p.run is not None:
                 _, fraction, text, lines = message
-                p.run.task._sink.put(p.run.task, fraction=fraction, message=text, lines=lines)
+                p.run.task.pass_report(fraction=fraction, message=text, lines=lines)
             return
         if p.pid is None:  # its first words: ("ready", pid)
             p.pid = message[1]
             self.early_deaths = 0
+            self.respawn.reset()
             self._ready(p)
         else:
             self._answer(p, message)
@@ -241,7 +244,7 @@ class ProcessPool:
             if self.early_deaths >= MAX_EARLY_DEATHS and self.on_broken is not None:
                 self.on_broken(WorkerCrashed(f"handler processes die before they are ready ({describe_exit(code)})"))
                 return
-            self.loop.call_later(0.1 * 2**self.early_deaths, self._spawn)
+            self.loop.call_later(self.respawn.next(), self._spawn)
             return
         if run is None and not (p.stopping or p.retiring):
             log.warning("worqr: an idle handler process (pid %s) went away: %s", p.pid, describe_exit(code))

@@ -20,6 +20,7 @@ import sys
 import time
 
 from .. import keys
+from ..backoff import Backoff
 from .child import die_with_parent
 
 log = logging.getLogger("worqr.worker")
@@ -39,7 +40,8 @@ class Supervisor:
         self.grace, self.kill_grace = grace, kill_grace
         self.pids = {}  # slot -> pid of its live worker
         self.started = {}  # slot -> when its worker started
-        self.delays = dict.fromkeys(self.names, 0.0)  # slot -> its next restart backoff
+        # slot -> its restart backoff: at once, then 1 s doubling to 30 s
+        self.backoffs = {slot: Backoff(1.0, 30.0, immediate=True) for slot in self.names}
         self.due = {}  # slot -> when its worker is to be started again
         self.stops = 0  # stop signals received
         self.deadline = None  # when workers still there get SIGKILL
@@ -125,9 +127,8 @@ class Supervisor:
                 continue
             ran = time.monotonic() - self.started[slot]
             if ran >= STABLE_AFTER:
-                self.delays[slot] = 0.0
-            delay = self.delays[slot]
-            self.delays[slot] = min(max(delay * 2, 1.0), 30.0)
+                self.backoffs[slot].reset()
+            delay = self.backoffs[slot].next()
             log.error(
                 "worqr: worker %s exited (%s) after %.0f s; starting it again in %.0f s",
                 self.names[slot],

@@ -1,0 +1,59 @@
+"""Shutdown: how a worker that was told to stop (``Worker.request_stop``) leaves.
+
+1. Take no more work (the fetcher's loop has ended) and let running tasks finish for up to the
+   worker's ``grace`` seconds (a second stop signal sets it to 0: they are given back at once).
+2. Stop the handlers still running (an async one is cancelled, an isolated one's process
+   killed; a sync thread cannot be stopped: its task's lock stays held until it returns).
+3. Give those tasks back to the front of their queues, in the order they started (one ``stop``
+   call per queue), then deregister: leave each queue, drop the heartbeat, and be remembered
+   as gone ("stopped").
+"""
+
+import asyncio
+import logging
+import time
+from collections import defaultdict
+
+from .. import commands, keys
+from ..backoff import wait_event
+from ..connection import NETWORK_ERRORS
+
+log = logging.getLogger("worqr.worker")
+
+
+async def shutdown(w):
+    """Wait out the grace of worker ``w`` (a launcher.Worker), give back what still runs, and
+    deregister it."""
+    began = time.monotonic()
+    if w.deliveries:
+        log.info("worqr: stopping: waiting up to %.0f s for %d task(s)", w.grace, len(w.deliveries))
+    while [d for d in w.deliveries.values() if not d.reported] and time.monotonic() < began + w.grace:
+        w.changed.clear()
+        await wait_event(w.changed, max(0.0, began + w.grace - time.monotonic()))
+        await w.reporter.flush()
+    await w.progress.flush()  # what handlers logged stays with the tasks given back
+    left = sorted((d for d in w.deliveries.values() if not d.reported), key=lambda d: d.started)
+    for d in left:
+        d.reported = True
+        d.stop_now()
+    # Until stopped handlers really end (or, not started yet, their start's checks are over)
+    ends = [d.handle or d.runner for d in left if d.stoppable and (d.handle or d.runner) is not None]
+    if ends:
+        await asyncio.wait(ends, timeout=2.0)
+    by_queue = defaultdict(list)
+    for d in left:
+        d.keep_lock = d.still_running()
+        by_queue[d.task.queue].append((d.task.id, d.task.lease, d.keep_lock))
+        w.reporter.log_outcome(d, "stopped")
+    for queue, items in by_queue.items():
+        await w.reporter.call(commands.stop(queue, w.name, items))
+    await w.reporter.flush()
+    await w.reporter.send_releases()
+    try:
+        for q in w.queues:
+            await commands.unregister(q, w.name, "worker_left").arun(w.redis)
+        await w.redis.delete(keys.heartbeat_key(w.name))
+        await w.redis.srem(keys.WORKER_REGISTRY, w.name)
+        await w.heart.remember_gone(w.heart.gone_entry("stopped"))
+    except NETWORK_ERRORS as exc:
+        log.error("worqr: could not deregister (%s); the reaper will recover our tasks", exc)
