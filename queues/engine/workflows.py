@@ -69,7 +69,10 @@ def check_parents_exist(client, parents):
     states = readmodel.task_ends(client, parents)
     for p in parents:
         if states[p] is None:
-            raise TaskNotFound(f"after: no such task {p} (it never existed, or it ended and left nothing behind)")
+            raise TaskNotFound(
+                f"after: no such task {p} (it never existed, or it ended too long ago: a queue remembers how its "
+                f"last {keys.ENDED_MAX:,} tasks ended, for {keys.ENDED_KEEP_MS // 3_600_000} h at most)"
+            )
     return states
 
 
