@@ -248,3 +248,17 @@ def test_retrying_a_failed_parent_forgets_its_recorded_end(client):
     assert client.zscore(keys.queue_key("p", "ended"), a[-16:]) is None
     b = Queue("c").enqueue("y", after=[a])
     assert state(b) == "blocked"
+
+
+def test_a_bulk_cancel_or_delete_tells_the_children_at_once(client):
+    """Bulk cancel/delete (the dashboard's) cancels the parents' children at once, with no worker to sweep."""
+    from queues.engine import bulk
+
+    cancelled, deleted = Queue("p").enqueue("x"), Queue("p").enqueue("y")
+    a, b = Queue("c").enqueue("a", after=[cancelled]), Queue("c").enqueue("b", after=[deleted])
+    assert bulk.apply(client, "cancel", [cancelled]) == 1
+    assert bulk.apply(client, "delete", [deleted]) == 1
+    assert state(a) is None and state(b) is None
+    assert readmodel.links(client, "c", a)["why"] == f"parent {cancelled} cancelled"
+    assert readmodel.links(client, "c", b)["why"] == f"parent {deleted} deleted"
+    assert readmodel.outbox(client, "p") == [] and Queue("c").counts()["blocked"] == 0
