@@ -262,3 +262,16 @@ def test_a_bulk_cancel_or_delete_tells_the_children_at_once(client):
     assert readmodel.links(client, "c", a)["why"] == f"parent {cancelled} cancelled"
     assert readmodel.links(client, "c", b)["why"] == f"parent {deleted} deleted"
     assert readmodel.outbox(client, "p") == [] and Queue("c").counts()["blocked"] == 0
+
+
+def test_dropping_a_queue_cancels_the_children_of_its_tasks_in_other_queues(client):
+    """drop() tells its tasks' children elsewhere that their parents were deleted: they are cancelled, not stuck."""
+    parents = Queue("p").enqueue_many([f"x{i}" for i in range(1203)])  # more than two drop steps
+    children = Queue("c").enqueue_many([f"y{i}" for i in range(1203)], after=parents[:3])
+    late = Queue("c").enqueue("z", after=[parents[-1]], on_parent_failure="run")
+    Queue("p").drop()
+    assert [k for k in client.keys("worqr:{p}:*")] == []
+    assert state(late) == "pending" and all(state(i) is None for i in children)
+    assert readmodel.links(client, "c", children[0])["why"] in {f"parent {p} deleted" for p in parents[:3]}
+    c = Queue("c").counts()
+    assert c["blocked"] == 0 and c["cancelled"] == 1203 and c["pending"] == 1
