@@ -16,17 +16,19 @@ names) adds two options to ``enqueue`` and ``enqueue_many``:
 Ids before commit: the ids are made at the call with ``new_task_id`` and pushed with exactly
 those ids, so the id returned is the id the task gets; pushing is idempotent by id.
 
-Limit: ``unique`` cannot be combined with the outbox (the id is promised before it is known
-whether a holder of the unique key exists at commit).
+Limits: ``unique`` cannot be combined with the outbox (the id is promised before it is known
+whether a holder of the unique key exists at commit), nor can ``after=`` (its parents are
+linked in Redis at the call; a parent enqueued in the same transaction is not there yet):
+both raise ``InvalidInput`` before anything is written.
 """
 
 from django.db import DEFAULT_DB_ALIAS, transaction
 
 from . import outbox
 from .engine import queue as engine_queue
-from .engine import tracing
+from .engine import tracing, workflows
 from .engine.connection import NETWORK_ERRORS
-from .engine.errors import InvalidTask, RedisUnavailable
+from .engine.errors import InvalidInput, InvalidTask, RedisUnavailable
 
 
 def in_transaction(using=None):
@@ -57,6 +59,13 @@ class Queue(engine_queue.Queue):
             )
         if not deferred and not durable:
             return super().enqueue_many(payloads, **options)
+        after, on_parent_failure = options.pop("after", None), options.pop("on_parent_failure", "cancel")
+        if workflows.check_after(after, on_parent_failure, None):
+            raise InvalidInput(
+                f"queue {self.name}: after= cannot be combined with on_commit=True inside a transaction or "
+                "durable=True (its parents are linked in Redis at the call, the task is written at commit); "
+                "enqueue it after the commit instead: transaction.on_commit(lambda: queue.enqueue(..., after=[...]))"
+            )
         if options.get("unique"):
             raise InvalidTask(
                 f"queue {self.name}: unique cannot be combined with on_commit inside a transaction or "

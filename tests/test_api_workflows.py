@@ -84,3 +84,23 @@ def test_malformed_batch_bodies_are_refused(api, client):
         r = api.post("/api/batches", body)
         assert r.status_code == 400 and r.json()["field"] == field, r.content
     assert client.zcard("worqr:batches") == 0
+
+
+def test_reading_a_child_cancelled_by_its_parent_says_why(api, client):
+    """GET /api/tasks/<child> of a child cancelled by a failed parent: 404 with outcome, reason and parent."""
+    from tests.engine_calls import fail
+
+    a = Queue("t1").enqueue("p", retries=0)
+    b = Queue("t2").enqueue("c", after=[a])
+    (t,) = take(client, "t1")
+    fail(client, t)
+    workflows.drain(client, "t1")
+    r = api.get(f"/api/tasks/{b}")
+    assert r.status_code == 404
+    assert r.json() == {
+        "error": f"task {b} is gone: cancelled: parent {a} failed",
+        "outcome": "cancelled",
+        "reason": f"parent {a} failed",
+        "parents": [a],
+    }
+    assert list(api.get("/api/tasks/t2-0123456789abcdef").json()) == ["error"]  # unknown: the error alone

@@ -54,3 +54,21 @@ def test_batch_feeds_render_their_sections(client):
     assert not feed.wants(b'{"e":"progress","b":"b-0000000000000000"}')
     listing = feeds.feed_for(client, "batches")
     assert b.id in sections.render(listing.snapshot(), ["batches"], set())["batches"]
+
+
+def test_a_child_cancelled_by_its_parent_shows_why_on_its_page(staff, client):
+    """A child cancelled because its parent failed has a page saying so, naming the parent (not a 404)."""
+    from queues.engine import workflows
+    from tests.engine_calls import fail, take
+
+    a = Queue("t1").enqueue("p", retries=0)
+    b = Queue("t2").enqueue("c", after=[a])
+    (t,) = take(client, "t1")
+    fail(client, t)
+    workflows.drain(client, "t1")
+    r = staff.get(f"/queues/task/{b}/")
+    assert r.status_code == 200
+    page = r.content.decode()
+    assert f"cancelled</span>: parent {a} failed." in page
+    assert "Parents and children" in page and f"/queues/task/{a}/" in page  # the parent, linked
+    assert staff.get(f"/queues/task/{Queue('t2').enqueue('x')[:-1]}0/").status_code == 404  # unknown: still 404

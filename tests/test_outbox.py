@@ -576,3 +576,25 @@ def test_the_driver_insert_writes_what_django_writes_and_instrumentation_sees_it
             outbox_mod.store(using, "ob-driver", [outbox_mod.Entry("ob-driver:dup1", b"y", "", "", "", ())])
         assert [r[0] for r in _rows(using)] == ["ob-driver:dup1"]
     OutboxTask.objects.using(using).all().delete()
+
+
+def test_after_with_on_commit_or_durable_is_refused_before_anything_is_written():
+    """after= with on_commit=True in a transaction, or durable=True: InvalidInput naming them; no row, no task."""
+    # It crashed with a TypeError from Queue._prepare (after= unexpected), in the caller's transaction.
+    from queues.engine.errors import InvalidInput
+
+    parent = Queue("ob-after-p").enqueue("p")
+    q = Queue("ob-after")
+    with transaction.atomic():
+        with pytest.raises(InvalidInput, match=r"after= cannot be combined with on_commit=True .* durable=True"):
+            q.enqueue("c", after=[parent], on_commit=True)
+        with pytest.raises(InvalidInput, match="after="):
+            q.enqueue_many(["c", "d"], after=[parent], on_commit=True, on_parent_failure="run")
+        assert OutboxTask.objects.count() == 0
+    with pytest.raises(InvalidInput, match="after="):
+        q.enqueue("c", after=[parent], durable=True)
+    assert OutboxTask.objects.count() == 0 and q.counts()["enqueued"] == 0
+    child = q.enqueue("c", after=[parent], on_commit=True)  # no transaction open: enqueued now
+    assert q.get(child).state == "blocked"
+    assert q.get(q.enqueue("e", after=[], durable=True)).state == "pending"  # no parents: as before
+    assert outbox_mod.flush() and OutboxTask.objects.count() == 0

@@ -185,3 +185,93 @@ def test_dropping_a_queue_removes_its_blocked_tasks_and_links(client):
     Queue("c").drop()
     assert [k for k in client.keys("worqr:{c}:*")] == []
     assert state(b) is None
+
+
+def test_child_of_a_parent_that_ended_and_left_nothing_counts_its_outcome(client):
+    """A parent gone with no kept result and no children still releases, or cancels, a child enqueued late."""
+    # The issue's own example raced: a worker finishing `a` between the two lines left nothing
+    # (no result kept, no children yet), and enqueue(after=[a]) raised TaskNotFound.
+    a = Queue("extract").enqueue("file-1")
+    (t,) = take(client, "extract")
+    assert finish(client, t) == commands.Code.COMPLETED
+    assert client.exists(keys.task_key("extract", a)) == 0
+    b = Queue("transform").enqueue("file-1", after=[a])
+    assert state(b) == "pending"
+    f = Queue("extract").enqueue("file-2", retries=0)
+    (t,) = take(client, "extract")
+    assert fail(client, t) == commands.Code.FAILED
+    Queue("extract").delete(f)  # out of the failed set too: nothing of it is left but its record
+    d = Queue("extract").enqueue("file-3")
+    Queue("extract").delete(d)
+    c1 = Queue("transform").enqueue("x", after=[f])
+    c2 = Queue("transform").enqueue("y", after=[d])
+    c3 = Queue("transform").enqueue("z", after=[f], on_parent_failure="run")
+    assert state(c1) is None and state(c2) is None and state(c3) == "pending"
+    assert readmodel.links(client, "transform", c1)["why"] == f"parent {f} failed"  # its first end counts
+    assert readmodel.links(client, "transform", c2)["why"] == f"parent {d} deleted"
+    assert readmodel.task_ends(client, [a, f, d]) == {a: "completed", f: "failed", d: "deleted"}
+
+
+@pytest.fixture
+def ended_max_2(monkeypatch):
+    """The scripts built with keys.ENDED_MAX = 2 (built again as they were afterwards)."""
+    from queues.engine import scripts
+
+    monkeypatch.setattr(keys, "ENDED_MAX", 2)
+    scripts.get.cache_clear()
+    scripts._keys_and_head.cache_clear()
+    yield
+    monkeypatch.undo()
+    scripts.get.cache_clear()
+    scripts._keys_and_head.cache_clear()
+
+
+def test_the_record_of_ended_tasks_is_bounded_and_a_forgotten_parent_is_a_clear_error(client, ended_max_2):
+    """A queue keeps the last ENDED_MAX ends: a child of an older, forgotten parent gets TaskNotFound."""
+    ids = Queue("p").enqueue_many(["1", "2", "3", "4"])
+    for _ in ids:
+        (t,) = take(client, "p")
+        finish(client, t)
+    assert client.zcard(keys.queue_key("p", "ended")) <= 3  # 2, and the one the last call added
+    with pytest.raises(TaskNotFound, match="last 2 tasks"):
+        Queue("c").enqueue("x", after=[ids[0]])
+    assert state(Queue("c").enqueue("y", after=[ids[-1]])) == "pending"
+    assert Queue("c").counts()["enqueued"] == 1
+
+
+def test_retrying_a_failed_parent_forgets_its_recorded_end(client):
+    """After a retry, a child enqueued after the parent waits for its new outcome, not its failure."""
+    a = Queue("p").enqueue("x", retries=0)
+    (t,) = take(client, "p")
+    fail(client, t)
+    Queue("p").retry(a)
+    assert client.zscore(keys.queue_key("p", "ended"), a[-16:]) is None
+    b = Queue("c").enqueue("y", after=[a])
+    assert state(b) == "blocked"
+
+
+def test_a_bulk_cancel_or_delete_tells_the_children_at_once(client):
+    """Bulk cancel/delete (the dashboard's) cancels the parents' children at once, with no worker to sweep."""
+    from queues.engine import bulk
+
+    cancelled, deleted = Queue("p").enqueue("x"), Queue("p").enqueue("y")
+    a, b = Queue("c").enqueue("a", after=[cancelled]), Queue("c").enqueue("b", after=[deleted])
+    assert bulk.apply(client, "cancel", [cancelled]) == 1
+    assert bulk.apply(client, "delete", [deleted]) == 1
+    assert state(a) is None and state(b) is None
+    assert readmodel.links(client, "c", a)["why"] == f"parent {cancelled} cancelled"
+    assert readmodel.links(client, "c", b)["why"] == f"parent {deleted} deleted"
+    assert readmodel.outbox(client, "p") == [] and Queue("c").counts()["blocked"] == 0
+
+
+def test_dropping_a_queue_cancels_the_children_of_its_tasks_in_other_queues(client):
+    """drop() tells its tasks' children elsewhere that their parents were deleted: they are cancelled, not stuck."""
+    parents = Queue("p").enqueue_many([f"x{i}" for i in range(1203)])  # more than two drop steps
+    children = Queue("c").enqueue_many([f"y{i}" for i in range(1203)], after=parents[:3])
+    late = Queue("c").enqueue("z", after=[parents[-1]], on_parent_failure="run")
+    Queue("p").drop()
+    assert [k for k in client.keys("worqr:{p}:*")] == []
+    assert state(late) == "pending" and all(state(i) is None for i in children)
+    assert readmodel.links(client, "c", children[0])["why"] in {f"parent {p} deleted" for p in parents[:3]}
+    c = Queue("c").counts()
+    assert c["blocked"] == 0 and c["cancelled"] == 1203 and c["pending"] == 1

@@ -33,10 +33,15 @@ class ApiError(Exception):
         super().__init__(message)
         self.message, self.field = message, field
 
+    #: More fields of the body (a gone task's ``outcome``, ``reason`` and ``parents``).
+    extra = None
+
     def as_dict(self):
         out = {"error": self.message}
         if self.field:
             out["field"] = self.field
+        if self.extra:
+            out.update(self.extra)
         return out
 
 

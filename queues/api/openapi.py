@@ -237,7 +237,16 @@ _TIME = {"type": ["string", "null"], "format": "date-time"}
 
 
 _RESPONSES = {
-    "Error": _object({"error": _STR, "field": _STR}, required=["error"]),
+    "Error": _object(
+        {
+            "error": _STR,
+            "field": _STR,
+            "outcome": {"enum": ["completed", "failed", "cancelled", "deleted"]},
+            "reason": _STR,
+            "parents": {"type": "array", "items": _STR},
+        },
+        required=["error"],
+    ),
     "Created": _object({"id": _STR}),
     "Task": _object(
         {

@@ -7,13 +7,14 @@ fails leaves no audit row (the Redis side of each change is one atomic script).
 """
 
 import json
+import re
 from contextlib import contextmanager
 
 from django.db import transaction
 from django.urls import reverse
 
 from ..conf import get_connection
-from ..engine import Queue, readmodel
+from ..engine import Queue, keys, readmodel
 from ..models import AuditLog
 from ..quoting import shown
 from .auth import require
@@ -74,10 +75,24 @@ def create_task(token, body, spec=CREATE_TASK):
 
 
 def find_task(task_id):
-    task = readmodel.task(get_connection().client, task_id)
+    """The task, else NotFound: saying how it ended (``outcome``, ``reason``, ``parents``) when
+    its links kept that (a task cancelled because of a parent, or one that had children)."""
+    client = get_connection().client
+    task = readmodel.task(client, task_id)
     if task is None:
+        queue = keys.queue_from_task_id(task_id)
+        info = readmodel.links(client, queue, task_id) if queue else None
+        if info and info["outcome"]:
+            reason = info["why"] or ""
+            err = NotFound(f"task {task_id} is gone: {info['outcome']}" + (f": {reason}" if reason else ""))
+            parent = _REASON_PARENT.fullmatch(reason)
+            err.extra = {"outcome": info["outcome"], "reason": reason, "parents": [parent.group(1)] if parent else []}
+            raise err
         raise NotFound(f"no task {shown(task_id)} (unknown, or finished and gone)")
     return task
+
+
+_REASON_PARENT = re.compile(r"parent (\S+) (?:completed|failed|cancelled|deleted)")
 
 
 def remove_task(token, task):

@@ -8,6 +8,7 @@ the browser needs to compute (elapsed times, due in).
 """
 
 import math
+import re
 
 from .. import outbox
 from ..engine import keys, readmodel
@@ -270,6 +271,21 @@ def relatives(client, queue, task_id):
     )
 
 
+_REASON_RE = re.compile(r"parent (\S+) (completed|failed|cancelled|deleted)")
+
+
+def ended(client, queue, task_id):
+    """How a task that is gone ended, if its links recorded it (a task that had children or a
+    batch, or one cancelled because of a parent; kept a day): {outcome, reason, parent (the
+    parent named in the reason, or None)}, else None."""
+    info = readmodel.links(client, queue, task_id) if queue else None
+    if not info or not info["outcome"]:
+        return None
+    reason = info["why"] or ""
+    m = _REASON_RE.fullmatch(reason)
+    return {"outcome": info["outcome"], "reason": reason, "parent": m.group(1) if m else None}
+
+
 def batch_row(info):
     """A batch as a row: its counts, and the shares of a progress bar (in %)."""
     total = info["total"] or 0
@@ -370,6 +386,10 @@ def task(client, task_id, full=False, payload_limit=4000):
         "children": [],
     }
     out["parents"], out["children"] = relatives(client, queue_name, task_id)
+    out["ended"] = None if found is not None else ended(client, queue_name, task_id)
+    if out["ended"] and not out["parents"] and out["ended"]["parent"]:  # its parents went with it
+        pid = out["ended"]["parent"]
+        out["parents"] = [{"id": pid, "state": readmodel.task_ends(client, [pid])[pid] or "gone"}]
     if found is not None:
         d = found.as_dict()
         payload = d["payload"] or ""

@@ -32,7 +32,7 @@ SECTIONS = {
         "throughput": ("throughput",),
     },
     "task": {
-        "task": ("task",),
+        "task": ("task", "ended"),
         "progress": ("task",),
         "log": ("log",),
         "failures": ("failures",),

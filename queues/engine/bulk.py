@@ -4,7 +4,9 @@ in batches, each batch one script call per queue, reporting progress as it goes.
 1. Find: the ids are collected first (a search is read page by page, each read bounded by the
    scan limit), so acting on tasks never shifts the lists still to be read.
 2. Act: ``BATCH`` ids per script call (``retry`` and ``delete`` take many ids; a cancel is one
-   call per task, pipelined), so Redis is never held for long and other clients go on.
+   call per task, pipelined), so Redis is never held for long and other clients go on. After
+   each batch cancelled or deleted, the queue's workflow outbox is drained (``workflows``): the
+   children and batches of those tasks are told at once, not by a worker's sweep.
 
 ``progress(phase, done, total, changed)`` is called after each step; the caller keeps it where
 the dashboard shows it (``keys.bulk_job_key``).
@@ -12,7 +14,7 @@ the dashboard shows it (``keys.bulk_job_key``).
 
 from collections import defaultdict
 
-from . import commands, keys, readmodel
+from . import commands, keys, readmodel, workflows
 from .codes import Code
 
 #: The actions and the code that counts a task as changed.
@@ -55,6 +57,8 @@ def apply(client, action, ids, progress=None):
             else:
                 codes = getattr(commands, action)(queue, batch).run(client)
             changed += sum(1 for c in codes if c in ok)
+            if action != "retry":  # tasks that ended: tell their children and batches now, not by the sweep
+                workflows.drain_all(client, queue)
             done += len(batch)
             if progress is not None:
                 progress("acting", done, total, changed)

@@ -272,10 +272,11 @@ def resolve(queue, items):
     return Call("resolve", queue, args, lambda r: [int(c) for c in r])
 
 
-def outbox_done(queue, ids):
-    """Take ended tasks whose children and batch were told off the queue's outbox."""
+def outbox_done(queue, ids, forget=False):
+    """Take ended tasks whose children and batch were told off the queue's outbox (``forget``:
+    delete their links now, not a day later: the queue is being dropped)."""
     ids = list(ids)
-    return Call("outbox_done", queue, (len(ids), *ids), int, durable="log")
+    return Call("outbox_done", queue, (len(ids), *ids, "1" if forget else "0"), int, durable="log")
 
 
 # -- the worker's calls ----------------------------------------------------------------------

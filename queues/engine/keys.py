@@ -61,6 +61,15 @@ Queue keys (``QUEUE_KINDS``; the type is in brackets):
                          ms), kept for ``WORQR["ENQUEUE_DEDUP_FOR"]``: enqueueing one of them
                          again is a no-op even after its task finished (kept by ``drop``, like
                          ``leases``, so a task is never run twice because it was pushed twice)
+- ``ended``      [zset]  the tasks that ended lately (completed, failed for good, cancelled,
+                         deleted; member: the id's 16 hex digits, the queue going without
+                         saying; score: end time ms * 4 + outcome, ``ENDED_OUTCOMES``), so that
+                         a child enqueued ``after=`` a parent that has just ended and left
+                         nothing (no kept result) counts its outcome; the last ``ENDED_MAX``,
+                         for ``ENDED_KEEP_MS`` at most (trimmed by the scripts that end tasks).
+                         The one queue key a script builds from the prefix (``PREFIX ..
+                         '@@ended@@'``) rather than taking it in KEYS: every script that ends a
+                         task writes it, and adding it to their keys would rename 15 scripts
 
 Keys built inside a script from the queue's prefix and a kind below (``SUBKEY_KINDS``):
 
@@ -159,7 +168,14 @@ QUEUE_KINDS = (
     "pactive",
     "pwait",
     "seen",
+    "ended",
 )
+
+#: The record of recently ended tasks (``ended``): kept at most this long (ms), and at most this
+#: many per queue (about 100 bytes of Redis memory each); outcomes by their code (score % 4).
+ENDED_KEEP_MS = 86_400_000
+ENDED_MAX = 10_000
+ENDED_OUTCOMES = ("completed", "failed", "cancelled", "deleted")
 
 #: Kinds of a batch's keys (in its own slot, ``worqr:{batch:<id>}:<kind>``).
 BATCH_KINDS = ("batch", "live", "tasks", "queues")

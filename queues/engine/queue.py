@@ -506,8 +506,10 @@ class Queue:
         return total
 
     def drop(self):
-        """Delete the queue: every task and key, counters included; running tasks are stopped."""
+        """Delete the queue: every task and key, counters included; running tasks are stopped.
+        The children (``after=``) and batches of its tasks, in other queues, are told they were
+        deleted, after each step of ``_BATCH`` tasks."""
         while commands.drop(self.name, _BATCH).run(self.client):
-            pass
+            workflows.drain_all(self.client, self.name, dropping=True)
         self.client.delete(keys.queue_key(self.name, "depth"))  # samples taken from Python
         self.client.srem(keys.KNOWN_QUEUES, self.name)

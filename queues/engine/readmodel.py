@@ -491,16 +491,26 @@ def links_many(client, queue, ids):
 
 def task_ends(client, ids):
     """{id: state} of tasks of any queues, in one round trip: the task's state if it is in
-    Redis, else its recorded end (completed, failed, cancelled, deleted: only for a task that had
-    children or a batch, for a day), else None (unknown)."""
+    Redis, else its recorded end (completed, failed, cancelled, deleted: for a task that had
+    children or a batch, for a day; for any other, while its queue's record of ended tasks keeps
+    it: ``keys.ENDED_MAX`` of them, for ``keys.ENDED_KEEP_MS`` at most), else None (unknown)."""
     ids = list(ids)
     p = client.pipeline(transaction=False)
     for tid in ids:
         q = keys.queue_from_task_id(tid)
         p.hmget(keys.task_key(q, tid), "s", "c")
         p.hget(keys.links_key(q, tid), "=")
+        p.zscore(keys.queue_key(q, "ended"), tid[-16:])
     replies = p.execute()
-    return {tid: _state(*replies[2 * i]) or _decode(replies[2 * i + 1]) for i, tid in enumerate(ids)}
+    return {
+        tid: _state(*replies[3 * i]) or _decode(replies[3 * i + 1]) or _ended_outcome(replies[3 * i + 2])
+        for i, tid in enumerate(ids)
+    }
+
+
+def _ended_outcome(score):
+    """The outcome an ``ended`` score records (end time ms * 4 + its code), or None."""
+    return None if score is None else keys.ENDED_OUTCOMES[int(score) % 4]
 
 
 def parents(client, queue, task_id):

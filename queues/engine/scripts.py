@@ -49,6 +49,9 @@ def _placeholders():
     values = dict(keys.SUBKEY_KINDS)
     values.update(
         events=keys.EVENTS,
+        ended="ended",
+        ended_keep_ms=str(keys.ENDED_KEEP_MS),
+        ended_max=str(keys.ENDED_MAX),
         control=keys.CONTROL_PREFIX,
         duration_bounds=durations.lua_bounds(),
         batch_events=keys.BATCH_EVENTS,

@@ -69,7 +69,10 @@ def check_parents_exist(client, parents):
     states = readmodel.task_ends(client, parents)
     for p in parents:
         if states[p] is None:
-            raise TaskNotFound(f"after: no such task {p} (it never existed, or it ended and left nothing behind)")
+            raise TaskNotFound(
+                f"after: no such task {p} (it never existed, or it ended too long ago: a queue remembers how its "
+                f"last {keys.ENDED_MAX:,} tasks ended, for {keys.ENDED_KEEP_MS // 3_600_000} h at most)"
+            )
     return states
 
 
@@ -92,12 +95,13 @@ def link(client, parents, children, on_parent_failure):
     return json.dumps(doc, separators=(",", ":"))
 
 
-def drain(client, queue, limit=DRAIN_BATCH, before_ms=None):
+def drain(client, queue, limit=DRAIN_BATCH, before_ms=None, dropping=False):
     """Step 3 for up to ``limit`` ended tasks of ``queue``'s outbox: tell their children (one
     ``resolve`` call per child queue and 500 children) and their batches (one ``batch_tell`` per
     batch), then take them off (``outbox_done``). Children cancelled because of it ended too:
     their queues are drained next. Returns how many were drained. Safe to run anywhere, any
-    number of times, concurrently: every step is idempotent."""
+    number of times, concurrently: every step is idempotent. ``dropping``: ``queue`` is being
+    dropped: its own children are left to the drop, and the links go at once."""
     from . import batches
 
     ids = readmodel.outbox(client, queue, limit, before_ms)
@@ -110,7 +114,7 @@ def drain(client, queue, limit=DRAIN_BATCH, before_ms=None):
         run = info.get("run", "")  # the run span that ended it (tracing on): their spans link to it
         for child in info["children"]:
             cq = keys.queue_from_task_id(child)
-            if cq is not None:
+            if cq is not None and not (dropping and cq == queue):
                 resolves[cq].append((child, task_id, info["outcome"], run))
         if info["batch"]:
             tells[info["batch"]].append((task_id, info["outcome"], run))
@@ -124,15 +128,15 @@ def drain(client, queue, limit=DRAIN_BATCH, before_ms=None):
         for i in range(0, len(ended), RESOLVE_BATCH):
             batches.tell(client, batch_id, ended[i : i + RESOLVE_BATCH])
     faults.kill("drain-kill-after")
-    commands.outbox_done(queue, ids).run(client)
+    commands.outbox_done(queue, ids, forget=dropping).run(client)
     for cq in sorted(cascade):
         drain_all(client, cq)
     return len(ids)
 
 
-def drain_all(client, queue):
+def drain_all(client, queue, dropping=False):
     """Drain ``queue``'s outbox until it is empty (bounded per call)."""
-    while drain(client, queue) == DRAIN_BATCH:
+    while drain(client, queue, dropping=dropping) == DRAIN_BATCH:
         pass
 
 

@@ -25,7 +25,7 @@ def task(request, task_id):
     check_task_id(task_id)
     full = request.GET.get("full") == "1"
     snapshot = queries.task(client(), task_id, full=full)
-    if snapshot["task"] is None and not snapshot["failures"]:
+    if snapshot["task"] is None and not snapshot["failures"] and not snapshot["ended"]:
         raise BadInput(
             f"There is no task {task_id} (finished tasks are deleted, unless their result is kept).", status=404
         )

@@ -1,6 +1,8 @@
 -- Drop the queue: up to `limit` tasks per call, then, when none is left, every key of the
 -- queue. Workers holding its tasks are told to stop them (their reports are then refused).
--- Callers loop until it returns 0.
+-- Each task ends 'deleted' (task_ended): its children in other queues and its batch are told
+-- through the outbox, which the caller drains between calls (the links of those in it stay
+-- until then). Callers loop until it returns 0 (it returns 1 while the outbox holds any).
 -- Keys: pending front delayed active deadlines failed failures stats throughput meta workers idle unique lockwaits lockheads results durations outbox blocked batchruns once limits starts partitions ring pactive pwait
 -- @include limits
 -- @include links
@@ -8,11 +10,15 @@
 -- Output: 1 while tasks are left, 0 when the queue is gone
 -- Events: 'dropped' once at the end
 local limit = tonumber(ARGV[3])
+local now = now_ms()
 local looked = 0
 local function unlink_all(ids)
   for _, id in ipairs(ids) do
-    forget(id, task_key(id))
-    rcall('UNLINK', task_key(id), links_key(id), parents_key(id))
+    local tk = task_key(id)
+    if rcall('EXISTS', tk) == 1 then task_ended(id, tk, 'deleted', now) end
+    forget(id, tk)
+    rcall('UNLINK', tk, parents_key(id))
+    if not rcall('ZSCORE', K.outbox, id) then rcall('UNLINK', links_key(id)) end
   end
   looked = looked + #ids
 end
@@ -57,7 +63,7 @@ while looked < limit do
   end
 end
 if looked >= limit or rcall('EXISTS', K.active, K.lockwaits, K.delayed, K.failed, K.results, K.blocked, K.front, K.pending,
-    K.partitions) > 0 then
+    K.partitions, K.outbox) > 0 then
   return 1
 end
 for _, w in ipairs(rcall('ZRANGE', K.workers, 0, -1)) do
@@ -69,6 +75,6 @@ for _, w in ipairs(rcall('ZRANGE', K.workers, 0, -1)) do
 end
 rcall('UNLINK', K.pending, K.front, K.delayed, K.active, K.deadlines, K.failed, K.failures, K.stats,
   K.throughput, K.meta, K.workers, K.idle, K.unique, K.lockwaits, K.lockheads, K.results, K.durations,
-  K.limits, K.starts, K.ring, K.pactive, K.pwait, K.blocked, K.outbox, K.batchruns, K.once)
+  K.limits, K.starts, K.ring, K.pactive, K.pwait, K.blocked, K.outbox, K.batchruns, K.once, PREFIX .. '@@ended@@')
 publish({e = 'dropped'})
 return 0

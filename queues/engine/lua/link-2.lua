@@ -1,6 +1,7 @@
 -- Link new tasks (children, enqueued next in their own queues) to parents of this queue: each
 -- live parent records them, so that its end is told to them. A parent that already ended
--- answers its outcome instead (the children get it with their enqueue). All or nothing: with
+-- (its links, its kept result, the failed set, or the queue's record of ended tasks) answers
+-- its outcome instead (the children get it with their enqueue). All or nothing: with
 -- one unknown parent, nothing is written.
 -- Keys: failed outbox
 -- @include links
@@ -17,7 +18,10 @@ for i = 1, n do
   if ended then
     out[i + 1] = ended
   elseif not s then
-    return {@@UNKNOWN@@, i}
+    local sc = rcall('ZSCORE', PREFIX .. '@@ended@@', string.sub(pid, -16))  -- ended lately, leaving nothing else
+    if not sc then return {@@UNKNOWN@@, i} end
+    local code = tonumber(sc) % 4
+    out[i + 1] = (code == 0 and 'completed') or (code == 1 and 'failed') or (code == 2 and 'cancelled') or 'deleted'
   elseif rcall('ZSCORE', K.failed, pid) then
     out[i + 1] = 'failed'
   elseif s == 'completed' then

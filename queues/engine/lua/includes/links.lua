@@ -11,6 +11,24 @@ local function parents_key(id) return PREFIX .. '@@parents@@:' .. id end
 local LINKS_KEEP_MS = 86400000
 
 local outbox_told = false
+local ended_trimmed = false
+
+-- Record that task id ended with `outcome` in the queue's `ended` zset (member: the id's 16 hex
+-- digits; score: now * 4 + the outcome's code, keys.ENDED_OUTCOMES), so a child enqueued after=[id] once it has gone (no
+-- kept result, no children) still learns how it ended. Its first end counts (NX). Trimmed once
+-- per script call: older than @@ended_keep_ms@@ ms, beyond the newest @@ended_max@@.
+local function record_end(id, outcome, now)
+  local code = 0
+  if outcome == 'failed' then code = 1 elseif outcome == 'cancelled' then code = 2
+  elseif outcome == 'deleted' then code = 3 end
+  local ek = PREFIX .. '@@ended@@'
+  rcall('ZADD', ek, 'NX', string.format('%.0f', now * 4 + code), string.sub(id, -16))  -- the queue goes without saying
+  if not ended_trimmed then
+    ended_trimmed = true
+    rcall('ZREMRANGEBYSCORE', ek, '-inf', '(' .. string.format('%.0f', (now - @@ended_keep_ms@@) * 4))
+    rcall('ZREMRANGEBYRANK', ek, 0, -@@ended_max@@ - 1)
+  end
+end
 
 -- The W3C traceparent of the run span that ended a task, by id, given by the worker's call
 -- (tracing on): kept with the end ('rt'), for its children's and batch's spans to link to.
@@ -20,6 +38,7 @@ local run_traces = {}
 -- to be told: the outbox gets it, and `worker` (if given) is told once per call to drain the
 -- outbox now. Only its first ending counts (a failed task deleted later has ended already).
 local function task_ended(id, tk, outcome, now, worker, reason)
+  record_end(id, outcome, now)
   local f = rcall('HMGET', tk, 'bt', 'np')
   if f[2] then rcall('DEL', parents_key(id)) end
   local lk = links_key(id)
