@@ -34,7 +34,8 @@ browser:
 CLUSTER_TESTS ?= tests/test_cluster.py tests/test_queue_page.py tests/test_enqueue.py tests/test_worker.py tests/test_locks.py \
 	tests/test_lifecycle.py tests/test_worker_crash.py tests/test_dashboard_live.py tests/test_api.py \
 	tests/test_metrics.py tests/test_tasks_backend.py tests/test_workflows.py tests/test_workflows_workers.py \
-	tests/test_batches.py tests/test_outbox.py
+	tests/test_batches.py tests/test_outbox.py tests/test_limits.py tests/test_limits_workers.py tests/test_schedules.py \
+	tests/test_schedules_workers.py tests/test_schedule_ticks.py tests/test_dashboard_views.py
 
 test: deps browser lint
 	$(PY) -m pytest -q

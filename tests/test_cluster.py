@@ -3,13 +3,19 @@
 The URL and setting checks run in every session; the tests taking ``redis_cluster`` run in the
 session ``make test`` starts on a 3-master cluster (``WORQR_TEST_REDIS=cluster``)."""
 
+import asyncio
+import logging
+import shutil
+
 import pytest
+import redis
 
 from queues.engine import commands, connection, keys, readmodel
 from queues.engine.config import Config
 from queues.engine.connection import Connection, parse
 from queues.engine.errors import ConfigurationError, NotReplicated
 from queues.engine.queue import Queue
+from queues.testing import RedisServer
 from tests.conftest import wait_for
 
 # -- URLs ------------------------------------------------------------------------------------
@@ -75,6 +81,128 @@ def test_an_enqueue_no_replica_confirmed_raises_not_replicated(conn):
     assert (info.value.wanted, info.value.got) == (replicas + 1, replicas)
     assert "a failover now could lose it" in str(info.value)
     assert Queue("t1").counts()["pending"] == 1
+
+
+# -- the scripts that end a task WAIT too --------------------------------------------------------
+
+#: The calls that end a task (or hand it back): each writes with ``durable="log"``.
+ENDING = ("finish", "fail", "start", "stop")
+
+
+@pytest.fixture
+def replicas(conn, request):
+    """How many replicas the master of every queue has: on a single Redis, one started here."""
+    if connection.is_cluster(conn.client):
+        yield 1  # the test cluster: one per master
+        return
+    master = request.getfixturevalue("redis_server")
+    replica = RedisServer().start()
+    r = redis.Redis(port=replica.port)
+    delay = conn.client.config_get("repl-diskless-sync-delay")["repl-diskless-sync-delay"]
+    conn.client.config_set("repl-diskless-sync-delay", 0)  # not 5 s before the first sync
+    try:
+        r.replicaof("127.0.0.1", master.port)
+        online = lambda: conn.client.info("replication").get("slave0", {}).get("state") == "online"  # noqa: E731
+        wait_for(online, 20, message="the replica to sync")
+        yield 1
+    finally:
+        r.close()
+        replica.stop()
+        conn.client.config_set("repl-diskless-sync-delay", delay)
+        shutil.rmtree(replica.dir, ignore_errors=True)
+        wait_for(lambda: conn.client.info("replication")["connected_slaves"] == 0, 20, message="the replica gone")
+
+
+def _ending_call(name, queue, task):
+    ack = [(task.id, task.lease, "", False)]
+    if name == "finish":
+        return commands.finish(queue, "w1", ack, result_ttl=60)
+    if name == "fail":
+        return commands.fail(
+            queue,
+            "w1",
+            task.id,
+            task.lease,
+            "E: boom",
+            "tb",
+            retries=0,
+            backoff=1,
+            backoff_max=10,
+            jitter=0,
+            history=10,
+        )
+    if name == "stop":
+        return commands.stop(queue, "w1", [(task.id, task.lease, False)])
+    return commands.start(queue, "w1", 1, lock_ttl=35, grace=1, default_timeout=0, result_ttl=60, acks=ack)
+
+
+def _run(call, durable, road):
+    """``call`` on ``durable``'s synchronous client, or on a new asyncio one (a worker's road)."""
+    if road == "sync":
+        return call.run(durable.client)
+
+    async def run():
+        client = durable.async_client()
+        try:
+            return await call.arun(client)
+        finally:
+            for node_client in client.__dict__.get("worqr_node_clients", {}).values():
+                await node_client.aclose()
+            await client.aclose()
+
+    return asyncio.run(run())
+
+
+def _waits(conn, queue):
+    """How many WAITs the master of ``queue``'s slot has run (INFO commandstats)."""
+    client = conn.client
+    if connection.is_cluster(client):
+        client = client.get_redis_connection(client.get_node_from_key(keys.queue_key(queue, "pending")))
+    return client.info("commandstats").get("cmdstat_wait", {}).get("calls", 0)
+
+
+def _end_each(conn, durable, road):
+    """Take a task for each of ENDING and end it so on ``durable``: [(name, whether it WAITed)]."""
+    commands.register("e1", "w1", ttl=30, lock_ttl=35, grace=1, default_timeout=0, fresh=True).run(conn.client)
+    Queue("e1").enqueue_many(list(ENDING))
+    take = commands.start("e1", "w1", len(ENDING), lock_ttl=35, grace=1, default_timeout=0, result_ttl=60)
+    tasks = take.run(conn.client).tasks  # no acks: no WAIT
+    assert [t.payload for t in tasks] == list(ENDING)
+    out = []
+    for name, task in zip(ENDING, tasks):
+        before = _waits(conn, "e1")
+        _run(_ending_call(name, "e1", task), durable, road)
+        # (Redis 7 counts a WAIT that blocked twice: when called and when unblocked.)
+        out.append((name, _waits(conn, "e1") > before))
+    counts = Queue("e1").counts()
+    # stop hands its task back (to w1 at once, idle since its start took none, or pending)
+    assert (counts["completed"], counts["failed"], counts["pending"] + counts["active"]) == (2, 1, 1), counts
+    return out
+
+
+@pytest.mark.parametrize("road", ["sync", "async"])
+def test_the_calls_that_end_a_task_wait_and_log_when_replicas_fall_short(conn, replicas, caplog, road):
+    """finish, fail, stop and start-with-acks WAIT for MIN_REPLICAS_ACK; short of it: a warning each."""
+    # The worker's calls: a shortfall is logged (the outcome stands on the master), never raised.
+    durable = Connection(conn.url, conn.config.with_(min_replicas_ack=replicas + 1, replicas_ack_timeout=0.2))
+    with caplog.at_level(logging.WARNING, logger="worqr"):
+        ended = _end_each(conn, durable, road)
+    assert ended == [(name, True) for name in ENDING]
+    warned = [r.getMessage() for r in caplog.records if r.name == "worqr"]
+    assert warned == [
+        f"worqr: {name} for queue e1: {replicas} of {replicas + 1} replica(s) had the write within 200 ms"
+        for name in ENDING
+    ]
+
+
+@pytest.mark.parametrize("road", ["sync", "async"])
+def test_the_calls_that_end_a_task_wait_quietly_with_enough_replicas(conn, replicas, caplog, road):
+    """finish, fail, stop and start-with-acks each WAIT once; with the replicas there, nothing is logged."""
+    durable = Connection(conn.url, conn.config.with_(min_replicas_ack=replicas, replicas_ack_timeout=2.0))
+    with caplog.at_level(logging.WARNING, logger="worqr"):
+        ended = _end_each(conn, durable, road)
+    assert ended == [(name, True) for name in ENDING]
+    assert [r.getMessage() for r in caplog.records if r.name == "worqr"] == []
 
 
 # -- on the cluster --------------------------------------------------------------------------

@@ -354,6 +354,8 @@ def _async_node_client(client, key):
 
 
 async def _arun_waiting(client, script, queue, argv, want, durable):
+    if is_cluster(client):
+        await client.initialize()  # a new cluster client knows no slot before its first command
     for attempt in range(4):
         target = _async_node_client(client, argv[0]) if is_cluster(client) else client
         p = target.pipeline(transaction=False)
