@@ -44,6 +44,9 @@ def declared(client):
         ({"queue": "q", "every": 5, "missed": "all"}, "queues.E024", "'missed'"),
         ({"queue": "q", "every": 5, "retries": -2}, "queues.E025", "'retries'"),
         ({"queue": "q", "every": 5, "callback": "https://evil.example.com/"}, "queues.E025", "'callback'"),
+        # the queue's handler gives no lock ("") or no partition ("") for this payload
+        ({"queue": "bylock", "every": 5}, "queues.E025", "'lock'"),
+        ({"queue": "lim-fair", "every": 5, "payload": '{"c": ""}'}, "queues.E025", "'partition'"),
         ({"queue": "q", "every": 5, "when": "often"}, "queues.E026", "'when'"),
     ],
 )

@@ -3,10 +3,13 @@ missed ticks after all workers stopped, overlap=False with a slow handler, pause
 restart and a changed setting, trigger, and a worker refusing bad settings."""
 
 import json
+import os
 import signal
 import subprocess
 import sys
 from collections import defaultdict
+
+import pytest
 
 from queues.engine import keys, readmodel, schedules
 from tests.conftest import ROOT, records, wait_for, wait_registered
@@ -152,4 +155,24 @@ def test_a_worker_with_a_bad_schedule_refuses_to_start_and_writes_nothing(client
     )
     assert proc.returncode != 0
     assert "queues.E021" in proc.stderr and "'nightly'" in proc.stderr and "'cron'" in proc.stderr
+    assert client.keys("*") == []
+
+
+@pytest.mark.parametrize("options", [[], ["--skip-checks"]], ids=["checked", "checks-skipped"])
+def test_a_worker_whose_handler_refuses_a_schedules_payload_refuses_to_start_and_writes_nothing(client, options):
+    """A schedule whose payload the handler's lock function fails on: the worker exits, Redis untouched."""
+    # bylock's lock is the payload up to ':', so the default payload "" gives no lock key. The
+    # system check reports it (queues.E025); without the checks the worker refuses it itself.
+    bad = {"locked": {"queue": "bylock", "every": 5}, "ok": {"queue": "sched", "every": 5}}
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "manage.py"), "worker", "sched", *options],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "DJANGO_SETTINGS_MODULE": SETTINGS, **env_for(bad)},
+        timeout=60,
+    )
+    assert proc.returncode != 0
+    assert "'locked'" in proc.stderr and "'lock'" in proc.stderr and "lock function failed" in proc.stderr
+    assert ("queues.E025" in proc.stderr) == (not options)
     assert client.keys("*") == []
