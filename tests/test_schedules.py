@@ -39,6 +39,17 @@ def fire(client, name, due=None, mode="tick", after=None):
     ).run(client)
 
 
+HOUR_MS = 3_600_000
+
+
+def just_due(client):
+    """A tick that passed half a second ago by Redis's clock, and the tick after it, an hour on.
+    The fire script answers MISSED once the tick after is due too: with every=1 a test taking
+    a second (a loaded machine) saw MISSED instead of OK, so the tests fire hourly schedules."""
+    due = readmodel.server_ms(client) - 500
+    return due, due + HOUR_MS
+
+
 def set_next(client, queue, name, ms):
     """Move a schedule's next run (as if it were due then): the test's stand-in for waiting."""
     client.zadd(keys.queue_key(queue, "schedules"), {name: ms})
@@ -78,14 +89,13 @@ def test_a_schedule_moved_to_another_queue_keeps_its_pause_and_fires_in_one_plac
 def test_one_run_per_tick_whoever_calls(client):
     """The first call for a tick enqueues the run and moves the schedule on; a second call for the
     same tick (another worker) is told it is stale and enqueues nothing."""
-    schedules.sync(client, [spec("t", every=1, payload="tick")])
-    now = readmodel.server_ms(client)
-    due = now - now % 1000  # the tick that just passed
+    schedules.sync(client, [spec("t", every=3600, payload="tick")])
+    due, after = just_due(client)
     set_next(client, "sq", "t", due)
-    first = fire(client, "t", due)
-    second = fire(client, "t", due)
-    assert first.code == Code.OK and first.next_ms == due + 1000 and first.late_ms >= 0
-    assert second.code == Code.STALE and second.next_ms == due + 1000
+    first = fire(client, "t", due, after=after)
+    second = fire(client, "t", due, after=after)
+    assert first.code == Code.OK and first.next_ms == after and first.late_ms >= 0
+    assert second.code == Code.STALE and second.next_ms == after
     task = Queue("sq").get(first.task_id)
     assert task.payload == "tick" and json.loads(task.meta) == {"schedule": "t", "tick": due, "kind": "tick"}
     assert Queue("sq").counts()["pending"] == 1
@@ -123,22 +133,21 @@ def test_missed_ticks_after_an_outage(client, policy, runs):
 def test_overlap_false_skips_while_the_last_run_is_live(client):
     """With overlap=False a tick enqueues nothing while the last run is pending or running; once
     it has finished, the next tick runs."""
-    schedules.sync(client, [spec("ov", every=1, overlap=False)])
-    now = readmodel.server_ms(client)
-    due = now - now % 1000
-    set_next(client, "sq", "ov", due - 1000)
-    assert fire(client, "ov", due - 1000, mode="missed", after=due).code == Code.SKIPPED  # 'skip'
+    schedules.sync(client, [spec("ov", every=3600, overlap=False)])
+    due, after = just_due(client)
+    set_next(client, "sq", "ov", due - HOUR_MS)
+    assert fire(client, "ov", due - HOUR_MS, mode="missed", after=due).code == Code.SKIPPED  # 'skip'
     set_next(client, "sq", "ov", due)
-    first = fire(client, "ov", due)
+    first = fire(client, "ov", due, after=after)
     assert first.code == Code.OK
     set_next(client, "sq", "ov", due)  # the same tick again, as if it were the next
     (running,) = take(client, "sq")
-    skipped = fire(client, "ov", due)
+    skipped = fire(client, "ov", due, after=after)
     assert skipped.code == Code.SKIPPED and Queue("sq").counts()["enqueued"] == 1
     assert schedules.get(client, "ov").skipped == 1
     finish(client, running)
     set_next(client, "sq", "ov", due)
-    assert fire(client, "ov", due).code == Code.OK
+    assert fire(client, "ov", due, after=after).code == Code.OK
 
 
 def test_pause_resume_and_trigger(client):
