@@ -45,7 +45,9 @@ def now_ms(client):
 
 def test_every_second_with_three_workers_and_a_kill_gives_one_task_per_tick(client, workers):
     """every: 1 with three workers for 10 s: 10 ± 1 runs, each tick one task, also across a kill -9."""
-    env = env_for({"beat": {"queue": "sched", "every": 1, "payload": "beat"}})
+    # "tri" (every 3 s) checks that each run is enqueued within 1 s of its tick: for "beat" a run
+    # over a second late can't happen (the script answers MISSED once the next tick is due).
+    env = env_for({"beat": {"queue": "sched", "every": 1, "payload": "beat"}, "tri": {"queue": "sched", "every": 3}})
     started = [workers(["sched"], name=f"beat-{i}", settings=SETTINGS, env=env) for i in range(3)]
     for w in started:
         wait_registered(client, w.name)
@@ -62,8 +64,14 @@ def test_every_second_with_three_workers_and_a_kill_gives_one_task_per_tick(clie
     got = runs(client, "beat")
     assert 9 <= sum(t in got for t in window) <= 10
     assert all(len(ids) == 1 for ids in got.values()), {t: ids for t, ids in got.items() if len(ids) > 1}
+    beat, tri = schedules.get(client, "beat"), schedules.get(client, "tri")
     enqueued = client.hget(keys.queue_key("sched", "stats"), "enqueued")
-    assert int(enqueued) == schedules.get(client, "beat").runs  # no task outside the schedule's count
+    assert int(enqueued) == beat.runs + tri.runs  # no task outside the schedules' counts
+    # lateness: the fire script's histogram of enqueue time (Redis clock) minus the tick
+    for s in (beat, tri):
+        within_1s = dict(s.lateness["buckets"])["1"]
+        assert s.lateness["count"] == s.runs and within_1s == s.runs, f"{s.name}: late runs {s.lateness}"
+    assert tri.runs >= 2
 
 
 def test_missed_ticks_after_all_workers_stopped(client, workers):
@@ -103,8 +111,8 @@ def test_overlap_false_with_a_slow_handler_skips_ticks_and_never_stacks(client, 
 
 
 def test_pause_survives_a_restart_and_a_changed_setting_and_trigger_runs_at_once(client, workers):
-    """Paused, it stays paused through a worker restart with changed settings; trigger runs it
-    at once; resume brings its ticks back."""
+    """Paused, it stays paused (last run kept) through a restart with changed settings; trigger runs it."""
+    # trigger runs it at once; resume brings its ticks back
     first = workers(
         ["sched"],
         name="pause-1",
@@ -116,6 +124,8 @@ def test_pause_survives_a_restart_and_a_changed_setting_and_trigger_runs_at_once
     paused_at = now_ms(client)
     first.signal(signal.SIGTERM)
     assert first.wait(timeout=20) == 0
+    before = schedules.get(client, "p")
+    assert before.runs >= 1 and before.last_task_id and before.last_run
     workers(
         ["sched"],
         name="pause-2",
@@ -125,6 +135,13 @@ def test_pause_survives_a_restart_and_a_changed_setting_and_trigger_runs_at_once
     wait_for(lambda: schedules.get(client, "p").every == 2, timeout=20, message="the changed setting synced")
     s = schedules.get(client, "p")
     assert s.paused and s.next_run is None and s.payload == "v2"
+    # the last-run data survive the restart and the changed setting too
+    assert (s.last_run, s.last_task_id, s.last_tick, s.runs) == (
+        before.last_run,
+        before.last_task_id,
+        before.last_tick,
+        before.runs,
+    )
     wait_registered(client, "pause-2")
     registered = now_ms(client)
     wait_for(lambda: now_ms(client) > registered + 2500, timeout=10, message="a tick to pass under the new worker")
