@@ -115,6 +115,16 @@ def check_schedules(app_configs, **kwargs):
             )
         )
     for spec in specs:
+        problem = _handler_problem(spec)
+        if problem is not None:
+            errors.append(
+                Error(
+                    f"WORQR['SCHEDULES']: {problem}",
+                    hint="Fix settings.WORQR['SCHEDULES'] (the payload) or the handler's function.",
+                    id=SCHEDULE_ERROR_IDS[problem.field],
+                    obj=f"schedule {spec.name}",
+                )
+            )
         if spec.options.get("callback") is not None:
             try:
                 check_callback(spec.options["callback"])
@@ -128,3 +138,16 @@ def check_schedules(app_configs, **kwargs):
                     )
                 )
     return errors
+
+
+def _handler_problem(spec):
+    """The InvalidSchedule of a schedule whose payload the queue's handler can't take (its lock
+    or partition function fails on it), or None: what the worker's sync would meet."""
+    from .engine.errors import InvalidSchedule
+    from .engine.schedules import check_handler
+
+    try:
+        check_handler(spec)
+    except InvalidSchedule as exc:
+        return exc
+    return None

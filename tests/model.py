@@ -3,6 +3,10 @@
 independently of the Lua. Time never passes in it (no task becomes due, no lock or heartbeat
 expires, no rate window opens): the check drives the scripts with long TTLs and windows.
 
+A removed pending task's entry stays on front or pending, as in Redis (skipped when reached, and
+counted by the wake-ups that look at the lists' lengths); an id pushed again after its task left
+may then be listed twice, and runs from the first of its entries reached.
+
 Limits: the queue's concurrency and rate (every start counts while a rate is set; the window
 never passes), and per partition. A partitioned task is listed in its partition; the runnable
 partitions are served round-robin from the ring. As in Redis, a removed task's entry stays on
@@ -70,6 +74,7 @@ class QueueModel:
         self.to_wake = set()
         # limits in force (None: none): concurrency, rate starts, per partition the same
         self.limits = dict(c=None, rn=None, pc=None, prn=None)
+        self.overrides = False  # overrides are stored (the limits hash exists, even all '-')
         self.starts = 0  # starts logged while a rate was set (the window never passes)
         self.pstarts = {}  # partition -> starts logged while a partition rate was set
         self.plists = {}  # partition -> deque of ids (entries of removed tasks included)
@@ -141,9 +146,11 @@ class QueueModel:
         if wakeup:
             self.wake(1)
 
-    def set_limits(self, values):
-        """``values``: the limits in force after the call (overrides and handler's settled)."""
+    def set_limits(self, values, overrides=True):
+        """``values``: the limits in force after the call (overrides and handler's settled);
+        ``overrides``: whether overrides are stored after it (False after a reset)."""
         self.limits = dict(values)
+        self.overrides = overrides
         for part in sorted(p for p, s in self.pstate.items() if s == "w"):
             self.pstate[part] = "r"
             self.ring.append(part)
@@ -282,10 +289,9 @@ class QueueModel:
                     break
                 if tid is False:
                     continue
-                t = self.tasks.get(tid)
-                if t is None or t.state != "pending":
-                    continue  # the entry of a removed task
-            t = self.tasks[tid]
+            t = self.tasks.get(tid)
+            if t is None or t.state != "pending":
+                continue  # the entry of a removed task (its id may be pending again, listed later)
             if t.lock is not None:
                 if self.heads.get(t.lock) == tid:
                     del self.heads[t.lock]
@@ -316,10 +322,8 @@ class QueueModel:
         return taken
 
     def remove_inactive(self, t, outcome):
-        if t.state == "pending" and t.part is not None:
-            pass  # its entry stays on its partition's list, skipped when reached
-        elif t.state == "pending":
-            (self.front if t.id in self.front else self.pending).remove(t.id)
+        if t.state == "pending":
+            pass  # its entry stays on its list (front, pending or its partition's), skipped when reached
         elif t.state == "waiting":
             self.waits[t.lock].remove(t.id)
             if not self.waits[t.lock]:
@@ -406,6 +410,19 @@ class QueueModel:
             raise ModelError("a hand-over while paused or with nothing runnable")
         self.wake(runnable - pushed)
         return out
+
+    def push(self, tid):
+        """``push`` (Queue.enqueue's short road for one plain task): None when it declines (an
+        idle worker to hand the task to, or limits stored: nothing written), else the id; an id
+        whose task exists is left as it is (``remember`` plays no part)."""
+        if self.idle or self.overrides:
+            return None
+        if tid not in self.tasks:
+            t = self.tasks[tid] = Task(tid, None, None, 0)
+            self.stats["enqueued"] += 1
+            t.state = "pending"
+            self.pending.append(tid)
+        return tid
 
     def resolve(self, items):
         """Tell children that a parent ended: one code per (child, parent, outcome) as the script."""

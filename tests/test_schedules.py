@@ -39,14 +39,24 @@ def fire(client, name, due=None, mode="tick", after=None):
     ).run(client)
 
 
+HOUR_MS = 3_600_000
+
+
+def just_due(client):
+    """A tick that passed half a second ago by Redis's clock, and the tick after it, an hour on.
+    The fire script answers MISSED once the tick after is due too: with every=1 a test taking
+    a second (a loaded machine) saw MISSED instead of OK, so the tests fire hourly schedules."""
+    due = readmodel.server_ms(client) - 500
+    return due, due + HOUR_MS
+
+
 def set_next(client, queue, name, ms):
     """Move a schedule's next run (as if it were due then): the test's stand-in for waiting."""
     client.zadd(keys.queue_key(queue, "schedules"), {name: ms})
 
 
 def test_sync_creates_changes_and_removes(client):
-    """Sync writes new schedules at their next tick, moves changed ones, removes the others and
-    keeps the state of the unchanged."""
+    """Sync adds new schedules, moves changed ones (pause and last run kept) and removes the others."""
     done = schedules.sync(client, [spec("a", every=60), spec("b", cron="0 3 * * *", payload="p")])
     assert sorted(done["created"]) == ["a", "b"]
     a = schedules.get(client, "a")
@@ -54,11 +64,19 @@ def test_sync_creates_changes_and_removes(client):
     assert a.queue == "sq" and a.every == 60 and not a.paused
     assert 0 < a.next_run.timestamp() * 1000 - now <= 60_000
     assert schedules.get(client, "b").payload == "p" and schedules.get(client, "b").cron == "0 3 * * *"
+    due, after = just_due(client)  # a run of b's (as if its tick were now), and one by hand
+    set_next(client, "sq", "b", due)
+    assert fire(client, "b", due, after=after).code == Code.OK
+    schedules.trigger(client, "b")
     schedules.pause(client, "b")
+    ran = schedules.get(client, "b")
     done = schedules.sync(client, [spec("a", every=60), spec("b", cron="0 4 * * *", payload="p")])
     assert done == {"created": [], "changed": ["b"], "removed": []}
     b = schedules.get(client, "b")
     assert b.cron == "0 4 * * *" and b.paused and b.next_run is None  # the pause survives a change
+    kept = ("last_run", "last_task_id", "last_kind", "last_tick", "runs", "triggered", "lateness")
+    assert {k: getattr(b, k) for k in kept} == {k: getattr(ran, k) for k in kept}  # and the last-run data
+    assert b.runs == 1 and b.triggered == 1 and b.last_kind == "trigger"
     done = schedules.sync(client, [spec("b", cron="0 4 * * *", payload="p")])
     assert done["removed"] == ["a"] and schedules.get(client, "a") is None
     assert [s.name for s in schedules.all(client)] == ["b"]
@@ -76,16 +94,14 @@ def test_a_schedule_moved_to_another_queue_keeps_its_pause_and_fires_in_one_plac
 
 
 def test_one_run_per_tick_whoever_calls(client):
-    """The first call for a tick enqueues the run and moves the schedule on; a second call for the
-    same tick (another worker) is told it is stale and enqueues nothing."""
-    schedules.sync(client, [spec("t", every=1, payload="tick")])
-    now = readmodel.server_ms(client)
-    due = now - now % 1000  # the tick that just passed
+    """The first call for a tick enqueues the run and moves on; a second (another worker) is STALE."""
+    schedules.sync(client, [spec("t", every=3600, payload="tick")])
+    due, after = just_due(client)
     set_next(client, "sq", "t", due)
-    first = fire(client, "t", due)
-    second = fire(client, "t", due)
-    assert first.code == Code.OK and first.next_ms == due + 1000 and first.late_ms >= 0
-    assert second.code == Code.STALE and second.next_ms == due + 1000
+    first = fire(client, "t", due, after=after)
+    second = fire(client, "t", due, after=after)
+    assert first.code == Code.OK and first.next_ms == after and first.late_ms >= 0
+    assert second.code == Code.STALE and second.next_ms == after
     task = Queue("sq").get(first.task_id)
     assert task.payload == "tick" and json.loads(task.meta) == {"schedule": "t", "tick": due, "kind": "tick"}
     assert Queue("sq").counts()["pending"] == 1
@@ -121,37 +137,40 @@ def test_missed_ticks_after_an_outage(client, policy, runs):
 
 
 def test_overlap_false_skips_while_the_last_run_is_live(client):
-    """With overlap=False a tick enqueues nothing while the last run is pending or running; once
-    it has finished, the next tick runs."""
-    schedules.sync(client, [spec("ov", every=1, overlap=False)])
-    now = readmodel.server_ms(client)
-    due = now - now % 1000
-    set_next(client, "sq", "ov", due - 1000)
-    assert fire(client, "ov", due - 1000, mode="missed", after=due).code == Code.SKIPPED  # 'skip'
+    """overlap=False: no run while the last one is pending or running; once it has finished, one."""
+    schedules.sync(client, [spec("ov", every=3600, overlap=False)])
+    due, after = just_due(client)
+    set_next(client, "sq", "ov", due - HOUR_MS)
+    assert fire(client, "ov", due - HOUR_MS, mode="missed", after=due).code == Code.SKIPPED  # 'skip'
     set_next(client, "sq", "ov", due)
-    first = fire(client, "ov", due)
+    first = fire(client, "ov", due, after=after)
     assert first.code == Code.OK
     set_next(client, "sq", "ov", due)  # the same tick again, as if it were the next
     (running,) = take(client, "sq")
-    skipped = fire(client, "ov", due)
+    skipped = fire(client, "ov", due, after=after)
     assert skipped.code == Code.SKIPPED and Queue("sq").counts()["enqueued"] == 1
     assert schedules.get(client, "ov").skipped == 1
     finish(client, running)
     set_next(client, "sq", "ov", due)
-    assert fire(client, "ov", due).code == Code.OK
+    assert fire(client, "ov", due, after=after).code == Code.OK
 
 
 def test_pause_resume_and_trigger(client):
-    """Paused: no next run; trigger still enqueues at once and leaves the next tick; resume picks
-    the next tick after now. Unknown names raise ScheduleNotFound."""
+    """Trigger runs now, moving no tick (paused or not); resume picks the next tick; unknown: 404."""
+    # Paused: no next run; resume picks the next tick after now. Unknown names raise ScheduleNotFound.
     schedules.sync(client, [spec("p", every=3600, payload="now")])
     before = schedules.get(client, "p").next_run
+    active = schedules.trigger(client, "p")  # not paused: runs now, the next tick stays
+    p = schedules.get(client, "p")
+    assert p.next_run == before and p.last_task_id == active and not p.paused and p.runs == 0
     assert schedules.pause(client, "p") is True and schedules.pause(client, "p") is False
     assert schedules.get(client, "p").next_run is None and schedules.get(client, "p").paused
     task_id = schedules.trigger(client, "p")
     task = Queue("sq").get(task_id)
     assert task.payload == "now" and json.loads(task.meta)["kind"] == "trigger"
-    assert schedules.get(client, "p").last_task_id == task_id and schedules.get(client, "p").triggered == 1
+    p = schedules.get(client, "p")
+    assert p.last_task_id == task_id and p.triggered == 2
+    assert p.paused and p.next_run is None  # a trigger while paused leaves it paused
     assert schedules.resume(client, "p") is True and schedules.resume(client, "p") is False
     assert schedules.get(client, "p").next_run == before
     for call in (schedules.pause, schedules.resume, schedules.trigger):

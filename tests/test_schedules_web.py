@@ -44,6 +44,9 @@ def declared(client):
         ({"queue": "q", "every": 5, "missed": "all"}, "queues.E024", "'missed'"),
         ({"queue": "q", "every": 5, "retries": -2}, "queues.E025", "'retries'"),
         ({"queue": "q", "every": 5, "callback": "https://evil.example.com/"}, "queues.E025", "'callback'"),
+        # the queue's handler gives no lock ("") or no partition ("") for this payload
+        ({"queue": "bylock", "every": 5}, "queues.E025", "'lock'"),
+        ({"queue": "lim-fair", "every": 5, "payload": '{"c": ""}'}, "queues.E025", "'partition'"),
         ({"queue": "q", "every": 5, "when": "often"}, "queues.E026", "'when'"),
     ],
 )
@@ -116,6 +119,33 @@ def test_the_schedules_page_and_its_actions(declared):
     ]
     assert web.post(reverse("queues:schedule-pause", args=["nope"])).status_code == 404
     assert web.get(reverse("queues:schedule-pause", args=["ping"])).status_code == 405
+
+
+def test_the_schedules_page_shows_every_schedules_time_zone_utc_included(client):
+    """Each schedule's timing in words names its time zone, UTC too; intervals tick in UTC."""
+    engine_schedules.sync(
+        client,
+        [
+            parse("utc", {"queue": "q", "cron": "0 3 * * *"}),
+            parse("tokyo", {"queue": "q", "cron": "0 3 * * *", "timezone": "Asia/Tokyo"}),
+            parse("often", {"queue": "q", "every": 10, "timezone": "Asia/Tokyo"}),  # ignored by intervals
+        ],
+    )
+    web = Client()
+    web.force_login(make_user("viewer", perms=["view_dashboard"]))
+    html = web.get(reverse("queues:schedules")).content.decode()
+    rows = {name: html.split(f'data-schedule="{name}"')[1].split("</tr>")[0] for name in ("utc", "tokyo", "often")}
+    assert "At 03:00 (UTC time)" in rows["utc"] and "At 03:00 (Asia/Tokyo time)" in rows["tokyo"]
+    assert "Every 10 seconds (UTC)" in rows["often"]
+
+
+def test_the_overview_links_to_the_schedules_page():
+    """The overview page has a link to the Schedules page."""
+    web = Client()
+    web.force_login(make_user("viewer", perms=["view_dashboard"]))
+    page = web.get(reverse("queues:overview"))
+    assert page.status_code == 200
+    assert f'href="{reverse("queues:schedules")}"' in page.content.decode()
 
 
 def test_the_api(declared):

@@ -3,10 +3,13 @@ missed ticks after all workers stopped, overlap=False with a slow handler, pause
 restart and a changed setting, trigger, and a worker refusing bad settings."""
 
 import json
+import os
 import signal
 import subprocess
 import sys
 from collections import defaultdict
+
+import pytest
 
 from queues.engine import keys, readmodel, schedules
 from tests.conftest import ROOT, records, wait_for, wait_registered
@@ -42,7 +45,9 @@ def now_ms(client):
 
 def test_every_second_with_three_workers_and_a_kill_gives_one_task_per_tick(client, workers):
     """every: 1 with three workers for 10 s: 10 ± 1 runs, each tick one task, also across a kill -9."""
-    env = env_for({"beat": {"queue": "sched", "every": 1, "payload": "beat"}})
+    # "tri" (every 3 s) checks that each run is enqueued within 1 s of its tick: for "beat" a run
+    # over a second late can't happen (the script answers MISSED once the next tick is due).
+    env = env_for({"beat": {"queue": "sched", "every": 1, "payload": "beat"}, "tri": {"queue": "sched", "every": 3}})
     started = [workers(["sched"], name=f"beat-{i}", settings=SETTINGS, env=env) for i in range(3)]
     for w in started:
         wait_registered(client, w.name)
@@ -59,8 +64,14 @@ def test_every_second_with_three_workers_and_a_kill_gives_one_task_per_tick(clie
     got = runs(client, "beat")
     assert 9 <= sum(t in got for t in window) <= 10
     assert all(len(ids) == 1 for ids in got.values()), {t: ids for t, ids in got.items() if len(ids) > 1}
+    beat, tri = schedules.get(client, "beat"), schedules.get(client, "tri")
     enqueued = client.hget(keys.queue_key("sched", "stats"), "enqueued")
-    assert int(enqueued) == schedules.get(client, "beat").runs  # no task outside the schedule's count
+    assert int(enqueued) == beat.runs + tri.runs  # no task outside the schedules' counts
+    # lateness: the fire script's histogram of enqueue time (Redis clock) minus the tick
+    for s in (beat, tri):
+        within_1s = dict(s.lateness["buckets"])["1"]
+        assert s.lateness["count"] == s.runs and within_1s == s.runs, f"{s.name}: late runs {s.lateness}"
+    assert tri.runs >= 2
 
 
 def test_missed_ticks_after_all_workers_stopped(client, workers):
@@ -100,8 +111,8 @@ def test_overlap_false_with_a_slow_handler_skips_ticks_and_never_stacks(client, 
 
 
 def test_pause_survives_a_restart_and_a_changed_setting_and_trigger_runs_at_once(client, workers):
-    """Paused, it stays paused through a worker restart with changed settings; trigger runs it
-    at once; resume brings its ticks back."""
+    """Paused, it stays paused (last run kept) through a restart with changed settings; trigger runs it."""
+    # trigger runs it at once; resume brings its ticks back
     first = workers(
         ["sched"],
         name="pause-1",
@@ -113,6 +124,8 @@ def test_pause_survives_a_restart_and_a_changed_setting_and_trigger_runs_at_once
     paused_at = now_ms(client)
     first.signal(signal.SIGTERM)
     assert first.wait(timeout=20) == 0
+    before = schedules.get(client, "p")
+    assert before.runs >= 1 and before.last_task_id and before.last_run
     workers(
         ["sched"],
         name="pause-2",
@@ -122,6 +135,13 @@ def test_pause_survives_a_restart_and_a_changed_setting_and_trigger_runs_at_once
     wait_for(lambda: schedules.get(client, "p").every == 2, timeout=20, message="the changed setting synced")
     s = schedules.get(client, "p")
     assert s.paused and s.next_run is None and s.payload == "v2"
+    # the last-run data survive the restart and the changed setting too
+    assert (s.last_run, s.last_task_id, s.last_tick, s.runs) == (
+        before.last_run,
+        before.last_task_id,
+        before.last_tick,
+        before.runs,
+    )
     wait_registered(client, "pause-2")
     registered = now_ms(client)
     wait_for(lambda: now_ms(client) > registered + 2500, timeout=10, message="a tick to pass under the new worker")
@@ -152,4 +172,24 @@ def test_a_worker_with_a_bad_schedule_refuses_to_start_and_writes_nothing(client
     )
     assert proc.returncode != 0
     assert "queues.E021" in proc.stderr and "'nightly'" in proc.stderr and "'cron'" in proc.stderr
+    assert client.keys("*") == []
+
+
+@pytest.mark.parametrize("options", [[], ["--skip-checks"]], ids=["checked", "checks-skipped"])
+def test_a_worker_whose_handler_refuses_a_schedules_payload_refuses_to_start_and_writes_nothing(client, options):
+    """A schedule whose payload the handler's lock function fails on: the worker exits, Redis untouched."""
+    # bylock's lock is the payload up to ':', so the default payload "" gives no lock key. The
+    # system check reports it (queues.E025); without the checks the worker refuses it itself.
+    bad = {"locked": {"queue": "bylock", "every": 5}, "ok": {"queue": "sched", "every": 5}}
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "manage.py"), "worker", "sched", *options],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "DJANGO_SETTINGS_MODULE": SETTINGS, **env_for(bad)},
+        timeout=60,
+    )
+    assert proc.returncode != 0
+    assert "'locked'" in proc.stderr and "'lock'" in proc.stderr and "lock function failed" in proc.stderr
+    assert ("queues.E025" in proc.stderr) == (not options)
     assert client.keys("*") == []

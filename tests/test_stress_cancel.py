@@ -1,12 +1,17 @@
 """Stress: a cancel stops its task however it races the hand-over or the worker's control
-channel (right after a push, before the first subscription, during a reconnect)."""
+channel (right after a push, before the start reply lands, before the first subscription, during a
+reconnect)."""
 
+import asyncio
 import json
+import threading
 import time
 
 import pytest
 
 from queues import Queue
+from queues.engine.worker.fetch import Fetcher
+from queues.engine.worker.launcher import Worker
 from tests.conftest import wait_for
 from tests.stress import MARKS, events, scaled, subscribed_clients, wait_ready, wait_until
 
@@ -31,6 +36,45 @@ def test_a_cancel_right_after_the_hand_over_stops_the_task(client, workers, queu
     assert completed == [], f"{len(completed)} of {len(ids)} cancelled tasks ran to completion ({len(started)} started)"
     c = q.counts()
     assert (c["cancelled"], c["completed"], c["pending"], c["active"]) == (len(ids), 0, 0, 0)
+
+
+@pytest.mark.parametrize("queue", ["sta1", "st1"], ids=["async", "sync"])
+def test_a_cancel_heard_before_the_start_reply_lands_never_starts_the_handler(conn, client, monkeypatch, queue):
+    """A real Worker hears a task's cancel before its start reply is handled: the handler never starts."""
+    # The worker (in this process, on a thread) takes the task with `start`; before it handles the
+    # reply, the task is cancelled in Redis and the cancel reaches it over its control channel
+    # while it does not know the task yet. Then the reply lands and start_delivery runs.
+    q = Queue(queue)
+    tid = q.enqueue(json.dumps({"sleep": 2}))
+    fetch = Fetcher._fetch
+    heard = []
+
+    async def fetch_then_cancel(self, free, acks, behind):
+        taken, due_ms, more = await fetch(self, free, acks, behind)
+        if any(d.task.id == tid for d in taken):
+            assert await asyncio.to_thread(q.cancel, tid) is True
+            deadline = time.monotonic() + 5
+            while (queue, tid) not in self.w.early_cancels and time.monotonic() < deadline:
+                await asyncio.sleep(0.005)
+            heard.append((queue, tid) in self.w.early_cancels)
+        return taken, due_ms, more
+
+    monkeypatch.setattr(Fetcher, "_fetch", fetch_then_cancel)
+    worker = Worker([queue], conn, concurrency=1, name="early-cancel", grace=1.0)
+    thread = threading.Thread(target=worker.run, daemon=True)
+    thread.start()
+    try:
+        wait_for(lambda: heard, timeout=15, message="the worker to take the task")
+        assert heard == [True], "the cancel never reached the worker"
+        wait_for(lambda: q.get(tid) is None, timeout=10, message="the cancelled task to leave")
+        time.sleep(0.2)  # a handler started by mistake has logged its start by now
+        assert events(client, queue, "start") == [], "the handler of a task cancelled before it started ran"
+        c = q.counts()
+        assert (c["cancelled"], c["completed"], c["active"]) == (1, 0, 0)
+    finally:
+        worker.loop.call_soon_threadsafe(worker.request_stop)
+        thread.join(15)
+    assert not thread.is_alive() and worker.error is None
 
 
 def _stopped_promptly(client, queue, tid, cancelled_at, within=3.0):

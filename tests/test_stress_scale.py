@@ -7,7 +7,7 @@ import time
 import pytest
 
 from queues import Queue
-from queues.engine import readmodel
+from queues.engine import keys, readmodel
 from tests.conftest import wait_for
 from tests.stress import (
     MARKS,
@@ -109,3 +109,21 @@ def test_cancel_and_delete_in_the_middle_of_1000000_pending_are_fast(client, slo
         + describe_slow(slow)
     )
     client.flushall(asynchronous=True)  # free the memory now
+
+
+def test_drop_of_300000_lock_waiters_never_blocks_redis(client, slowlog):
+    """Dropping a queue with 300,000 tasks waiting on one lock (no purge first): no call over 50 ms."""
+    # The other test purges before it drops, so its drop meets an almost empty queue: here drop
+    # itself empties the lock's wait list, which one unbounded call did in 1.7 s.
+    q = Queue("st4")
+    n = scaled(300_000, 1_000_000)
+    ids = q.enqueue_many(["0"] * n, lock="x")
+    c = q.counts()
+    assert (c["runnable"], c["waiting"]) == (1, n - 1)
+    slowlog(50_000)
+    t0 = time.monotonic()
+    q.drop()
+    drop_s = time.monotonic() - t0
+    slow = slow_commands(client, 50_000)
+    assert q.counts()["waiting"] == 0 and not client.exists(keys.task_key("st4", ids[-1]))
+    assert slow == [], f"drop of {n:,} lock waiters took {drop_s:.1f} s; over 50 ms: {describe_slow(slow)}"

@@ -21,10 +21,12 @@ OUTCOMES = {
 
 
 def in_words(schedule):
-    """'At 03:00, Europe/Paris time', 'Every 10 seconds'."""
+    """'At 03:00 (Europe/Paris time)', 'At 03:00 (UTC time)', 'Every 10 seconds (UTC)': the time
+    zone always shown. An interval's ticks are multiples of it since the Unix epoch, whatever its
+    ``timezone`` (which only cron follows): UTC."""
     if schedule.every is not None:
         every = schedule.every
-        return "Every second" if every == 1 else f"Every {every:g} seconds"
+        return ("Every second" if every == 1 else f"Every {every:g} seconds") + " (UTC)"
     options = Options()
     options.use_24hour_time_format = True
     options.casing_type = CasingTypeEnum.Sentence
@@ -32,7 +34,7 @@ def in_words(schedule):
         words = get_description(ticks.Timing(cron=schedule.cron).expression, options)
     except Exception:  # best effort: the expression itself is shown beside it
         words = schedule.cron
-    return words if schedule.timezone == "UTC" else f"{words} ({schedule.timezone} time)"
+    return f"{words} ({schedule.timezone} time)"
 
 
 def row(schedule, outcome):

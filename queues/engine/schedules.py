@@ -273,6 +273,14 @@ def handler_partition(spec):
         raise InvalidSchedule(spec.name, "partition", f"the handler's partition function failed: {exc}") from exc
 
 
+def check_handler(spec):
+    """Raise InvalidSchedule (field 'lock' or 'partition') if the queue's handler's lock or
+    partition function fails on the schedule's payload: each run would be refused. Touches no
+    Redis (the system check and a worker's start call it before anything is written)."""
+    handler_lock(spec)
+    handler_partition(spec)
+
+
 def sync(client, specs):
     """Make Redis hold exactly these schedules (see the module doc). Returns
     {'created': [...], 'changed': [...], 'removed': [...]} (names)."""

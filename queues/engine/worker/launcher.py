@@ -33,6 +33,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 
 from .. import keys, tracing
+from .. import schedules as schedule_store
 from ..backoff import Backoff, wait_event
 from ..connection import NETWORK_ERRORS
 from ..errors import NoHandler
@@ -105,6 +106,8 @@ class Worker:
         self.name = keys.check_worker_name(name or default_name())
         self.grace = grace
         self.schedules = schedules
+        for spec in schedules or ():  # a run the handler would refuse: refuse to start instead
+            schedule_store.check_handler(spec)
         self.procs = procpool.for_worker(
             self.specs,
             concurrency,
