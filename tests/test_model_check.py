@@ -29,7 +29,7 @@ from collections import OrderedDict
 import pytest
 
 from queues import Queue
-from queues.engine import commands, keys, readmodel, scripts
+from queues.engine import commands, keys, readmodel
 from queues.engine.codes import Code
 from tests.model import QueueModel
 
@@ -155,10 +155,8 @@ class Driver:
         else:
             tid = f"{Q}-{rng.getrandbits(64):016x}"
         new = tid not in self.m.tasks
-        reply, expected = self.run(
-            lambda: scripts.run(self.client, "push", Q, tid, b"p", "", ""), lambda _: self.m.push(tid)
-        )
-        assert (reply if reply is None else reply[2].decode()) == expected, (reply, expected)
+        reply, expected = self.run(lambda: commands.push(Q, tid, b"p").run(self.client), lambda _: self.m.push(tid))
+        assert (reply if reply is None else reply.ids[0]) == expected, (reply, expected)
         if new and expected is not None:
             self.m.tags_of[tid] = []  # push gives no tags (an id used before had some)
         self.log.append(("push", tid))
