@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -66,6 +67,36 @@ def test_two_processes_are_two_workers_and_a_killed_one_is_replaced(client, work
         *queued,
     ]
     assert sup.proc.poll() is None
+
+
+def test_processes_auto_starts_one_worker_per_cpu(client, workers):
+    """--processes auto: os.cpu_count() workers, named <name>-1 ... <name>-N."""
+    n = os.cpu_count()
+    sup = workers(["t1"], name="auto", options=("--processes", "auto"))
+    expected = {f"auto-{i}" for i in range(1, n + 1)}
+    wait_for(lambda: set(live(client)) == expected, timeout=15 + n, message=lambda: f"{n} workers: {sup.output()}")
+    assert len(re.findall(r"started worker auto-\d+ \(pid", sup.output())) == n
+
+
+def started_pids(sup, name):
+    """The pids of the workers the supervisor started under ``name``, in order (from its log)."""
+    return [int(pid) for pid in re.findall(rf"started worker {name} \(pid (\d+)\)", sup.output())]
+
+
+def test_a_child_that_keeps_dying_is_restarted_with_backoff(client, workers):
+    """kill -9 of the same child three times: started again at once, then after 1 s, then after 2 s."""
+    sup = workers(["t1"], name="bo", options=("--processes", "1"))
+    wait_for(lambda: "bo-1" in live(client), timeout=15, message="the worker")
+    waited = []
+    for n in (2, 3, 4):
+        os.kill(started_pids(sup, "bo-1")[-1], signal.SIGKILL)
+        killed = time.monotonic()
+        wait_for(lambda n=n: len(started_pids(sup, "bo-1")) == n, timeout=6, message=lambda: sup.output())
+        waited.append(time.monotonic() - killed)
+    assert waited[0] < 1 and 1 <= waited[1] < 1 + 2 and 2 <= waited[2] < 2 + 2, waited
+    pattern = r"worker bo-1 exited \(signal 9\) after \d+ s; starting it again in (\d+) s"
+    assert re.findall(pattern, sup.output()) == ["0", "1", "2"]
+    wait_for(lambda: live(client).get("bo-1") == started_pids(sup, "bo-1")[-1], timeout=15, message="the 4th worker")
 
 
 def test_sigterm_to_the_supervisor_stops_everything_with_exit_0_within_the_grace(client, workers):
