@@ -118,6 +118,18 @@ def test_sigterm_to_the_supervisor_stops_everything_with_exit_0_within_the_grace
     assert q.get(long).state == "pending" and live(client) == {}
 
 
+def test_sigterm_to_the_supervisor_as_its_workers_start_still_exits_0(client, workers):
+    """SIGTERM to the supervisor as soon as it forked its workers: each exits 0, not by the signal."""
+    # The workers are still starting (their event loop does not handle SIGTERM yet): before the
+    # fix they died by it ("exited (signal 15)", supervisor exit 1), 4 times out of 4 here.
+    sup = workers(["t2"], name="early", grace=2, options=("--processes", "2"))
+    wait_for(lambda: "started worker early-2" in sup.output(), timeout=20, interval=0.001, message="the forks")
+    sup.signal(signal.SIGTERM)
+    assert sup.wait(timeout=15) == 0, sup.output()
+    assert sup.output().count("exited (exit code 0)") == 2 and "signal 15" not in sup.output()
+    assert live(client) == {}
+
+
 def test_ctrl_c_to_the_group_is_one_stop_and_a_second_signal_a_fast_one(client, workers):
     """SIGINT to the whole process group (a Ctrl-C) is one graceful stop, not a fast one: the
     workers ignore it and the supervisor passes it on once, so a 1 s task still finishes. A
@@ -147,6 +159,20 @@ def test_a_killed_worker_takes_its_isolated_handlers_processes_with_it(client, w
     pid = wait_for(lambda: client.lindex(f"test:pid:{tid}", 0), message="the handler to start")
     os.kill(live(client)["kin-1"], signal.SIGKILL)
     wait_for(lambda: gone(int(pid)), timeout=3, message="the handler's process to die with its worker")
+
+
+def test_a_supervised_workers_cancelled_isolated_handler_gets_sigterm_and_runs_its_finally(client, workers):
+    """Under a supervisor, a cancel still reaches an isolated handler as SIGTERM: its finally block runs."""
+    # A supervisor's worker starts with SIGTERM blocked (a stop while it starts waits for its
+    # loop); its handler processes must not inherit that, or only the SIGKILL would end them.
+    q = Queue("p2")
+    workers(["p2"], name="sv", options=("--processes", "1"))
+    wait_for(lambda: "sv-1" in live(client), timeout=15, message="the worker")
+    tid = q.enqueue('{"linger": 1}')
+    wait_for(lambda: client.lrange(f"test:pid:{tid}", 0, -1), message="the handler to start")
+    q.cancel(tid)
+    cleanup = wait_for(lambda: client.lrange(f"test:cleanup:{tid}", 0, -1), timeout=3, message="the finally block")
+    assert cleanup == [b"1"]
 
 
 def test_workers_stop_when_their_supervisor_is_killed(client, workers):

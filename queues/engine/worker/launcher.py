@@ -180,6 +180,7 @@ class Worker:
                 self.loop.add_signal_handler(sig, self._on_stop_signal, sig)
             except (NotImplementedError, RuntimeError):  # not the main thread (tests)
                 pass
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})  # a supervisor's worker blocked it till now
         helpers = []
         try:
             if self.procs is not None:
