@@ -1,6 +1,7 @@
 """Isolated handlers (``isolation="process"``), for real: timeouts and cancels end the handler's
 process, crashes fail the attempt, locks wait for the process's end, processes are recycled."""
 
+import json
 import os
 import time
 from io import StringIO
@@ -243,3 +244,34 @@ def test_a_failed_link_to_a_handler_process_ends_and_replaces_it(client, workers
     wait_for(lambda: q.counts()["completed"] == 2, timeout=15, message="both tasks to complete")
     assert len({r["pid"] for r in records(client, "p2") if r["id"] in ids}) == 2
     assert w.proc.poll() is None
+
+
+def test_isolation_process_flag_isolates_only_sync_handlers_that_dont_choose(client, workers):
+    """--isolation process: an unmarked sync handler runs in a child, async and isolation="thread" ones don't."""
+    # The flag is a default: a handler that chose isolation="thread" keeps its thread, and an
+    # async one always runs on the worker's event loop.
+    w = workers(["t1", "a1", "pthread"], name="iso-flag", options=("--isolation", "process"))
+    ids = {q: Queue(q).enqueue(f"{q} work") for q in ("t1", "a1", "pthread")}
+    for q in ids:
+        wait_for(lambda q=q: Queue(q).counts()["completed"] == 1, timeout=15, message=f"the {q} task")
+    ran_in = {q: records(client, q)[0]["pid"] for q in ids}
+    assert {q: records(client, q)[0]["id"] for q in ids} == ids
+    assert ran_in["t1"] != w.pid
+    assert ran_in["a1"] == w.pid and ran_in["pthread"] == w.pid
+
+
+def test_django_is_set_up_once_per_handler_process_not_per_task(client, workers):
+    """Several tasks on one isolated handler process: one process, and its initializer ran once."""
+    q = Queue("pinit")
+    w = workers(["pinit"], name="iso-init")
+    ids = q.enqueue_many([str(i) for i in range(5)])
+    wait_for(lambda: q.counts()["completed"] == 5, timeout=15, message="five tasks")
+    seen = [json.loads(client.lindex(f"test:init:{tid}", 0)) for tid in ids]
+    assert len({pid for pid, _ in seen}) == 1 and seen[0][0] != w.pid
+    assert [inits for _, inits in seen] == [1] * 5
+
+
+def test_kill_grace_defaults_to_5_seconds():
+    """WORQR["KILL_GRACE"] unset: an isolated handler gets 5 s between SIGTERM and SIGKILL."""
+    assert Config().kill_grace == 5.0
+    assert Config.from_mapping({}).kill_grace == 5.0

@@ -68,6 +68,25 @@ def test_sigterm_lets_tasks_finish_within_grace_then_requeues_the_rest(client, w
     assert "outcome=completed" in w.output() and "outcome=stopped" in w.output()
 
 
+def test_a_stop_signal_that_lands_while_the_fetcher_yields_still_stops_the_worker(client, workers):
+    """SIGTERM handled while the fetcher yields with a task running: the worker stops within its grace."""
+    # The fault point sends the worker SIGTERM right after the fetcher's yield that lets due
+    # completions land, and waits there until the handler ran: the fetcher had looked at
+    # ``stopping`` before that yield and cleared the wake-up after it, so it slept on while the
+    # 60 s task ran (a supervisor's SIGTERM seen ignored under load: exit after 60 s, not 2).
+    q = Queue("t2")
+    env = {"WORQR_FAULT": "fetch-yield-sigterm"}
+    w = workers(["t2"], name="stop-race", grace=2, env=env, options=("--log-level", "DEBUG"))
+    wait_registered(client, "stop-race")
+    tid = q.enqueue('{"sleep": 60}')
+    # 60 s before the fix; now the grace (2 s), plus up to 5 s for the outbox relay's thread to
+    # end its round (the test database may be locked by another test's transaction)
+    assert w.wait(timeout=15) == 0, w.output()
+    assert "worker stop-race: stop signal SIGTERM received" in w.output()
+    assert "stopping: waiting up to 2 s for 1 task(s)" in w.output()
+    assert q.get(tid).state == "pending" and readmodel.workers(client) == []
+
+
 def test_redis_restart_under_an_idle_worker(client, workers, redis_server):
     """Redis stopped and restarted: the worker reconnects, re-registers and resubscribes, and a
     task enqueued afterwards runs within 5 s."""

@@ -37,6 +37,8 @@ VARIANTS = {
     "worqr-isolated": f"manage.py worker --isolation process --concurrency {CONCURRENCY}, sync handler in "
                       f"{CONCURRENCY} pre-forked handler processes per worker; N procs = N workers",
 }
+#: Row labels in the printed table (issue 17's names); ``--only`` and the results files keep the ids.
+LABELS = {"worqr-processes": "worqr --processes 2", "worqr-isolated": "worqr isolation=process"}
 BULK = "Queue.enqueue_many (one Lua call per 500 tasks)"
 QUEUE = "bench"
 

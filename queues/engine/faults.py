@@ -3,7 +3,9 @@ fails on purpose. Points that kill (``kill``): ``drain-kill``, ``drain-kill-afte
 (``workflows.drain``). Points that raise an unexpected error once per process (``raise_once``):
 ``heartbeat-raise``, ``scheduler-raise`` (the worker's helpers), ``relay-raise`` (the outbox
 relay), to see a helper's failure logged and the helper started again, and
-``procpool-link-raise`` (the link to a handler process: the process is ended and replaced)."""
+``procpool-link-raise`` (the link to a handler process: the process is ended and replaced). A
+point that signals: ``fetch-yield-sigterm`` (``sigterm_once``: a stop signal lands while the
+worker's fetcher yields to the event loop with a task running)."""
 
 import os
 import signal
@@ -37,3 +39,21 @@ def raise_once(point):
             return
         _raised.add(point)
     raise InjectedFault(f"fault injected at {point} (WORQR_FAULT)")
+
+
+async def sigterm_once(point, handled):
+    """The first time ``point`` is reached in this process, when it is named: send this process
+    SIGTERM and yield to the event loop until ``handled()`` (its handler ran), for at most 1 s."""
+    if not active(point):
+        return
+    with _lock:
+        if point in _raised:
+            return
+        _raised.add(point)
+    import asyncio
+    import time
+
+    os.kill(os.getpid(), signal.SIGTERM)
+    deadline = time.monotonic() + 1.0
+    while not handled() and time.monotonic() < deadline:
+        await asyncio.sleep(0)

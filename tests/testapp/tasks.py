@@ -191,6 +191,18 @@ for name in ("p1", "p2", "p3"):
 handler("pspin", isolation="process", timeout=2)(run_isolated)
 handler("pcrash", isolation="process", retries=1, backoff=0.1)(run_isolated)
 handler("plock", isolation="process", timeout=1, lock="one")(run_isolated)
+handler("pthread", isolation="thread")(run_sync)  # stays on a thread under --isolation process
+
+
+def run_counting_inits(task):
+    """Records (RPUSH to test:init:<id>) this process's pid and how many times it ran the isolated
+    processes' initializer (the worker command's ``child_init``, which sets Django up)."""
+    from queues.management.commands import worker
+
+    get_default().client.rpush(f"test:init:{task.id}", json.dumps([os.getpid(), worker.child_inits]))
+
+
+handler("pinit", isolation="process")(run_counting_inits)
 
 
 # -- Reporting handlers (tests/test_progress.py, the dashboard's browser tests) -----------------

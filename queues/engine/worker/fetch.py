@@ -15,7 +15,7 @@ import asyncio
 import logging
 from collections import defaultdict, deque
 
-from .. import commands, keys
+from .. import commands, faults, keys
 from ..backoff import Backoff, wait_event
 from ..codes import Code
 from ..connection import NETWORK_ERRORS, raise_if_cancelling
@@ -49,9 +49,17 @@ class Fetcher:
             [asyncio.ensure_future(e.wait()) for e in (w.subscribed, w.stop_event)], return_when=asyncio.FIRST_COMPLETED
         )
         backoff = Backoff()
-        while not w.stopping:
+        fault = faults.active("fetch-yield-sigterm")
+        while True:
             if w.deliveries:
                 await asyncio.sleep(0)  # let completions that are already due land: bigger batches
+                if fault:
+                    await faults.sigterm_once("fetch-yield-sigterm", lambda: w.stopping)
+            # Look at ``stopping`` only now, with no await before the clear: a stop that came
+            # during the yield above was cleared with ``changed`` and the fetcher slept on, its
+            # task running, until something else changed (a supervisor's SIGTERM seen ignored).
+            if w.stopping:
+                break
             w.changed.clear()
             acks, behind = {}, {}
             try:

@@ -151,6 +151,10 @@ class Worker:
             raise self.error
         return self.exit_code
 
+    def _on_stop_signal(self, sig):
+        log.debug("worqr: worker %s: stop signal %s received", self.name, signal.Signals(sig).name)
+        self.request_stop()
+
     def request_stop(self, *_):
         if self.stopping:
             log.warning("worqr: second stop signal: giving running tasks back now")
@@ -177,9 +181,10 @@ class Worker:
             if signal.getsignal(sig) is signal.SIG_IGN:  # ignored when we started (a supervisor's
                 continue  # worker: the supervisor passes a Ctrl-C on): leave it so
             try:
-                self.loop.add_signal_handler(sig, self.request_stop)
+                self.loop.add_signal_handler(sig, self._on_stop_signal, sig)
             except (NotImplementedError, RuntimeError):  # not the main thread (tests)
                 pass
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})  # a supervisor's worker blocked it till now
         helpers = []
         try:
             if self.procs is not None:

@@ -2,7 +2,9 @@
 
 1. Forks each worker from this process (everything is imported and set up here already), named
    ``<name>-<i>`` (i from 1). A worker ignores SIGINT (a Ctrl-C reaches the whole process group;
-   the supervisor passes it on, once) and gets SIGTERM if the supervisor dies.
+   the supervisor passes it on, once) and gets SIGTERM if the supervisor dies. SIGTERM is blocked
+   in a worker until its event loop handles it (``Worker.main`` unblocks it): one sent while it
+   starts waits for that, instead of killing it ("exited (signal 15)", supervisor exit 1).
 2. A worker that exits while the supervisor runs is started again under the same name: at once
    the first time (or after it ran for a minute), then after 1 s, 2 s, 4 s ... up to 30 s. Its tasks are
    recovered as for any dead worker (by its successor's registration or the others' heartbeats).
@@ -82,7 +84,9 @@ class Supervisor:
             code = 1
             try:
                 signal.signal(signal.SIGINT, signal.SIG_IGN)
-                signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+                # SIGTERM stays blocked (pending, not lost nor fatal) until the worker's event
+                # loop handles it: a stop at once after a start then stops it as any stop does.
+                signal.pthread_sigmask(signal.SIG_SETMASK, {*mask, signal.SIGTERM})
                 die_with_parent(signal.SIGTERM, parent)
                 code = self.start_worker(name)
             except BaseException:

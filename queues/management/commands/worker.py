@@ -21,11 +21,17 @@ from queues.engine.worker.supervisor import Supervisor
 from queues.outbox import Relay
 from queues.webhooks import worker_callback_handler
 
+#: How many times ``child_init`` ran in this process: 1 in an isolated handler's process (Django
+#: is set up once per process, not per task), 0 in a worker.
+child_inits = 0
+
 
 def child_init():
     """Runs once in each isolated handler's process, before its first task. The process is a
     fork of the worker, so Django is set up already (set up here otherwise), and it has no
     database connection of its parent's: they were closed before the fork."""
+    global child_inits
+    child_inits += 1
     from django.apps import apps
 
     if not apps.ready:
