@@ -57,7 +57,8 @@ class QueueModel:
         self.waits = {}  # lock -> deque of ids
         self.holder = {}  # lock -> "id:lease" (the lock key exists)
         self.heads = {}  # lock -> id
-        self.held = {}  # worker -> OrderedDict(holder -> lock): locks kept for handlers still running
+        self.held = {}  # worker -> OrderedDict(holder -> lock, '' for none): what it keeps for handlers still running
+        self.kept = {}  # holder -> partition (None: none): slots kept for handlers still running
         self.unique = {}  # key -> id
         self.remembered = set()  # ids enqueued with remember (the `seen` set; nothing expires in a run)
         self.workers, self.idle = set(), set()
@@ -87,10 +88,14 @@ class QueueModel:
     def active_count(self, leaving=None):
         return sum(1 for t in self.tasks.values() if t.state == "active" and t is not leaving)
 
+    def running_count(self, leaving=None):
+        """What counts under the queue's concurrency: active tasks and kept slots."""
+        return self.active_count(leaving) + len(self.kept)
+
     def room(self, leaving=None):
         room = float("inf")
         if self.limits["c"] is not None:
-            room = self.limits["c"] - self.active_count(leaving)
+            room = self.limits["c"] - self.running_count(leaving)
         if self.limits["rn"] is not None:
             room = min(room, self.limits["rn"] - self.starts)
         return max(room, 0)
@@ -130,18 +135,20 @@ class QueueModel:
             del self.pstate[part]
         return tid
 
-    def limits_left(self, t):
+    def limits_left(self, part, leaving=None):
+        """A task of ``part`` left the active state (``leaving``, still marked active here) or a
+        kept slot was released."""
         wakeup = False
-        if t.part is not None:
-            self.pactive[t.part] -= 1
-            if self.pactive[t.part] <= 0:
-                del self.pactive[t.part]
-            if self.pstate.get(t.part) == "b":
-                self.pstate[t.part] = "r"
-                self.ring.append(t.part)
+        if part is not None:
+            self.pactive[part] -= 1
+            if self.pactive[part] <= 0:
+                del self.pactive[part]
+            if self.pstate.get(part) == "b":
+                self.pstate[part] = "r"
+                self.ring.append(part)
                 wakeup = True
         c = self.limits["c"]
-        if not wakeup and c is not None and self.active_count(t) == c - 1 and self.listed_runnable() > 0:
+        if not wakeup and c is not None and self.running_count(leaving) == c - 1 and self.listed_runnable() > 0:
             wakeup = True
         if wakeup:
             self.wake(1)
@@ -226,11 +233,16 @@ class QueueModel:
 
     def leave_active(self, t, lease, mode):
         self.owned[t.worker].discard(t.id)
-        self.limits_left(t)
+        holder = f"{t.id}:{lease}"
+        keep = mode == "keep" and t.worker is not None
+        if keep and (t.part is not None or self.limits["c"] is not None):
+            self.kept[holder] = t.part  # its slots stay taken until the handler returns
+            self.held.setdefault(t.worker, OrderedDict()).setdefault(holder, "")
+        else:
+            self.limits_left(t.part, t)
         if t.lock is None:
             return
-        holder = f"{t.id}:{lease}"
-        if mode == "keep" and self.holder.get(t.lock) == holder:
+        if keep and self.holder.get(t.lock) == holder:
             self.held.setdefault(t.worker, OrderedDict())[holder] = t.lock
             return
         self.release_lock(t, lease, mode == "requeue")
@@ -271,9 +283,12 @@ class QueueModel:
             lock = mine.pop(holder, None)
             if lock is None:
                 continue
-            if self.holder.get(lock) == holder:
-                del self.holder[lock]
-            self.promote_waiter(lock)
+            if lock != "":
+                if self.holder.get(lock) == holder:
+                    del self.holder[lock]
+                self.promote_waiter(lock)
+            if holder in self.kept:
+                self.limits_left(self.kept.pop(holder))
 
     def take(self, worker, count):
         taken = []
@@ -313,8 +328,8 @@ class QueueModel:
             self.owned.setdefault(worker, set()).add(tid)
             taken.append((tid, t.lease))
         c, pc = self.limits["c"], self.limits["pc"]
-        if taken and c is not None and self.active_count() > c:
-            raise ModelError(f"{self.active_count()} active tasks started past the concurrency {c}")
+        if taken and c is not None and self.running_count() > c:
+            raise ModelError(f"{self.running_count()} running handlers started past the concurrency {c}")
         for tid, _ in taken:
             part = self.tasks[tid].part
             if part is not None and pc is not None and self.pactive[part] > pc:

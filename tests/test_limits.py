@@ -401,3 +401,36 @@ def test_a_bad_handler_option_stops_manage_py_at_start_up(client, command):
     assert out.returncode != 0, out.stdout + out.stderr
     assert "queues.E030" in out.stderr and "'emails'" in out.stderr and "concurrency" in out.stderr, out.stderr
     assert client.dbsize() == 0  # nothing written: no worker registered, no limits
+
+
+def _finish_kept(client, task):
+    return commands.finish(task.queue, WORKER, [(task.id, task.lease, "", True)], result_ttl=60).run(client)[0]
+
+
+def test_a_kept_slot_holds_until_released_and_drop_forgets_it(client):
+    """finish with keep holds a concurrency=1 slot until release; an unlimited queue keeps none; drop forgets it."""
+    q = Queue("lim-kept")
+    register(client, "lim-kept", concurrency=1)
+    q.enqueue_many(["1", "2"])
+    (first,) = start(client, "lim-kept", 2).tasks
+    assert _finish_kept(client, first) == Code.COMPLETED
+    assert start(client, "lim-kept", 2).tasks == []  # the thread still runs: its slot is kept
+    assert q.limits()["active"] == 1 and q.limits()["kept"] == 1
+    commands.release("lim-kept", WORKER, [(f"lim-kept-{os.urandom(8).hex()}", "1")]).run(
+        client
+    )  # nothing kept: ignored
+    assert q.limits()["kept"] == 1
+    commands.release("lim-kept", WORKER, [(first.id, str(first.lease))]).run(client)
+    (second,) = start(client, "lim-kept", 2).tasks
+    assert _finish_kept(client, second) == Code.COMPLETED and q.limits()["kept"] == 1
+    while commands.drop("lim-kept", 100).run(client):
+        pass
+    assert not client.exists(keys.queue_key("lim-kept", "kept"))
+    assert not client.exists(keys.held_locks_key("lim-kept", WORKER))
+
+    free = Queue("lim-none")
+    register(client, "lim-none")
+    free.enqueue("x")
+    (task,) = start(client, "lim-none", 1).tasks
+    assert _finish_kept(client, task) == Code.COMPLETED
+    assert not client.exists(keys.queue_key("lim-none", "kept"), keys.held_locks_key("lim-none", WORKER))

@@ -1,5 +1,6 @@
 """Limits with real worker processes: concurrency across workers, the rate's sliding window,
-partitions served fairly, a kill -9'd worker's slots, and set_limits seen at once."""
+partitions served fairly, a kill -9'd worker's slots, set_limits seen at once, and the slots a
+timed-out sync handler's thread keeps until it returns."""
 
 import json
 import time
@@ -146,3 +147,68 @@ def test_a_held_back_queue_costs_redis_nothing_while_it_waits(client, workers, s
 
     wait_for(lambda: calls("heartbeat") >= 2, timeout=10, message="two heartbeats of the idle worker")
     assert calls("start") == 0 and q.limits()["held_back"] == 2
+
+
+def _by_n(recs):
+    return {json.loads(r["payload"])["n"]: r for r in recs}
+
+
+def _failed(client, queue):
+    from queues.engine import readmodel
+
+    return readmodel.queue_counts(client, queue)["failed"]
+
+
+def test_a_timed_out_thread_keeps_its_concurrency_slot_until_it_returns(client, workers):
+    """concurrency=1, a 3 s sync handler with timeout=1: the next task starts only once its thread returned."""
+    # The worker has a free thread for the second task all along: only the limit can hold it back.
+    q = Queue("lim-keep")
+    workers(["lim-keep"], concurrency=4, name="lk0")
+    wait_registered(client, "lk0")
+    q.enqueue_many([json.dumps({"sleep": 3, "deaf": True, "n": i}) for i in range(2)])
+    wait_for(lambda: _failed(client, "lim-keep") == 1, timeout=5, message="the first task to time out")
+    lim = q.limits()
+    assert (lim["active"], lim["kept"], lim["held_back"]) == (1, 1, 1)
+    recs = wait_for(lambda: (r := records(client, "lim-keep")) and len(r) == 2 and r, timeout=15, message="2 runs")
+    first, second = _by_n(recs)[0], _by_n(recs)[1]
+    assert second["start"] >= first["end"] - 0.05, (first, second)  # never two handlers at once
+    assert second["start"] - first["end"] < 1.0  # and the freed slot is taken at once
+    wait_for(lambda: q.limits()["active"] == 0, timeout=5, message="both slots given back")
+
+
+def test_a_timed_out_thread_keeps_its_partition_slot_until_it_returns(client, workers):
+    """partition_concurrency=1: A's next task waits for A's timed-out thread to return; B runs meanwhile."""
+    q = Queue("lim-pkeep")
+    workers(["lim-pkeep"], concurrency=4, name="lpk0")
+    wait_registered(client, "lpk0")
+    q.enqueue_many([json.dumps({"c": "A", "sleep": 3, "deaf": True, "n": i}) for i in range(2)])
+    wait_for(lambda: _failed(client, "lim-pkeep") == 1, timeout=5, message="A's first task to time out")
+    q.enqueue(json.dumps({"c": "B", "n": 2}))
+    recs = wait_for(lambda: (r := records(client, "lim-pkeep")) and len(r) == 3 and r, timeout=15, message="3 runs")
+    a1, a2, b = _by_n(recs)[0], _by_n(recs)[1], _by_n(recs)[2]
+    assert a2["start"] >= a1["end"] - 0.05, (a1, a2)  # never two of A's handlers at once
+    assert b["end"] < a1["end"], (a1, b)  # B was not held back by A's kept slot
+    wait_for(lambda: q.limits()["partitions"]["most_active"] == 0, timeout=5, message="A's slots given back")
+
+
+def test_a_killed_workers_kept_slot_comes_back_within_the_recovery_time(client, workers):
+    """kill -9 of a worker whose timed-out thread keeps the only slot: another runs the next within TTL + 2 s."""
+    q = Queue("lim-keep")
+    a = workers(["lim-keep"], concurrency=4, name="lkk-a")
+    wait_registered(client, "lkk-a")
+    q.enqueue(json.dumps({"sleep": 60, "deaf": True, "n": 0}))
+    wait_for(lambda: _failed(client, "lim-keep") == 1, timeout=5, message="the first task to time out")
+    workers(["lim-keep"], concurrency=4, name="lkk-b")
+    wait_registered(client, "lkk-b")
+    q.enqueue(json.dumps({"n": 1}))
+    time.sleep(1.0)
+    assert not records(client, "lim-keep")  # held back by the slot the running thread keeps
+    assert q.limits()["kept"] == 1 and q.limits()["held_back"] == 1
+    a.kill()
+    killed = time.monotonic()
+    wait_for(lambda: records(client, "lim-keep"), timeout=TTL + 4, message="b to run the next task")
+    assert time.monotonic() - killed < TTL + 2
+    (rec,) = records(client, "lim-keep")
+    assert json.loads(rec["payload"])["n"] == 1
+    wait_for(lambda: q.limits()["active"] == 0, timeout=5, message="no slot left in use")
+    assert q.limits()["kept"] == 0

@@ -520,6 +520,8 @@ def check(client, m):
         assert listed == list(m.plists.get(part, [])), f"the list of partition {part}"
         logged = client.zcard(keys.partition_starts_key(Q, part))
         assert logged == m.pstarts.get(part, 0), f"starts logged for partition {part}"
+    kept = {k.decode(): v.decode() for k, v in client.hgetall(keys.queue_key(Q, "kept")).items()}
+    assert kept == {h: part or "" for h, part in m.kept.items()}, "slots kept for handlers still running"
     pactive = {k.decode(): int(v) for k, v in client.zrange(keys.queue_key(Q, "pactive"), 0, -1, withscores=True)}
     assert pactive == m.pactive, "active tasks per partition"
     assert client.zcard(keys.queue_key(Q, "starts")) == m.starts, "starts logged"

@@ -342,6 +342,7 @@ LIMITS_READ_ONLY = (
     "handler",
     "overrides",
     "active",
+    "kept",
     "starts_in_window",
     "held_back",
     "runnable",

@@ -70,13 +70,21 @@ Queue keys (``QUEUE_KINDS``; the type is in brackets):
                          The one queue key a script builds from the prefix (``PREFIX ..
                          '@@ended@@'``) rather than taking it in KEYS: every script that ends a
                          task writes it, and adding it to their keys would rename 15 scripts
+- ``kept``       [hash]  the slots kept by handlers still running after their outcome was
+                         recorded (a timeout, a cancel of a sync handler): ``<id>:<lease>`` ->
+                         its partition key (``''``: none). Each counts under the queue's
+                         ``concurrency`` (with ``active``) and stays in ``pactive`` until the
+                         handler returns (``release``) or its worker is reaped; written only when
+                         the queue has a concurrency or the task a partition. Built from the
+                         prefix in Lua (``PREFIX .. '@@kept@@'``), as ``ended`` is
 
 Keys built inside a script from the queue's prefix and a kind below (``SUBKEY_KINDS``):
 
 - ``task:<id>``       [hash]   one task (fields in ``task.py``)
 - ``worker:<name>``   [set]    ids of this queue's tasks held by that worker
 - ``held:<name>``     [hash]   locks a worker keeps after reporting an outcome while the handler
-                               still runs (``<id>:<lease>`` -> lock key), until it really stops
+                               still runs (``<id>:<lease>`` -> lock key, ``''`` when it keeps
+                               only slots, in ``kept``), until it really stops
 - ``lock:<key>``      [string] the holder of a lock, ``<id>:<lease>``, always with an expiry
 - ``lockwait:<key>``  [list]   ids of tasks waiting for that lock, in order
 - ``links:<id>``     [hash]   a task's children (``after=``) and ending: one field per child id,
@@ -169,6 +177,7 @@ QUEUE_KINDS = (
     "pwait",
     "seen",
     "ended",
+    "kept",
 )
 
 #: The record of recently ended tasks (``ended``): kept at most this long (ms), and at most this

@@ -396,8 +396,9 @@ class Queue:
     def limits(self):
         """The queue's limits and their current use: ``concurrency``, ``rate`` ([starts, seconds]),
         ``partition_concurrency``, ``partition_rate`` (None: no limit), ``handler`` and
-        ``overrides`` (where they come from), ``active``, ``starts_in_window``, ``held_back``,
-        ``runnable`` and ``partitions`` (README "Limits")."""
+        ``overrides`` (where they come from), ``active`` (slots in use, ``kept`` ones included),
+        ``kept``, ``starts_in_window``, ``held_back``, ``runnable`` and ``partitions`` (README
+        "Limits")."""
         return readmodel.limits(self.client, self.name)
 
     def set_limits(

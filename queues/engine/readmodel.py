@@ -649,7 +649,9 @@ def _parked(client, queue, partition_concurrency):
 def limits(client, queue, busiest=10):
     """The queue's limits and their use: the limits in force (``concurrency``, ``rate`` as
     [starts, seconds], ``partition_concurrency``, ``partition_rate``; None: no limit), where they
-    come from (``handler``, ``overrides``), ``active`` tasks, ``starts_in_window`` (None without
+    come from (``handler``, ``overrides``), ``active`` (the slots in use under the concurrency:
+    active tasks, and ``kept``: handlers still running after their outcome was recorded, a
+    timeout or a cancel of a sync handler, until they return), ``starts_in_window`` (None without
     a rate), ``held_back`` (runnable tasks the queue's own limits hold back now), and
     ``partitions``: listed (with tasks runnable), in the ring, held back, parked by their
     concurrency (``at_concurrency``) and by their rate (``rate_waiting``), the tasks listed in
@@ -672,6 +674,7 @@ def limits(client, queue, busiest=10):
     handler.update(_limit_values(h, "h"))
     p = client.pipeline(transaction=True)
     p.zcard(keys.queue_key(queue, "active"))
+    p.hlen(keys.queue_key(queue, "kept"))
     rate = in_force["rate"]
     window = int(h.get("rw") or 0)
     p.zcount(keys.queue_key(queue, "starts"), f"({now - window}", "+inf")
@@ -679,7 +682,8 @@ def limits(client, queue, busiest=10):
     p.llen(keys.queue_key(queue, "ring"))
     p.zcard(keys.queue_key(queue, "pwait"))
     p.zrevrange(keys.queue_key(queue, "pactive"), 0, max(busiest, 1) - 1, withscores=True)
-    active, starts, listed, ring, rate_waiting, top = p.execute()
+    active, kept, starts, listed, ring, rate_waiting, top = p.execute()
+    active += kept
     at_concurrency, held_back_tasks = _parked(client, queue, in_force["partition_concurrency"]) if listed else (0, 0)
     counts = queue_counts(client, queue)
     room = None
@@ -693,6 +697,7 @@ def limits(client, queue, busiest=10):
         handler=handler,
         overrides=_limit_values(h, "o"),
         active=active,
+        kept=kept,
         starts_in_window=starts if rate is not None else None,
         held_back=held_back,
         runnable=counts["runnable"],

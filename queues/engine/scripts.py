@@ -50,6 +50,7 @@ def _placeholders():
     values.update(
         events=keys.EVENTS,
         ended="ended",
+        kept="kept",
         ended_keep_ms=str(keys.ENDED_KEEP_MS),
         ended_max=str(keys.ENDED_MAX),
         control=keys.CONTROL_PREFIX,

@@ -2,6 +2,7 @@
 
 Payloads are JSON objects of directives (any other payload is just recorded):
   sleep  seconds to run (sync handlers check task.cancelled every 10 ms)
+  deaf   true: a sync handler never looks at task.cancelled (its thread outlives a timeout)
   fail   "always", or the number of first attempts that raise
   log    Redis list to RPUSH a record to: id, payload, attempt, pid, start, end (time.time())
   defer  seconds: raise RetryLater on the first attempt
@@ -68,7 +69,7 @@ def run_sync(task):
     d = _directives(task.payload) if isinstance(task.payload, str) else {}
     end = start + float(d.get("sleep", 0))
     while time.time() < end:
-        if task.cancelled:
+        if task.cancelled and not d.get("deaf"):
             _record(task, start, "cancelled")
             return
         time.sleep(0.01)
@@ -120,6 +121,8 @@ handler("lim-rate", rate=(5, 2))(run_sync)
 handler("lim-fair", partition=customer_of, partition_concurrency=1)(run_sync)
 handler("lim-kill", concurrency=2)(run_sync)
 handler("lim-set", concurrency=1)(run_sync)
+handler("lim-keep", concurrency=1, timeout=1, retries=0)(run_sync)
+handler("lim-pkeep", partition=customer_of, partition_concurrency=1, timeout=1, retries=0)(run_sync)
 
 
 # -- isolated handlers (tests/test_isolation.py, tests/test_processes.py) -------------------------

@@ -69,12 +69,12 @@ end
 for _, w in ipairs(rcall('ZRANGE', K.workers, 0, -1)) do
   local held = rcall('HGETALL', held_key(w))
   for i = 1, #held, 2 do
-    if rcall('GET', lock_key(held[i + 1])) == held[i] then rcall('DEL', lock_key(held[i + 1])) end
+    if held[i + 1] ~= '' and rcall('GET', lock_key(held[i + 1])) == held[i] then rcall('DEL', lock_key(held[i + 1])) end
   end
   rcall('DEL', worker_tasks_key(w), held_key(w))
 end
 rcall('UNLINK', K.pending, K.front, K.delayed, K.active, K.deadlines, K.failed, K.failures, K.stats,
   K.throughput, K.meta, K.workers, K.idle, K.unique, K.lockwaits, K.lockheads, K.results, K.durations,
-  K.limits, K.starts, K.ring, K.pactive, K.pwait, K.blocked, K.outbox, K.batchruns, K.once, PREFIX .. '@@ended@@')
+  K.limits, K.starts, K.ring, K.pactive, K.pwait, K.blocked, K.outbox, K.batchruns, K.once, PREFIX .. '@@ended@@', KEPT)
 publish({e = 'dropped'})
 return 0

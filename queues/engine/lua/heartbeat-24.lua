@@ -2,7 +2,7 @@
 -- bounded (only due entries of sorted sets are read; nothing here scans):
 --  1. pushes the worker's deadline out by the TTL (refused if the worker was reaped);
 --  2. keeps the locks of the worker's tasks alive, and those it keeps for handlers still
---     running after their outcome was recorded;
+--     running after their outcome was recorded (their kept slots need nothing);
 --  3. fails up to 20 workers whose deadline passed: their tasks go back first in line;
 --  4. takes up to 100 tasks past timeout + grace from their (stuck) holders: a new lease fences
 --     the old holder out, and the task goes back first in line, or to the failed set when out
@@ -30,10 +30,14 @@ end
 local hk = held_key(worker)
 local held = rcall('HGETALL', hk)
 for i = 1, #held, 2 do
-  if rcall('GET', lock_key(held[i + 1])) == held[i] then
-    rcall('PEXPIRE', lock_key(held[i + 1]), lock_ttl)
-  else
-    rcall('HDEL', hk, held[i])
+  if held[i + 1] ~= '' then  -- '': slots kept, no lock
+    if rcall('GET', lock_key(held[i + 1])) == held[i] then
+      rcall('PEXPIRE', lock_key(held[i + 1]), lock_ttl)
+    elseif rcall('HEXISTS', KEPT, held[i]) == 1 then
+      rcall('HSET', hk, held[i], '')  -- the lock is lost, the slots still kept
+    else
+      rcall('HDEL', hk, held[i])
+    end
   end
 end
 

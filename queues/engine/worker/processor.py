@@ -12,8 +12,9 @@
    - raised anything else: a failed attempt (retried with backoff, or failed for good);
    - timed out: cancelled like a user cancel, and reported as a failed attempt at once;
    - cancelled by a user: finished as cancelled.
-5. A delivery whose outcome was reported while its handler still ran keeps its lock (and its
-   slot) until the handler really returns; then the lock is released (``Reporter.release``).
+5. A delivery whose outcome was reported while its handler still ran keeps its lock, its
+   worker slot and its slots under the queue's and partition's concurrency until the handler
+   really returns; then the lock and those slots are released (``Reporter.release_if_due``).
    An isolated handler is stopped for real: its process is ended, and its handle completes only
    once the process is gone.
 """

@@ -5,8 +5,9 @@
   acknowledges and fetches in one round trip; ``flush`` sends them alone (shutdown);
 - failures are sent at once (they are rarer, and a failure's retry timing counts);
 - an outcome reported while the handler still runs (a timeout, a cancel of a sync handler)
-  keeps the task's lock held; once the handler has really returned, the lock is released
-  (``release_if_due``; the fetcher sends the releases, always after the report they follow);
+  keeps the task's lock held, and its slots under the queue's and partition's concurrency;
+  once the handler has really returned, they are released (``release_if_due``; the fetcher
+  sends the releases, always after the report they follow);
 - every call is retried through network errors with backoff; a stale lease is logged, not
   raised (the task was taken from this worker, which then also releases any lock kept for it).
 """
@@ -71,7 +72,7 @@ class Reporter:
     def take_acks(self):
         """{queue: [(id, lease, result, keep[, run traceparent])]} of everything to acknowledge
         now, and the deliveries behind them: {queue: [delivery]}. ``keep`` is decided here, at
-        sending time: the handler still runs, so its lock must stay held until it returns."""
+        sending time: the handler still runs, so its lock and slots stay held until it returns."""
         taken, self.acks = self.acks, defaultdict(list)
         out, behind = {}, {}
         for queue, batch in taken.items():
@@ -150,7 +151,9 @@ class Reporter:
         self.release_if_due(d)
 
     def release_if_due(self, d):
-        """Queue the release of a lock kept for ``d`` once its handler has returned."""
+        """Queue the release of what was kept for ``d`` (its lock, its slots under the limits)
+        once its handler has returned: sent for every delivery reported with keep, whether or
+        not it had a lock or slots (the script ignores holders it keeps nothing for)."""
         if (d.keep_lock or d.stale) and d.ended and not d.released:
             d.released = True
             self.releases[d.task.queue].append(d.key)

@@ -10,16 +10,20 @@ end
 -- Take an active task out of the active state (not out of Redis): off the active and deadline
 -- sets and its holder's set. Its lock is released ('release'), released without letting a
 -- waiter in because the task goes back first in line ('requeue'), or kept until the handler
--- has really stopped ('keep': its outcome is recorded while it still runs).
+-- has really stopped ('keep': its outcome is recorded while it still runs). In 'keep' mode its
+-- slots under the queue's and its partition's concurrency are kept likewise, when there is a
+-- concurrency to keep them under or a partition (so an unlimited queue pays nothing for it).
 local function leave_active(id, lease, lk, w, lock_mode, now)
   rcall('ZREM', K.active, id)
-  local bt = rcall('HGET', task_key(id), 'bt')
+  local f = rcall('HMGET', task_key(id), 'bt', 'pk')
+  local bt, pk = f[1], f[2]
   if bt and rcall('HINCRBY', K.batchruns, bt, -1) <= 0 then rcall('HDEL', K.batchruns, bt) end
   rcall('ZREM', K.deadlines, id)
   if w then rcall('SREM', worker_tasks_key(w), id) end
-  limits_left(rcall('HGET', task_key(id), 'pk'))
+  local keep = lock_mode == 'keep' and w
+  if keep and (pk or limits().c) then keep_slot(id .. ':' .. lease, pk, w) else limits_left(pk) end
   if lk then
-    if lock_mode == 'keep' and keep_lock(id, lease, lk, w) then return end
+    if keep and keep_lock(id, lease, lk, w) then return end
     release_lock(id, lease, lk, lock_mode == 'requeue', now)
   end
 end

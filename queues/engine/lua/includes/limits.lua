@@ -7,6 +7,12 @@
 -- Partitioned tasks are listed per partition (plist:<key>); the runnable partitions wait in
 -- 'ring' and are served one task per turn (round-robin). Every step here is O(1) or O(log n).
 
+-- The queue's kept slots: '<id>:<lease>' -> partition key ('' for none) of each handler still
+-- running after its outcome was recorded (a timeout, a cancel of a sync handler). It keeps its
+-- place under the queue's concurrency and its partition's (pactive) until it really returns.
+-- Built from the prefix (keys.py "kept"), as '@@ended@@' is, so no script's keys change.
+local KEPT = PREFIX .. '@@kept@@'
+
 local function plist_key(pk) return PREFIX .. '@@plist@@:' .. pk end
 local function pstarts_key(pk) return PREFIX .. '@@pstarts@@:' .. pk end
 
@@ -51,12 +57,17 @@ local function window_opens(key, window)
   return 0
 end
 
+-- The handlers counted under the queue's concurrency: its active tasks and its kept slots.
+local function running_count()
+  return rcall('ZCARD', K.active) + rcall('HLEN', KEPT)
+end
+
 -- How many more tasks of the queue may start now (math.huge without queue limits), and the time
 -- the rate window opens when the rate is what holds them back (else 0).
 local function queue_room(now)
   local L = limits()
   local room, opens = math.huge, 0
-  if L.c then room = L.c - rcall('ZCARD', K.active) end
+  if L.c then room = L.c - running_count() end
   if L.rn and L.rw then
     local rate_room = L.rn - starts_in(K.starts, L.rw, now)
     if rate_room <= 0 and room > 0 then opens = window_opens(K.starts, L.rw) end
@@ -223,6 +234,25 @@ local function limits_left(pk)
     end
   end
   local L = limits()
-  if not wakeup and L.c and rcall('ZCARD', K.active) == L.c - 1 and listed_runnable() > 0 then wakeup = true end
+  if not wakeup and L.c and running_count() == L.c - 1 and listed_runnable() > 0 then wakeup = true end
   if wakeup then wake(1) end
+end
+
+-- A task of partition pk (or none) left the active state while its handler still runs (its
+-- outcome recorded first): delivery `holder` keeps its slots, the queue's and its partition's,
+-- until worker w says the handler returned or w's death does (release_slot). w's held hash
+-- lists it ('' when it keeps no lock) so that its death finds it.
+local function keep_slot(holder, pk, w)
+  rcall('HSET', KEPT, holder, pk or '')
+  rcall('HSETNX', held_key(w), holder, '')
+end
+
+-- The handler of delivery `holder` has really stopped: the slots it kept (if any) are freed,
+-- as limits_left does for a task leaving the active state.
+local function release_slot(holder)
+  local pk = rcall('HGET', KEPT, holder)
+  if not pk then return end
+  rcall('HDEL', KEPT, holder)
+  if pk == '' then pk = nil end
+  limits_left(pk)
 end

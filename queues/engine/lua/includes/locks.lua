@@ -79,7 +79,8 @@ end
 
 -- Keep lock lk held by delivery id:lease after its outcome was recorded, because its handler
 -- has not stopped yet: worker w keeps it alive and releases it when the handler has really
--- stopped (or the worker's death does). Returns true if kept.
+-- stopped (or the worker's death does). Returns true if kept. (It overwrites the '' that
+-- keep_slot may have written for the same holder.)
 local function keep_lock(id, lease, lk, w)
   local holder = id .. ':' .. lease
   if w and rcall('GET', lock_key(lk)) == holder then
@@ -89,7 +90,9 @@ local function keep_lock(id, lease, lk, w)
   return false
 end
 
--- Release the locks worker w kept for `holders` ('<id>:<lease>' each), or for all of them.
+-- Release the locks and slots worker w kept for `holders` ('<id>:<lease>' each), or for all of
+-- them (its held hash: holder -> lock key, '' for a holder that kept slots only). Holders w
+-- keeps nothing for are ignored.
 local function release_held(w, holders, now)
   local hk = held_key(w)
   if not holders then holders = rcall('HKEYS', hk) end
@@ -97,8 +100,11 @@ local function release_held(w, holders, now)
     local lk = rcall('HGET', hk, holder)
     if lk then
       rcall('HDEL', hk, holder)
-      if rcall('GET', lock_key(lk)) == holder then rcall('DEL', lock_key(lk)) end
-      promote_waiter(lk, now)
+      if lk ~= '' then
+        if rcall('GET', lock_key(lk)) == holder then rcall('DEL', lock_key(lk)) end
+        promote_waiter(lk, now)
+      end
+      release_slot(holder)
     end
   end
 end
