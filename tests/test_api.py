@@ -97,8 +97,8 @@ ROUTES = [
 
 @pytest.mark.parametrize("method,path,perm", ROUTES)
 def test_every_endpoint_refuses_a_missing_or_bad_token(method, path, perm):
-    """No header, another scheme, an unknown token and a revoked one all get 401 with a
-    WWW-Authenticate header, before the body is even looked at."""
+    """No header, another scheme, an unknown token and a revoked one all get 401 with a WWW-Authenticate header, ..."""
+    # ... before the body is even looked at.
     raw = make_token("all", name="revoked")
     ApiToken.objects.filter(name="revoked").update(revoked=True)
     for headers in (
@@ -134,8 +134,8 @@ def test_every_endpoint_needs_its_permission(method, path, perm, client):
 
 
 def test_delete_needs_cancel_task_for_live_tasks_and_delete_task_for_failed_ones():
-    """DELETE follows the dashboard: cancelling needs cancel_task, deleting a failed task
-    delete_task; each permission alone does not do the other."""
+    """DELETE follows the dashboard."""
+    # cancelling needs cancel_task, deleting a failed task delete_task; each permission alone does not do the other.
     live, failed = Queue("t1").enqueue("live"), failed_task()
     only_delete, only_cancel = Api(make_token("delete_task")), Api(make_token("cancel_task"))
     assert "queues.cancel_task" in error(only_delete.delete(f"/api/tasks/{live}"), 403)
@@ -193,8 +193,8 @@ def test_create_task_with_every_field(api, client, hooks):
 
 
 def test_each_route_has_one_spelling_per_field(api):
-    """/api/create takes the seed's names (topic, content, retry), /api/tasks worqr's (queue,
-    payload, retries); the other route's name is refused, saying what to use."""
+    """/api/create takes the seed's names (topic, content, retry), /api/tasks worqr's (queue, payload, retries)."""
+    # the other route's name is refused, saying what to use.
     r = api.post("/api/create", {"topic": "order", "content": "hello", "retry": 2, "delay": 0})
     assert r.status_code == 200
     task = Queue("order").get(r.json()["id"])
@@ -474,8 +474,8 @@ def test_redis_outage_is_503_not_500(api, redis_server):
 
 
 def test_error_messages_show_names_as_given_and_no_python_internals(api):
-    """Names in error messages are escaped once (by JSON, never also by Python's repr), and a
-    5,000-digit number is refused naming its field, without Python's limit message."""
+    """Names in error messages are escaped once (by JSON, never also by Python's repr), and a 5,000-digit number ..."""
+    # ... is refused naming its field, without Python's limit message.
     from urllib.parse import quote
 
     name = "a<b\"c'd\\e"

@@ -128,8 +128,8 @@ def check_redis(client, response, sent):
 )
 @given(body=bodies)
 def test_create_body_fuzz(setup, client, body):
-    """Generated create bodies are either accepted (exactly one task written, audited) or refused cleanly (nothing
-    written)."""
+    """Generated create bodies are either accepted (exactly one task written, audited) or refused cleanly ..."""
+    # ... (nothing written).
     client.flushall()
     before = AuditLog.objects.count()
     r = setup.post("/api/tasks", _raw(body))

@@ -182,10 +182,8 @@ def generic(api, path, method, c):
 
 
 def test_every_documented_status_is_produced_and_nothing_else(conn, monkeypatch, redis_server):
-    """Every status documented for an operation is produced by a real request, and requests produce only
-
-
-    documented ones."""
+    """Every status documented for an operation is produced by a real request, and requests produce only ..."""
+    # ... documented ones.
     connection.configure(conn.config.with_(max_payload_bytes=1000), conn.url)  # 413 at ~70 KB
     c = Ctx(monkeypatch)
     documented = {

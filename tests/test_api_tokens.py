@@ -97,8 +97,8 @@ def _cookie_texts(response):
 
 
 def test_the_new_key_is_shown_once_on_a_page_and_never_put_in_a_cookie(admin_client):
-    """Creating a token in the admin answers with a page showing the key (not cached), and no
-    cookie of that answer, or of the pages after it, carries the key."""
+    """Creating a token in the admin answers with a page showing the key (not cached), and no cookie of that ..."""
+    # ... answer, or of the pages after it, carries the key.
     from django.contrib.auth.models import Permission
 
     perm = Permission.objects.get(content_type__app_label="queues", codename="view_dashboard")
@@ -112,8 +112,8 @@ def test_the_new_key_is_shown_once_on_a_page_and_never_put_in_a_cookie(admin_cli
 
 
 def test_admin_grants_only_the_permissions_the_user_holds(django_user_model):
-    """A staff user allowed to manage tokens but not to pause queues cannot make (or change) a
-    token that pauses queues; the permissions they hold they may grant."""
+    """A staff user allowed to manage tokens but not to pause queues cannot make (or change) a token that pauses ..."""
+    # ... queues; the permissions they hold they may grant.
     from django.contrib.auth.models import Permission
     from django.test import Client
 

@@ -19,8 +19,8 @@ SOAK = os.environ.get("WORQR_SOAK") == "1"
 
 
 def test_short_chaos_run_loses_nothing_and_duplicates_only_in_flight_tasks(tmp_path):
-    """Every fault kind strikes at least once while 1,500 tasks (20,000 in a soak) are
-    committed and drained; the run's figures keep the guarantees."""
+    """Every fault kind strikes at least once while 1,500 tasks (20,000 in a soak) are committed and drained."""
+    # the run's figures keep the guarantees.
     ARTIFACTS.mkdir(exist_ok=True)
     out = ARTIFACTS / "chaos.json"
     tasks, rate, faults = (20000, 150, 50) if SOAK else (2500, 50, 8)

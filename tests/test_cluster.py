@@ -32,8 +32,8 @@ def test_cluster_urls_list_their_seed_nodes_and_options():
 
 
 def test_sentinel_urls_give_service_db_and_sentinel_credentials():
-    """A redis+sentinel URL names the Sentinels, the service and the database; sentinel_*
-    query options go to the Sentinels, the rest to the master."""
+    """A redis+sentinel URL names the Sentinels, the service and the database."""
+    # sentinel_* query options go to the Sentinels, the rest to the master.
     t = parse("redis+sentinel://:secret@s1:26379,s2:26380/mymaster/3?sentinel_password=sp")
     assert t.kind == "sentinel" and t.nodes == (("s1", 26379), ("s2", 26380))
     assert (t.service, t.db) == ("mymaster", 3)
@@ -56,8 +56,7 @@ def test_sentinel_urls_give_service_db_and_sentinel_credentials():
     ],
 )
 def test_bad_urls_are_refused_clearly_before_any_command(url, words):
-    """A malformed cluster or Sentinel URL is a ConfigurationError naming the fault (and never
-    showing the password)."""
+    """A malformed cluster or Sentinel URL is a ConfigurationError naming the fault (and never showing the password)."""
     with pytest.raises(ConfigurationError) as info:
         Connection(url)
     assert words in str(info.value) and "topsecret" not in str(info.value)
@@ -72,8 +71,8 @@ def test_min_replicas_ack_settings_are_checked():
 
 
 def test_an_enqueue_no_replica_confirmed_raises_not_replicated(conn):
-    """With MIN_REPLICAS_ACK above the replicas there are, enqueue WAITs, then raises
-    NotReplicated (the task is on the master; the producer is told it may not survive)."""
+    """With MIN_REPLICAS_ACK above the replicas there are, enqueue WAITs, then raises NotReplicated (the task is ..."""
+    # ... on the master; the producer is told it may not survive).
     replicas = 1 if connection.is_cluster(conn.client) else 0  # the test cluster: one per master
     strict = Connection(conn.url, conn.config.with_(min_replicas_ack=replicas + 1, replicas_ack_timeout=0.5))
     with pytest.raises(NotReplicated) as info:
@@ -209,8 +208,8 @@ def test_the_calls_that_end_a_task_wait_quietly_with_enough_replicas(conn, repli
 
 
 def test_queues_land_on_different_masters(redis_cluster, client):
-    """Eight queues spread over the three masters: each queue's keys are on one master, which
-    holds them (read on the node itself), and the overview reads them all."""
+    """Eight queues spread over the three masters."""
+    # each queue's keys are on one master, which holds them (read on the node itself), and the overview reads them all.
     names = [f"q{i}" for i in range(8)]
     for name in names:
         Queue(name).enqueue(name)
@@ -225,8 +224,8 @@ def test_queues_land_on_different_masters(redis_cluster, client):
 
 
 def test_replicated_writes_on_the_cluster_wait_for_the_slot_master_replica(redis_cluster, conn):
-    """With MIN_REPLICAS_ACK=1 on the cluster, enqueue and finish WAIT on the master of the
-    queue's slot (each master has a replica): nothing raises, and the replica has the task."""
+    """With MIN_REPLICAS_ACK=1 on the cluster, enqueue and finish WAIT on the master of the queue's slot (each ..."""
+    # ... master has a replica): nothing raises, and the replica has the task.
     durable = Connection(conn.url, conn.config.with_(min_replicas_ack=1, replicas_ack_timeout=2.0))
     for name in ("a1", "b2", "c3"):
         tid = Queue(name, durable).enqueue("x")
@@ -248,8 +247,8 @@ def test_replicated_writes_on_the_cluster_wait_for_the_slot_master_replica(redis
 
 
 def test_a_worker_serves_queues_on_every_master(redis_cluster, client, workers):
-    """One worker process serving queues on the three masters runs all their tasks, woken by
-    the control channel wherever its queues' scripts publish."""
+    """One worker process serving queues on the three masters runs all their tasks, woken by the control channel ..."""
+    # ... wherever its queues' scripts publish.
     names = ["t1", "t2", "t3", "t4", "t5", "t6"]
     assert len({client.get_node_from_key(keys.queue_key(n, "pending")).port for n in names}) >= 2
     workers(names, concurrency=2, name="spread")

@@ -82,8 +82,9 @@ async def closed_with(comm):
 
 
 async def test_refused_without_login_without_staff_and_from_a_foreign_origin(staff_cookie, other_cookies):
-    """Pages from another origin are refused at the handshake; anonymous users, non-staff users
-    and staff without the view permission are closed with 4403 before anything is sent."""
+    """Pages from another origin are refused at the handshake."""
+    # anonymous users, non-staff users and staff without the view permission are closed with 4403 before anything is
+    # sent.
     Queue("t1").enqueue("x")
     (plain, noperm), staff = other_cookies, staff_cookie
     for headers in [
@@ -102,8 +103,8 @@ async def test_refused_without_login_without_staff_and_from_a_foreign_origin(sta
 
 
 async def test_bad_view_arguments_are_refused(staff_cookie):
-    """A malformed queue name, an unknown queue, a bad page or a malformed task id closes
-    the socket with a 44xx code the page can read."""
+    """A malformed queue name, an unknown queue, a bad page or a malformed task id closes the socket with a 44xx ..."""
+    # ... code the page can read.
     Queue("t1").enqueue("x")
     for path, code in [
         ("/ws/queues/queue/a+%7Bb%7D/", 4400),
@@ -116,8 +117,8 @@ async def test_bad_view_arguments_are_refused(staff_cookie):
 
 
 async def test_an_unknown_path_is_404_not_a_server_error(staff_cookie):
-    """An unknown websocket path is answered 404 by a server that supports ASGI denial
-    responses, and otherwise accepted and closed with 4404; never an exception."""
+    """An unknown websocket path is answered 404 by a server that supports ASGI denial responses, and otherwise ..."""
+    # ... accepted and closed with 4404; never an exception.
     from channels.testing import ApplicationCommunicator
 
     scope = {
@@ -137,8 +138,8 @@ async def test_an_unknown_path_is_404_not_a_server_error(staff_cookie):
 
 
 async def test_an_enqueue_elsewhere_updates_the_queue_view(staff_cookie):
-    """With a staff session the queue view gets a full snapshot at once, then an update shortly
-    after a task is enqueued from another connection, carrying only the sections that changed."""
+    """With a staff session the queue view gets a full snapshot at once, then an update shortly after a task is ..."""
+    # ... enqueued from another connection, carrying only the sections that changed.
     q = Queue("t1")
     q.enqueue("first")
     comm = communicator("/ws/queues/queue/t1/", ORIGIN, staff_cookie)
@@ -157,8 +158,7 @@ async def test_an_enqueue_elsewhere_updates_the_queue_view(staff_cookie):
 
 
 async def test_overview_hears_every_queue_and_task_view_only_its_task(staff_cookie):
-    """The overview subscribes to every queue's events; a task view ignores other tasks'
-    events and hears its own."""
+    """The overview subscribes to every queue's events; a task view ignores other tasks' events and hears its own."""
     mine = Queue("t2").enqueue("mine")
     overview = communicator("/ws/queues/overview/", ORIGIN, staff_cookie)
     task = communicator(f"/ws/queues/task/{mine}/", ORIGIN, staff_cookie)
@@ -176,8 +176,8 @@ async def test_overview_hears_every_queue_and_task_view_only_its_task(staff_cook
 
 
 async def test_a_burst_of_5000_events_is_coalesced_into_a_few_messages(staff_cookie):
-    """5,000 enqueues in a tight loop (5,000 events) reach the queue view and the overview as a
-    few messages each (at most one per ``live.MIN_INTERVAL``), and the last shows all 5,000 tasks."""
+    """5,000 enqueues in a tight loop (5,000 events) reach the queue view and the overview as a few messages ..."""
+    # ... each (at most one per ``live.MIN_INTERVAL``), and the last shows all 5,000 tasks.
     q = Queue("t1")
     q.enqueue("seed")
     views = [communicator(p, ORIGIN, staff_cookie) for p in ("/ws/queues/queue/t1/", "/ws/queues/overview/")]
@@ -225,8 +225,8 @@ async def test_an_idle_view_sends_no_redis_commands(staff_cookie, client, redis_
 
 
 async def test_a_redis_restart_is_followed_by_a_full_resync(staff_cookie, redis_server):
-    """When Redis goes away and comes back (empty: the test Redis keeps no data), the view is
-    resent in full from a fresh snapshot and later events still arrive."""
+    """When Redis goes away and comes back (empty."""
+    # the test Redis keeps no data), the view is resent in full from a fresh snapshot and later events still arrive.
     q = Queue("t1")
     q.enqueue("before")
     comm = communicator("/ws/queues/queue/t1/", ORIGIN, staff_cookie)
@@ -247,8 +247,8 @@ async def test_a_redis_restart_is_followed_by_a_full_resync(staff_cookie, redis_
 
 
 async def test_a_logged_out_user_stops_receiving_updates(staff_cookie, monkeypatch):
-    """Access is checked again from the session before later messages: once the session is
-    gone, the next change closes the socket with 4403 instead of sending it."""
+    """Access is checked again from the session before later messages."""
+    # once the session is gone, the next change closes the socket with 4403 instead of sending it.
     from asgiref.sync import sync_to_async
     from django.contrib.sessions.models import Session
 
@@ -265,8 +265,8 @@ async def test_a_logged_out_user_stops_receiving_updates(staff_cookie, monkeypat
 
 
 async def test_workers_view_shows_workers_joining_and_a_dead_one_leaving(staff_cookie, workers, client):
-    """The workers view lists a worker once it joins, and drops a worker killed with SIGKILL
-    once the surviving worker fails it (no heartbeat), with no reload and no polling."""
+    """The workers view lists a worker once it joins, and drops a worker killed with SIGKILL once the surviving ..."""
+    # ... worker fails it (no heartbeat), with no reload and no polling.
     import signal
 
     comm = communicator("/ws/queues/workers/", ORIGIN, staff_cookie)
@@ -305,8 +305,8 @@ async def test_workers_view_shows_workers_joining_and_a_dead_one_leaving(staff_c
 
 
 async def test_access_changes_missed_while_redis_was_down_are_caught_up(staff_cookie, redis_server):
-    """A session ended while Redis was away (no announcement could reach the socket) closes the
-    socket with 4403 once the process's subscriber is back: it re-checks after reconnecting."""
+    """A session ended while Redis was away (no announcement could reach the socket) closes the socket with 4403 ..."""
+    # ... once the process's subscriber is back: it re-checks after reconnecting.
     from asgiref.sync import sync_to_async
     from django.contrib.sessions.models import Session
 
@@ -325,8 +325,8 @@ async def test_access_changes_missed_while_redis_was_down_are_caught_up(staff_co
 
 
 async def test_the_process_subscriber_serves_a_socket_arriving_as_the_last_one_leaves(conn):
-    """When a socket opens while the process's last other socket is closing (its subscriber
-    stopping), the new socket is still subscribed and hears what is published."""
+    """When a socket opens while the process's last other socket is closing (its subscriber stopping), the new ..."""
+    # ... socket is still subscribed and hears what is published.
     from queues.dashboard.hub import Hub
     from queues.engine import keys
 
@@ -360,10 +360,9 @@ def subscribers(client):
 
 
 async def test_200_open_dashboards_cost_redis_one_subscriber(staff_cookie, client, redis_server):
-    """200 sockets of one process (queue, task, overview and worker pages) share one pub/sub
-    connection; each still gets its live updates, and it closes when the last one does. (Single
-    Redis only: on the cluster session the count across nodes read 0 while updates arrived; not
-    yet understood.)"""
+    """200 sockets of one process (queue, task, overview and worker pages) share one pub/sub connection."""
+    # each still gets its live updates, and it closes when the last one does. (Single Redis only: on the cluster session
+    # the count across nodes read 0 while updates arrived; not yet understood.)
     q = Queue("t1")
     tid = await asyncio.to_thread(q.enqueue, "x")
     paths = ["/ws/queues/queue/t1/", f"/ws/queues/task/{tid}/", "/ws/queues/overview/", "/ws/queues/worker/w-none/"]
@@ -388,8 +387,8 @@ async def test_200_open_dashboards_cost_redis_one_subscriber(staff_cookie, clien
 
 
 async def test_sockets_on_the_same_page_share_one_snapshot(staff_cookie, client):
-    """40 sockets on one queue's page all show a new task, and Redis serves that refresh about
-    once: the commands run for it are far fewer than one snapshot per socket would cost."""
+    """40 sockets on one queue's page all show a new task, and Redis serves that refresh about once."""
+    # the commands run for it are far fewer than one snapshot per socket would cost.
     q = Queue("t1")
     await asyncio.to_thread(q.enqueue, "x")
     comms = []
@@ -418,8 +417,8 @@ async def test_sockets_on_the_same_page_share_one_snapshot(staff_cookie, client)
 
 
 async def test_batch_views_update_live_as_tasks_end(staff_cookie):
-    """The Batches page and a batch's page get an update with the new progress when a task of the
-    batch ends and is told to it."""
+    """The Batches page and a batch's page get an update with the new progress when a task of the batch ends and ..."""
+    # ... is told to it.
     from queues.engine import Batch, connection, workflows
     from tests.engine_calls import finish, take
 

@@ -121,9 +121,9 @@ def still_live(ws, queue):
 
 
 def test_only_the_sites_own_origins_may_open_the_socket(server, transactional_db):
-    """With a valid staff session, a page from another port, host or scheme of the same
-    machine, a handshake without Origin and one with a Host outside ALLOWED_HOSTS are refused
-    with 403; the site's own origin and CSRF_TRUSTED_ORIGINS are accepted."""
+    """With a valid staff session, a page from another port, host or scheme of the same machine, a handshake ..."""
+    # ... without Origin and one with a Host outside ALLOWED_HOSTS are refused with 403; the site's own origin and
+    # CSRF_TRUSTED_ORIGINS are accepted.
     cookie = forced_cookie(staff("origins"))
     path = "/ws/queues/overview/"
     port = server.port
@@ -143,9 +143,9 @@ def test_only_the_sites_own_origins_may_open_the_socket(server, transactional_db
 
 
 def test_logout_closes_that_sessions_sockets_within_2_s(server, transactional_db, client):
-    """Logging out through the admin closes every socket of that session, in the server
-    process, within 2 s (code 4403); the same user's other session keeps its socket. The
-    server process listens for these changes with one Redis subscriber for all its sockets."""
+    """Logging out through the admin closes every socket of that session, in the server process, within 2 s ..."""
+    # ... (code 4403); the same user's other session keeps its socket. The server process listens for these changes with
+    # one Redis subscriber for all its sockets.
     redis = client
     Queue("t1").enqueue("x")
     staff("leaving")
@@ -163,9 +163,8 @@ def test_logout_closes_that_sessions_sockets_within_2_s(server, transactional_db
 
 
 def test_deactivation_and_removed_permissions_close_sockets_within_2_s(server, transactional_db):
-    """Saving a user as inactive, removing their view permission, or removing it from their
-    group (each in this process) closes their sockets in the server within 2 s; a change that
-    leaves access alone does not."""
+    """Saving a user as inactive, removing their view permission, or removing it from their group (each in this ..."""
+    # ... process) closes their sockets in the server within 2 s; a change that leaves access alone does not.
     Queue("t1").enqueue("x")
     viewers = Group.objects.create(name="viewers")
     viewers.permissions.add(perm("view_dashboard"))

@@ -79,8 +79,8 @@ def test_non_staff_and_staff_without_view_permission_get_403(db, web):
 
 
 def test_viewer_sees_every_page_but_every_action_is_403(viewer, web):
-    """A staff "viewer" (view_dashboard only) sees all pages, without action buttons, and
-    every action answers 403 and changes nothing."""
+    """A staff "viewer" (view_dashboard only) sees all pages, without action buttons, and every action answers ..."""
+    # ... 403 and changes nothing.
     tid = Queue("t1").enqueue("x")
     web.force_login(viewer)
     for url in pages(tid):
@@ -94,8 +94,8 @@ def test_viewer_sees_every_page_but_every_action_is_403(viewer, web):
 
 
 def test_superuser_sees_the_dashboard_and_the_admin_links_to_it(db, web):
-    """Superusers need no explicit permission; the admin index links to the dashboard and the
-    audit log is in the admin."""
+    """Superusers need no explicit permission."""
+    # the admin index links to the dashboard and the audit log is in the admin.
     web.force_login(User.objects.create_superuser("root", password="pw"))
     assert web.get(reverse("queues:overview")).status_code == 200
     index = web.get(reverse("admin:index")).content.decode()
@@ -108,8 +108,8 @@ def audit(action):
 
 
 def test_operator_cancel_pause_resume_purge_each_write_an_audit_row(operator, web):
-    """Cancel a pending task, pause, resume, purge (after typing the name): each works and
-    each writes an audit row naming the user, queue and task."""
+    """Cancel a pending task, pause, resume, purge (after typing the name)."""
+    # each works and each writes an audit row naming the user, queue and task.
     q = Queue("t1")
     tid, *others = q.enqueue_many(["a", "b", "c"])
     web.force_login(operator)
@@ -133,8 +133,8 @@ def test_operator_cancel_pause_resume_purge_each_write_an_audit_row(operator, we
 
 
 def test_operator_retry_delete_and_retry_all_failed_tasks(operator, web, workers, client):
-    """Failed tasks (made by a real worker) can be retried one by one, deleted, or all retried;
-    cancelling a failed task is refused with 409; each success writes an audit row."""
+    """Failed tasks (made by a real worker) can be retried one by one, deleted, or all retried."""
+    # cancelling a failed task is refused with 409; each success writes an audit row.
     q = Queue("t3")
     ids = q.enqueue_many(['{"fail": "always"}'] * 4, retries=0)
     w = workers(["t3"], name="views-worker")
@@ -160,8 +160,8 @@ def test_operator_retry_delete_and_retry_all_failed_tasks(operator, web, workers
 
 
 def test_bad_input_answers_400_or_404_never_500(operator, web):
-    """Malformed queue names and task ids, unknown queues and tasks, bad pages and GETs on
-    actions are refused with a status and a message before anything reaches Redis."""
+    """Malformed queue names and task ids, unknown queues and tasks, bad pages and GETs on actions are refused ..."""
+    # ... with a status and a message before anything reaches Redis.
     Queue("t1").enqueue("x")
     web.force_login(operator)
     cases = [
@@ -189,8 +189,8 @@ def test_bad_input_answers_400_or_404_never_500(operator, web):
 
 
 def test_lookup_pending_pages_and_task_page(viewer, web):
-    """Look-up redirects to the task page; pending is paged; payloads are escaped and long ones
-    truncated with a link to see all."""
+    """Look-up redirects to the task page."""
+    # pending is paged; payloads are escaped and long ones truncated with a link to see all.
     q = Queue("t1")
     ids = q.enqueue_many([f"task {i}" for i in range(120)])
     evil = q.enqueue("<script>alert(1)</script>" + "x" * 5000)
@@ -206,8 +206,8 @@ def test_lookup_pending_pages_and_task_page(viewer, web):
 
 
 def test_failure_grouping_normalises_numbers_hex_and_quoted_strings():
-    """Messages differing only in numbers, hex ids or quoted strings fall in one group, with
-    its count and first and last seen."""
+    """Messages differing only in numbers, hex ids or quoted strings fall in one group, with its count and first ..."""
+    # ... and last seen.
     assert split_error("ValueError: bad 3") == ("ValueError", "bad 3")
     assert split_error("TimeoutError") == ("TimeoutError", "")
     assert (
@@ -229,8 +229,8 @@ def test_failure_grouping_normalises_numbers_hex_and_quoted_strings():
 
 
 def test_cancelling_a_running_task_is_audited_as_stopping(operator, web, workers, client):
-    """Cancelling a task that a real worker is running says so, and the audit row records
-    "stopping (it was running)"; cancelling a pending task records no such detail."""
+    """Cancelling a task that a real worker is running says so, and the audit row records "stopping (it was ..."""
+    # ... running)"; cancelling a pending task records no such detail.
     q = Queue("a1")
     running = q.enqueue('{"sleep": 30}')
     workers(["a1"], name="cancel-worker")
@@ -252,8 +252,8 @@ def test_cancelling_a_running_task_is_audited_as_stopping(operator, web, workers
 
 
 def test_refusals_answer_json_to_the_pages_script(viewer, web):
-    """A request that accepts JSON (the page's script) gets refusals as JSON with a message:
-    401 when logged out, 403 without the permission, 405 for a GET on an action."""
+    """A request that accepts JSON (the page's script) gets refusals as JSON with a message."""
+    # 401 when logged out, 403 without the permission, 405 for a GET on an action.
     tid = Queue("t1").enqueue("x")
     url = reverse("queues:task-cancel", args=[tid])
     for resp, status, words in [
@@ -274,8 +274,8 @@ def test_refusals_answer_json_to_the_pages_script(viewer, web):
 
 
 def test_names_in_messages_are_escaped_once_and_huge_numbers_refused_plainly(operator, web):
-    """A bad queue name or task id is shown as typed, escaped once by the page (HTML) or the
-    JSON answer, never also by Python's repr; a 5,000-digit page number is a plain 400."""
+    """A bad queue name or task id is shown as typed, escaped once by the page (HTML) or the JSON answer, never ..."""
+    # ... also by Python's repr; a 5,000-digit page number is a plain 400.
     from urllib.parse import quote
 
     from django.utils.html import escape

@@ -57,8 +57,9 @@ def _demo_worker_alive():
 
 
 def test_demo_serves_the_dashboard_and_ctrl_c_stops_it_and_its_redis(tmp_path):
-    """`make demo`'s script with no Redis running: the dashboard answers, a worker and the
-    embedded Redis run; Ctrl-C (SIGINT to the group) stops the worker and that Redis."""
+    """`make demo`'s script with no Redis running."""
+    # the dashboard answers, a worker and the embedded Redis run; Ctrl-C (SIGINT to the group) stops the worker and that
+    # Redis.
     var, port = tmp_path / "var", free_port()
     proc = _run_demo(var, port)
     try:

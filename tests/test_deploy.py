@@ -34,8 +34,8 @@ def unit(name):
 
 @pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="systemd-analyze is not installed (systemd)")
 def test_the_unit_files_pass_systemd_analyze_verify(tmp_path):
-    """systemd-analyze verify accepts the units with no warning (the install paths replaced by this
-    checkout and its virtualenv, since verify checks that the commands exist)."""
+    """systemd-analyze verify accepts the units with no warning (the install paths replaced by this checkout and ..."""
+    # ... its virtualenv, since verify checks that the commands exist).
     bin_dir = str(Path(sys.executable).parent)
     for name in UNITS:
         text = (DEPLOY / name).read_text()

@@ -159,9 +159,9 @@ def test_oversized_payload_is_refused_and_nothing_is_written(client, conn):
 
 
 def test_a_plain_enqueue_stores_what_enqueue_many_stores(client, conn):
-    """Queue.enqueue's short path (a str, no options) writes the same task, counters and events as
-    enqueue_many, registers a new queue, and refuses an oversized payload writing nothing (tracing
-    off: with it on, enqueue takes enqueue_many's path)."""
+    """Queue.enqueue's short path (a str, no options) writes the same task, counters and events as enqueue_many, ..."""
+    # ... registers a new queue, and refuses an oversized payload writing nothing (tracing off: with it on, enqueue
+    # takes enqueue_many's path).
     q = Queue("plain", Connection(conn.url, conn.config.with_(opentelemetry=False)))
     with pytest.raises(PayloadTooLarge):
         q.enqueue("x" * (conn.config.max_payload_bytes + 1))

@@ -19,8 +19,9 @@ FAULTS = "heartbeat-raise,scheduler-raise,relay-raise"
 
 
 def test_helpers_that_fail_unexpectedly_are_logged_and_started_again(client, workers):
-    """Heartbeat, scheduler and relay each raise once: the log shows each traceback, and the worker
-    keeps beating, fires its schedule and pushes an outbox row afterwards."""
+    """Heartbeat, scheduler and relay each raise once."""
+    # the log shows each traceback, and the worker keeps beating, fires its schedule and pushes an outbox row
+    # afterwards.
     env = {
         "WORQR_FAULT": FAULTS,
         "WORQR_TEST_SCHEDULES": json.dumps({"beat": {"queue": "sched", "every": 1, "payload": "beat"}}),

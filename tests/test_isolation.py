@@ -39,8 +39,8 @@ def started(client, task_id, n=1):
 
 
 def test_an_isolated_handler_runs_in_its_own_process_with_the_task_and_django(client, workers):
-    """The handler gets the task (id, queue, payload, attempt) in a process that is not the
-    worker's, with Django set up there (the ORM works); its result is kept as in a thread."""
+    """The handler gets the task (id, queue, payload, attempt) in a process that is not the worker's, with ..."""
+    # ... Django set up there (the ORM works); its result is kept as in a thread.
     q = Queue("p1")
     w = workers(["p1"], name="iso-basic")
     tid = q.enqueue('{"orm": 1}')
@@ -52,8 +52,9 @@ def test_an_isolated_handler_runs_in_its_own_process_with_the_task_and_django(cl
 
 
 def test_a_spinning_handler_fails_by_its_timeout_and_its_process_is_gone(client, workers):
-    """A `while True: pass` handler with timeout=2: the attempt fails by timeout within
-    timeout + KILL_GRACE + 1 s, its process is gone, and a fresh one serves the next task."""
+    """A `while True: pass` handler with timeout=2."""
+    # the attempt fails by timeout within timeout + KILL_GRACE + 1 s, its process is gone, and a fresh one serves the
+    # next task.
     q = Queue("pspin")
     workers(["pspin"], name="iso-spin")
     wait_registered(client, "iso-spin")
@@ -68,8 +69,8 @@ def test_a_spinning_handler_fails_by_its_timeout_and_its_process_is_gone(client,
 
 
 def test_a_handler_ignoring_sigterm_is_killed_after_kill_grace(client, workers):
-    """SIGTERM ignored: the timeout is recorded at once, the process lives on through KILL_GRACE
-    (1 s here) and is then killed; the slot serves the next task."""
+    """SIGTERM ignored: the timeout is recorded at once, the process lives on through KILL_GRACE (1 s here) and ..."""
+    # ... is then killed; the slot serves the next task.
     q = Queue("pspin")
     workers(["pspin"], name="iso-stubborn", env={"WORQR_TEST_KILL_GRACE": "1"})
     stubborn, after = q.enqueue_many(['{"stubborn": 1}', "after"])
@@ -83,8 +84,9 @@ def test_a_handler_ignoring_sigterm_is_killed_after_kill_grace(client, workers):
 
 
 def test_a_locked_task_waits_for_the_killed_process_to_be_gone(client, workers):
-    """A locked isolated task that times out: the next task on the same lock starts only once
-    the killed process is gone (it checks from its own handler), not at the timeout."""
+    """A locked isolated task that times out."""
+    # the next task on the same lock starts only once the killed process is gone (it checks from its own handler), not
+    # at the timeout.
     q = Queue("plock")
     workers(["plock"], concurrency=2, name="iso-lock", env={"WORQR_TEST_KILL_GRACE": "1.5"})
     first = q.enqueue('{"stubborn": 1}')
@@ -98,8 +100,8 @@ def test_a_locked_task_waits_for_the_killed_process_to_be_gone(client, workers):
 @pytest.mark.django_db
 @pytest.mark.parametrize("how", ["queue", "api", "dashboard"])
 def test_cancel_of_a_cpu_bound_isolated_task_stops_it_within_1_s(client, workers, how, django_user_model):
-    """Cancel (Queue.cancel, the HTTP API, the dashboard's action) of a task spinning on the CPU:
-    its process is gone within 1 s, the task is cancelled, and the worker carries on."""
+    """Cancel (Queue.cancel, the HTTP API, the dashboard's action) of a task spinning on the CPU."""
+    # its process is gone within 1 s, the task is cancelled, and the worker carries on.
     from django.test import Client as Web
     from django.urls import reverse
 
@@ -145,8 +147,9 @@ def test_sigterm_marks_the_task_cancelled_and_runs_the_handlers_finally_blocks(c
     ],
 )
 def test_a_crashing_handler_fails_its_attempt_and_the_worker_carries_on(client, workers, crash, error):
-    """A handler that segfaults or calls os._exit(3): each attempt fails with that error and is
-    retried per its retries (1), the task ends failed, and the worker serves the next task."""
+    """A handler that segfaults or calls os._exit(3)."""
+    # each attempt fails with that error and is retried per its retries (1), the task ends failed, and the worker serves
+    # the next task.
     q = Queue("pcrash")
     w = workers(["pcrash"], name="iso-crash")
     tid = q.enqueue(f'{{"crash": "{crash}"}}' if crash == "segfault" else f'{{"crash": {crash}}}')
@@ -169,8 +172,8 @@ def test_max_tasks_per_child_recycles_the_processes(client, workers):
 
 
 def test_max_memory_recycles_a_process_over_the_limit(client, workers):
-    """--max-memory: a process that grew past the limit is replaced after its task; one under
-    the limit keeps serving."""
+    """--max-memory: a process that grew past the limit is replaced after its task."""
+    # one under the limit keeps serving.
     q = Queue("p3")
     workers(["p3"], name="iso-memory", options=("--max-memory", "250"))
     small, hog, after = q.enqueue_many(["small", '{"hog": 300}', "after"])
@@ -179,9 +182,8 @@ def test_max_memory_recycles_a_process_over_the_limit(client, workers):
 
 
 def test_bad_isolation_input_is_refused(client):
-    """isolation other than thread/process, an isolated lambda, closure or async handler, a bad
-    --processes, limits without isolated handlers, a bad KILL_GRACE: clear errors at start-up,
-    and no worker is registered."""
+    """isolation other than thread/process, an isolated lambda, closure or async handler, a bad --processes, ..."""
+    # ... limits without isolated handlers, a bad KILL_GRACE: clear errors at start-up, and no worker is registered.
     with pytest.raises(ConfigurationError, match='isolation must be "thread" or "process"'):
         handler("pbad", isolation="fork")
     with pytest.raises(ConfigurationError, match="not a lambda or a closure"):
@@ -220,8 +222,8 @@ def test_bad_isolation_input_is_refused(client):
 
 
 def test_an_isolated_handlers_spans_are_children_of_its_run_span(spans, traced):  # noqa: F811
-    """The worker's run span is current in the handler's process: a span the handler makes there
-    is its child, in the enqueue's trace."""
+    """The worker's run span is current in the handler's process."""
+    # a span the handler makes there is its child, in the enqueue's trace.
     task_id = Queue("p1").enqueue('{"span": "handler work"}')
     traced(["p1"], name="iso-traced")
     (run,) = wait_for(lambda: traced.named("worqr run p1"), timeout=20, message="the run span")
@@ -232,8 +234,8 @@ def test_an_isolated_handlers_spans_are_children_of_its_run_span(spans, traced):
 
 
 def test_a_failed_link_to_a_handler_process_ends_and_replaces_it(client, workers):
-    """The worker's link to one of its handler processes fails (fault injected once): the error is
-    logged, that process is replaced, and both slots of concurrency 2 run tasks side by side."""
+    """The worker's link to one of its handler processes fails (fault injected once)."""
+    # the error is logged, that process is replaced, and both slots of concurrency 2 run tasks side by side.
     q = Queue("p2")
     w = workers(["p2"], concurrency=2, name="iso-link", env={"WORQR_FAULT": "procpool-link-raise"})
     wait_registered(client, "iso-link")

@@ -16,8 +16,9 @@ from tests.engine_calls import fail, take
 
 
 def test_retry_with_backoff_then_success(client, workers):
-    """Fails twice then succeeds with retries=3: completed on attempt 3, and the gaps between
-    attempts follow backoff * 2**(attempt-1) (0.3 s, 0.6 s; jitter adds at most 10 %)."""
+    """Fails twice then succeeds with retries=3."""
+    # completed on attempt 3, and the gaps between attempts follow backoff * 2**(attempt-1) (0.3 s, 0.6 s; jitter adds
+    # at most 10 %).
     q = Queue("retries")
     tid = q.enqueue('{"fail": 2}')
     workers(["retries"])
@@ -34,8 +35,8 @@ def test_retry_with_backoff_then_success(client, workers):
 
 
 def test_always_failing_task_ends_in_failures_with_traceback(client, workers):
-    """A task that fails every attempt ends in the failed set, with its error and traceback in
-    the task and in the failure history."""
+    """A task that fails every attempt ends in the failed set, with its error and traceback in the task and in ..."""
+    # ... the failure history.
     q = Queue("retries")
     tid = q.enqueue('{"fail": "always"}', retries=1)
     w = workers(["retries"])
@@ -89,8 +90,8 @@ def test_long_delays_and_eta(client):
 
 @pytest.mark.parametrize("queue", ["timeouts", "atimeouts"])
 def test_timeouts_stop_the_handler_and_count_as_failed_attempts(client, workers, queue):
-    """A sync and an async handler that run past their 1 s timeout are stopped and retried; out
-    of retries, the task fails with a TaskTimeout error."""
+    """A sync and an async handler that run past their 1 s timeout are stopped and retried."""
+    # out of retries, the task fails with a TaskTimeout error.
     q = Queue(queue)
     tid = q.enqueue('{"sleep": 30}')
     workers([queue], concurrency=1)
@@ -107,10 +108,9 @@ def test_timeouts_stop_the_handler_and_count_as_failed_attempts(client, workers,
 
 @pytest.mark.parametrize("queue", ["timeouts", "atimeouts"])
 def test_timeouts_racing_the_handlers_end_give_one_outcome_each(client, workers, queue):
-    """48 tasks whose handlers end from 100 ms before to 60 ms after their 1 s timeout, 8 at a time
-    (the timer and the handler's end race in the worker): every task ends once, completed by an
-    attempt that ended in time or failed by two TaskTimeouts; no report is refused as stale, no
-    error is logged, and the slots all come back."""
+    """48 tasks whose handlers end from 100 ms before to 60 ms after their 1 s timeout, 8 at a time (the timer ..."""
+    # ... and the handler's end race in the worker): every task ends once, completed by an attempt that ended in time or
+    # failed by two TaskTimeouts; no report is refused as stale, no error is logged, and the slots all come back.
     q = Queue(queue)
     rng = random.Random(7)
     ids = [q.enqueue(f'{{"sleep": {0.9 + 0.16 * rng.random():.3f}}}') for _ in range(48)]
@@ -135,8 +135,9 @@ def test_timeouts_racing_the_handlers_end_give_one_outcome_each(client, workers,
 
 
 def test_frozen_worker_loses_its_task_and_its_late_finish_is_refused(client, workers):
-    """SIGSTOP a worker mid-task: past timeout + grace (or its heartbeat TTL) another worker gets
-    the task with a new lease; after SIGCONT the frozen worker's outcome is refused."""
+    """SIGSTOP a worker mid-task."""
+    # past timeout + grace (or its heartbeat TTL) another worker gets the task with a new lease; after SIGCONT the
+    # frozen worker's outcome is refused.
     q = Queue("stuck")
     a = workers(["stuck"], name="frozen")
     wait_registered(client, "frozen")
@@ -197,8 +198,8 @@ def test_counters_add_up_after_a_mixed_run(client, workers):
 
 
 def test_pause_stops_new_starts_on_all_workers_and_resume_restarts(client, workers):
-    """Paused, both workers are woken by new tasks, find the queue paused and go idle again
-    without starting any; resumed, both run them."""
+    """Paused, both workers are woken by new tasks, find the queue paused and go idle again without starting any."""
+    # resumed, both run them.
     q = Queue("t4")
     for name in ("p1", "p2"):
         workers(["t4"], concurrency=2, name=name)
@@ -232,8 +233,7 @@ def test_pause_takes_effect_within_100_ms(client, workers):
 
 
 def test_drop_leaves_no_key_of_the_queue(client, workers):
-    """Drop removes every key of the queue (tasks, locks, unique keys, counters) and leaves other
-    queues alone."""
+    """Drop removes every key of the queue (tasks, locks, unique keys, counters) and leaves other queues alone."""
     q = Queue("t3")
     q.enqueue_many(["a"] * 10)
     q.enqueue_many(["b"] * 3, delay=60)

@@ -9,8 +9,8 @@ from tests.conftest import records, wait_for, wait_registered
 
 
 def test_1000_tasks_over_50_locks_never_overlap(client, workers):
-    """1,000 tasks over 50 lock keys on 3 workers x 4 slots: each runs once, and no two tasks
-    sharing a lock overlap in time."""
+    """1,000 tasks over 50 lock keys on 3 workers x 4 slots."""
+    # each runs once, and no two tasks sharing a lock overlap in time.
     q = Queue("locks")
     ids = {}
     for i in range(1000):
@@ -34,8 +34,9 @@ def test_1000_tasks_over_50_locks_never_overlap(client, workers):
 
 
 def test_lock_of_a_killed_holder_frees_and_waiters_run(client, workers):
-    """kill -9 of a lock holder: the lock is freed within LOCK_TTL + 2 s (here the reaper frees
-    it within the heartbeat TTL), the task is recovered and its waiting siblings run."""
+    """kill -9 of a lock holder."""
+    # the lock is freed within LOCK_TTL + 2 s (here the reaper frees it within the heartbeat TTL), the task is recovered
+    # and its waiting siblings run.
     q = Queue("locks")
     a = workers(["locks"], concurrency=2, name="holder")
     wait_registered(client, "holder")
@@ -62,8 +63,8 @@ def test_lock_of_a_killed_holder_frees_and_waiters_run(client, workers):
 
 
 def test_locked_tasks_do_not_starve_a_lower_queue(client, workers):
-    """high is full of tasks locked behind one long task; low's runnable tasks keep running
-    meanwhile, and once high is unblocked it goes first again."""
+    """high is full of tasks locked behind one long task."""
+    # low's runnable tasks keep running meanwhile, and once high is unblocked it goes first again.
     high, low = Queue("high"), Queue("low")
     blocker = high.enqueue('{"sleep": 2}', lock="big")
     workers(["high", "low"], concurrency=2, name="prio")
@@ -106,8 +107,8 @@ def test_handler_lock_function(client, workers):
 
 
 def test_unique_tasks(client, workers):
-    """Duplicates while pending or active return the same id; after finish, cancel or failure
-    the same payload can be enqueued again."""
+    """Duplicates while pending or active return the same id."""
+    # after finish, cancel or failure the same payload can be enqueued again.
     q = Queue("t1")
     a = q.enqueue("same", unique=True)
     assert q.enqueue("same", unique=True) == a

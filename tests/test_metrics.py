@@ -39,8 +39,8 @@ def q(name):
 
 
 def test_metrics_after_a_known_run(web, workers):
-    """Three successes and one failure on dt-default, two pending and one delayed task on queues
-    without workers, one worker online: the scrape says exactly that, with the run durations."""
+    """Three successes and one failure on dt-default, two pending and one delayed task on queues without ..."""
+    # ... workers, one worker online: the scrape says exactly that, with the run durations.
     staff = User.objects.create_user("ops", password="pw", is_staff=True)
     staff.user_permissions.add(view_permission())
     results = [tasks.add.enqueue(i, i) for i in range(3)] + [tasks.fails.enqueue("boom")]
@@ -132,8 +132,7 @@ def test_superuser_may_scrape(web):
 
 
 def test_bearer_tokens(web):
-    """A token with queues.view_dashboard may scrape; one without gets 403; an unknown or revoked
-    one gets 401."""
+    """A token with queues.view_dashboard may scrape; one without gets 403; an unknown or revoked one gets 401."""
     _, good = ApiToken.create("prometheus", permissions=[view_permission()])
     _, weak = ApiToken.create("weak")
     revoked, revoked_raw = ApiToken.create("old", permissions=[view_permission()])

@@ -572,8 +572,8 @@ def check(client, m):
 
 @pytest.mark.parametrize("seed", SEEDS)
 def test_scripts_agree_with_the_model_after_every_step(client, seed):
-    """Seeded random operations leave Redis exactly as the reference model says, with every
-    invariant holding after each step (counts, lock exclusivity, no stranded waiter)."""
+    """Seeded random operations leave Redis exactly as the reference model says, with every invariant holding ..."""
+    # ... after each step (counts, lock exclusivity, no stranded waiter).
     d = Driver(client, seed)
     for w in WORKERS:
         commands.register(Q, w, ttl=LONG, lock_ttl=LONG, grace=1, default_timeout=0, fresh=False).run(client)

@@ -62,8 +62,8 @@ def test_outside_a_transaction_or_without_on_commit_it_enqueues_at_once():
 
 
 def test_enqueue_many_keeps_ids_order_and_options():
-    """enqueue_many(on_commit=True) returns the ids the tasks get at commit, in order, with
-    their options (here a delay)."""
+    """enqueue_many(on_commit=True) returns the ids the tasks get at commit, in order, with their options (here ..."""
+    # ... a delay).
     q = Queue("oc-many")
     with transaction.atomic():
         ids = q.enqueue_many(["1", "2", "3"], on_commit=True, delay=60, retries=2)

@@ -96,8 +96,8 @@ def test_relay_pushes_a_row_pushed_already_without_running_it_twice(client):
 
 
 def test_redis_unreachable_raises_after_the_retry_window():
-    """Outside a transaction an unreachable Redis raises RedisUnavailable after ENQUEUE_RETRY_FOR,
-    not before and not much after, and writes nothing to the outbox."""
+    """Outside a transaction an unreachable Redis raises RedisUnavailable after ENQUEUE_RETRY_FOR, not before ..."""
+    # ... and not much after, and writes nothing to the outbox.
     q = dead_queue("ob-down", retry_for=0.6)
     start = time.monotonic()
     with pytest.raises(RedisUnavailable, match="ENQUEUE_RETRY_FOR"):
@@ -145,8 +145,8 @@ with transaction.atomic():
 
 
 def test_a_producer_dying_after_commit_loses_nothing(client, workers):
-    """The process dies between the commit and the push: a worker's relay pushes the row, and the
-    task runs exactly once."""
+    """The process dies between the commit and the push."""
+    # a worker's relay pushes the row, and the task runs exactly once.
     env = dict(os.environ, DJANGO_SETTINGS_MODULE="tests.settings")
     out = subprocess.run([sys.executable, "-c", DIES_AFTER_COMMIT], cwd=ROOT, env=env, capture_output=True, timeout=60)
     assert out.returncode == 0, out.stderr.decode()
@@ -160,8 +160,8 @@ def test_a_producer_dying_after_commit_loses_nothing(client, workers):
 
 
 def test_durable_enqueues_while_redis_is_stopped_all_run_once(client, redis_server, workers):
-    """Redis stopped, 100 durable=True enqueues (ids returned at once), Redis started: the
-    running worker's relay pushes them within 2 s and each runs exactly once."""
+    """Redis stopped, 100 durable=True enqueues (ids returned at once), Redis started."""
+    # the running worker's relay pushes them within 2 s and each runs exactly once.
     workers(["t2"])
     wait_for(lambda: readmodel.workers(client), 20, message="the worker to register")
     redis_server.stop()
@@ -205,8 +205,8 @@ on_postgres = [
 @on_postgres[0]
 @on_postgres[1]
 def test_on_postgresql_commit_rollback_and_relay():
-    """On PostgreSQL: commit pushes and removes the row, rollbacks leave nothing, a durable row
-    written with Redis unreachable is relayed, and the stats read the table."""
+    """On PostgreSQL: commit pushes and removes the row, rollbacks leave nothing, a durable row written with ..."""
+    # ... Redis unreachable is relayed, and the stats read the table.
     q = Queue("ob-pg")
     with transaction.atomic(using="pg"):
         kept = q.enqueue("kept", on_commit=True, using="pg")
@@ -235,8 +235,8 @@ DIES_AFTER_COMMIT_PG = (
 @on_postgres[0]
 @on_postgres[1]
 def test_on_postgresql_a_producer_dying_after_commit_loses_nothing(client, workers):
-    """On PostgreSQL: the producer dies after the commit; a worker's relay pushes the row and the
-    task runs exactly once."""
+    """On PostgreSQL: the producer dies after the commit."""
+    # a worker's relay pushes the row and the task runs exactly once.
     env = dict(os.environ, DJANGO_SETTINGS_MODULE="tests.settings")
     script = DIES_AFTER_COMMIT_PG
     out = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, timeout=60)
@@ -273,8 +273,8 @@ def test_outbox_size_and_age_on_the_overview_and_in_metrics():
 
 
 def test_remembered_ids_are_forgotten_after_the_window(client):
-    """The enqueue script forgets remembered ids older than the window (bounded per call), after
-    which the set no longer holds them."""
+    """The enqueue script forgets remembered ids older than the window (bounded per call), after which the set ..."""
+    # ... no longer holds them.
     from queues.engine import keys
 
     first = new_task_id("ob-window")
@@ -326,9 +326,8 @@ class _Kept(logging.Handler):
 
 
 def test_concurrent_producers_and_the_deleter_on_sqlite():
-    """Four threads commit read-then-write transactions with on_commit enqueues on SQLite while the
-    deleter deletes: no producer sees "database is locked", every task is in Redis once, the outbox
-    ends empty and nothing is logged."""
+    """Four threads commit read-then-write transactions with on_commit enqueues on SQLite while the deleter deletes."""
+    # no producer sees "database is locked", every task is in Redis once, the outbox ends empty and nothing is logged.
     from django.db import connections
 
     from queues.models import AuditLog
@@ -366,10 +365,9 @@ def test_concurrent_producers_and_the_deleter_on_sqlite():
 @on_postgres[0]
 @on_postgres[1]
 def test_on_postgresql_a_payload_over_the_limit_is_refused_and_1_mib_round_trips():
-    """On PostgreSQL: a 5 MB payload is refused at the call with an error naming
-    MAX_PAYLOAD_BYTES and writes no row (the transaction goes on); a 1 MiB binary payload of
-    every byte value, kept in the outbox while Redis is unreachable, comes out of the relay
-    byte for byte."""
+    """On PostgreSQL: a 5 MB payload is refused at the call with an error naming MAX_PAYLOAD_BYTES and writes no ..."""
+    # ... row (the transaction goes on); a 1 MiB binary payload of every byte value, kept in the outbox while Redis is
+    # unreachable, comes out of the relay byte for byte.
     from queues.engine.errors import PayloadTooLarge
 
     q = Queue("ob-pg-big")
@@ -437,9 +435,9 @@ def _run_all_then_push_again(client, workers, ids):
 
 
 def test_a_worker_killed_while_its_relay_holds_rows_loses_nothing(client, workers):
-    """A worker's relay has pushed 50 rows whose delete waits for a long transaction; killed
-    (SIGKILL) there, it loses nothing: the next relays push the rows again as no-ops, even after
-    the tasks finished, and every task runs exactly once."""
+    """A worker's relay has pushed 50 rows whose delete waits for a long transaction."""
+    # killed (SIGKILL) there, it loses nothing: the next relays push the rows again as no-ops, even after the tasks
+    # finished, and every task runs exactly once.
     q = Queue("t1")
     payloads = [f"k{i}" for i in range(50)]
     ids = [new_task_id("t1") for _ in payloads]
@@ -472,9 +470,8 @@ time.sleep(120)
 
 
 def test_a_producer_killed_while_its_deleter_holds_rows_loses_nothing(client, workers):
-    """A producer committed and pushed 50 tasks and is killed (SIGKILL) before its deleter
-    removed the rows: the workers' relays push them again as no-ops, even after the tasks
-    finished, and every task runs exactly once."""
+    """A producer committed and pushed 50 tasks and is killed (SIGKILL) before its deleter removed the rows."""
+    # the workers' relays push them again as no-ops, even after the tasks finished, and every task runs exactly once.
     env = dict(os.environ, DJANGO_SETTINGS_MODULE="tests.settings")
     producer = subprocess.Popen([sys.executable, "-c", PRODUCER_HOLDS_ROWS], cwd=ROOT, env=env, stdout=subprocess.PIPE)
     try:
@@ -492,9 +489,9 @@ def test_a_producer_killed_while_its_deleter_holds_rows_loses_nothing(client, wo
 
 
 def test_a_delete_refused_by_a_locked_sqlite_database_is_retried_quietly():
-    """With SQLite's write lock held longer than the busy timeout, the delete of pushed rows waits
-    and succeeds once the lock goes (nothing logged above debug); without time to retry it keeps
-    the rows for the relay and says so."""
+    """With SQLite's write lock held longer than the busy timeout, the delete of pushed rows waits and succeeds ..."""
+    # ... once the lock goes (nothing logged above debug); without time to retry it keeps the rows for the relay and
+    # says so.
     from django.db import connection
 
     q = Queue("ob-locked")
@@ -542,10 +539,9 @@ def _rows(using):
     ],
 )
 def test_the_driver_insert_writes_what_django_writes_and_instrumentation_sees_it(using):
-    """The fast INSERT through the driver's cursor stores rows equal to the ones written through
-    Django's cursor (binary payload, spec, time); a duplicate id is Django's IntegrityError and
-    leaves the transaction's other rows; with an execute wrapper installed (instrumentation) the
-    INSERT goes through Django and the wrapper sees it."""
+    """The fast INSERT through the driver's cursor stores rows equal to the ones written through Django's cursor ..."""
+    # ... (binary payload, spec, time); a duplicate id is Django's IntegrityError and leaves the transaction's other
+    # rows; with an execute wrapper installed (instrumentation) the INSERT goes through Django and the wrapper sees it.
     from django.db import IntegrityError, connections
 
     connection = connections[using]

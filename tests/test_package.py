@@ -98,8 +98,8 @@ def repo_files(*folders):
 
 @pytest.mark.slow
 def test_wheel_carries_the_app_its_templates_static_files_lua_and_migrations(wheel):
-    """The wheel (what ``unzip -l`` lists) holds the queues package, its templates and static
-    files inside it, and nothing of the demo project, the tests or the benchmark."""
+    """The wheel (what ``unzip -l`` lists) holds the queues package, its templates and static files inside it, ..."""
+    # ... and nothing of the demo project, the tests or the benchmark.
     with zipfile.ZipFile(wheel) as zf:
         names = set(zf.namelist())
         meta_name = next(n for n in names if n.endswith(".dist-info/METADATA"))
@@ -273,8 +273,9 @@ def project(wheel, tmp_path, redis_server):
 
 @pytest.mark.slow
 def test_installed_wheel_runs_a_new_project_worker_and_dashboard(project):
-    """In a new project with only the installed wheel: migrate, a worker runs the app's handler on
-    a task enqueued from the command line, and a staff user sees the live dashboard, styled."""
+    """In a new project with only the installed wheel."""
+    # migrate, a worker runs the app's handler on a task enqueued from the command line, and a staff user sees the live
+    # dashboard, styled.
     # The browser part (the websocket live, the stylesheet applied) runs only where Chromium is
     # (make browser); the rest, the dashboard read over plain HTTP included, runs everywhere.
     try:

@@ -41,9 +41,9 @@ def gone(pid):
 
 
 def test_two_processes_are_two_workers_and_a_killed_one_is_replaced(client, workers):
-    """--processes 2: two workers, <name>-1 and <name>-2, in `queues --json`; kill -9 one: the
-    supervisor starts it again within 5 s and its task goes back to the front: the new worker
-    runs it before the tasks queued behind it (the other worker is busy meanwhile)."""
+    """--processes 2: two workers, <name>-1 and <name>-2, in `queues --json`."""
+    # kill -9 one: the supervisor starts it again within 5 s and its task goes back to the front: the new worker runs it
+    # before the tasks queued behind it (the other worker is busy meanwhile).
     q = Queue("t1")
     sup = workers(["t1"], name="sup", options=("--processes", "2"))
     wait_for(lambda: set(live(client)) == {"sup-1", "sup-2"}, timeout=15, message="two workers")
@@ -100,8 +100,8 @@ def test_a_child_that_keeps_dying_is_restarted_with_backoff(client, workers):
 
 
 def test_sigterm_to_the_supervisor_stops_everything_with_exit_0_within_the_grace(client, workers):
-    """SIGTERM to the supervisor: each worker lets its short task finish, gives the long one back
-    within the grace (2 s), and every process exits 0."""
+    """SIGTERM to the supervisor."""
+    # each worker lets its short task finish, gives the long one back within the grace (2 s), and every process exits 0.
     q = Queue("t2")
     sup = workers(["t2"], name="term", grace=2, options=("--processes", "2"))
     wait_for(lambda: len(live(client)) == 2, timeout=15, message="two workers")
@@ -131,9 +131,9 @@ def test_sigterm_to_the_supervisor_as_its_workers_start_still_exits_0(client, wo
 
 
 def test_ctrl_c_to_the_group_is_one_stop_and_a_second_signal_a_fast_one(client, workers):
-    """SIGINT to the whole process group (a Ctrl-C) is one graceful stop, not a fast one: the
-    workers ignore it and the supervisor passes it on once, so a 1 s task still finishes. A
-    second signal ends the grace at once."""
+    """SIGINT to the whole process group (a Ctrl-C) is one graceful stop, not a fast one."""
+    # the workers ignore it and the supervisor passes it on once, so a 1 s task still finishes. A second signal ends the
+    # grace at once.
     q = Queue("t3")
     sup = workers(["t3"], name="ctrlc", grace=30, options=("--processes", "2"))
     wait_for(lambda: len(live(client)) == 2, timeout=15, message="two workers")
@@ -150,8 +150,8 @@ def test_ctrl_c_to_the_group_is_one_stop_and_a_second_signal_a_fast_one(client, 
 
 
 def test_a_killed_worker_takes_its_isolated_handlers_processes_with_it(client, workers):
-    """kill -9 of a supervised worker: its isolated handler's process dies with it (no handler
-    left running while its task runs again elsewhere)."""
+    """kill -9 of a supervised worker."""
+    # its isolated handler's process dies with it (no handler left running while its task runs again elsewhere).
     q = Queue("p2")
     workers(["p2"], name="kin", options=("--processes", "1"))
     wait_for(lambda: "kin-1" in live(client), timeout=15, message="the worker")
@@ -176,8 +176,8 @@ def test_a_supervised_workers_cancelled_isolated_handler_gets_sigterm_and_runs_i
 
 
 def test_workers_stop_when_their_supervisor_is_killed(client, workers):
-    """kill -9 of the supervisor: its workers get SIGTERM, give their tasks back and deregister
-    (none is left running on its own)."""
+    """kill -9 of the supervisor."""
+    # its workers get SIGTERM, give their tasks back and deregister (none is left running on its own).
     q = Queue("t4")
     sup = workers(["t4"], name="orphan", grace=1, options=("--processes", "2"))
     wait_for(lambda: len(live(client)) == 2, timeout=15, message="two workers")

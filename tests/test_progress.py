@@ -162,8 +162,8 @@ def _gate(client, tid):
 
 @pytest.mark.parametrize("queue", ["prog", "aprog", "pprog"])
 def test_handlers_report_progress_and_log_live(client, conn, workers, queue):
-    """Sync, async and isolated handlers' progress and lines show while the task runs; the log
-    goes when the task completes."""
+    """Sync, async and isolated handlers' progress and lines show while the task runs."""
+    # the log goes when the task completes.
     workers([queue], name=f"w-{queue}")
     tid = Queue(queue, conn).enqueue(json.dumps({"steps": 2, "gate": True}), tags=["live"])
     wait_for(lambda: (t := readmodel.task(client, tid)) and t.state == "active", 30, message="the task to start")

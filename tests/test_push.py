@@ -46,8 +46,8 @@ def _events(client, queue, action):
 
 @pytest.mark.parametrize("payload", ["short", "y" * 100, "z" * 2000, "é\udcff", "é" * 500_000])
 def test_plain_enqueue_writes_exactly_what_enqueue_many_writes(client, payload):
-    """The same payload through ``enqueue`` (push) and ``enqueue_many`` (enqueue): the same task
-    fields (pieces, bytes kind, no state field), the same event, the same stats and list."""
+    """The same payload through ``enqueue`` (push) and ``enqueue_many`` (enqueue)."""
+    # the same task fields (pieces, bytes kind, no state field), the same event, the same stats and list.
     q = Queue("t1")
     ev_one = _events(client, "t1", lambda: q.enqueue(payload))
     ev_many = _events(client, "t1", lambda: q.enqueue_many([payload]))
@@ -63,8 +63,8 @@ def test_plain_enqueue_writes_exactly_what_enqueue_many_writes(client, payload):
 
 
 def test_push_declines_without_writing_when_a_worker_is_idle_or_the_queue_has_limits(client):
-    """An idle worker (enqueue hands it the task in its wake-up) or limits (enqueue counts them):
-    push answers nothing and writes nothing, so the caller's enqueue is the only write."""
+    """An idle worker (enqueue hands it the task in its wake-up) or limits (enqueue counts them)."""
+    # push answers nothing and writes nothing, so the caller's enqueue is the only write.
     q = Queue("t1")
     for key, member in ((keys.queue_key("t1", "idle"), "w-1"), (keys.queue_key("t1", "limits"), "c")):
         client.flushall()
@@ -82,9 +82,8 @@ def test_push_declines_without_writing_when_a_worker_is_idle_or_the_queue_has_li
 
 
 def test_after_a_decline_the_queue_goes_straight_to_enqueue_for_a_second(client, monkeypatch):
-    """A declined push (a worker idle) sends the queue's next calls straight to enqueue, which
-    hands them over; once that second is over push is tried again (and takes the call once no
-    worker is idle)."""
+    """A declined push (a worker idle) sends the queue's next calls straight to enqueue, which hands them over."""
+    # once that second is over push is tried again (and takes the call once no worker is idle).
     q = Queue("t1")
     client.sadd(keys.queue_key("t1", "idle"), "w-gone")  # a worker listed idle (not running)
     q.enqueue("declined")
@@ -137,8 +136,8 @@ class _Stop(Exception):
 
 
 def test_an_interrupted_call_leaves_no_reply_for_the_next_one(client):
-    """A call interrupted while it waits for its reply (Redis paused, a signal handler raising):
-    its connection is dropped, so the next call reads its own reply, not the late one."""
+    """A call interrupted while it waits for its reply (Redis paused, a signal handler raising)."""
+    # its connection is dropped, so the next call reads its own reply, not the late one.
     q = Queue("t1")
     q.enqueue("warm")  # the short road has a connection now
     client.execute_command("CLIENT", "PAUSE", "400", "WRITE")
@@ -161,8 +160,8 @@ def test_an_interrupted_call_leaves_no_reply_for_the_next_one(client):
 
 
 def test_connections_killed_mid_flight_lose_and_double_nothing(client):
-    """Four threads enqueue 300 tasks each while every other client connection is killed every
-    few ms: every call returns the id of its own task, and each task is in the queue once."""
+    """Four threads enqueue 300 tasks each while every other client connection is killed every few ms."""
+    # every call returns the id of its own task, and each task is in the queue once.
     q = Queue("t1")
     stop = threading.Event()
     killed = []
@@ -200,9 +199,9 @@ def test_connections_killed_mid_flight_lose_and_double_nothing(client):
 
 
 def test_redis_restarted_and_scripts_flushed(client, redis_server):
-    """Across a Redis restart (its scripts gone) the short road's held connections are found
-    closed before use and connected again (no error for the first call after it, as with
-    redis-py's pool), and the scripts are loaded again."""
+    """Across a Redis restart (its scripts gone) the short road's held connections are found closed before use ..."""
+    # ... and connected again (no error for the first call after it, as with redis-py's pool), and the scripts are
+    # loaded again.
     q = Queue("t1")
     first = q.enqueue("before")
     assert q.counts()["pending"] == 1
@@ -218,8 +217,8 @@ def test_redis_restarted_and_scripts_flushed(client, redis_server):
 
 
 def test_a_forked_child_uses_connections_of_its_own(client):
-    """A child forked after the parent enqueued (a prefork server) enqueues on new connections;
-    the parent's go on serving it."""
+    """A child forked after the parent enqueued (a prefork server) enqueues on new connections."""
+    # the parent's go on serving it.
     q = Queue("t1")
     q.enqueue("parent before")
     pid = os.fork()
@@ -236,8 +235,8 @@ def test_a_forked_child_uses_connections_of_its_own(client):
 
 
 def test_close_drops_the_short_roads_connections(client):
-    """The connections the short road holds stay its client's pool's: closing the client (as
-    ``Connection.close`` does) closes them, and a call after that connects again."""
+    """The connections the short road holds stay its client's pool's."""
+    # closing the client (as ``Connection.close`` does) closes them, and a call after that connects again.
     conn = Connection(Queue("t1").connection.url)
     q = Queue("t1", conn)
     threads = [threading.Thread(target=lambda: [q.enqueue("x") for _ in range(50)]) for _ in range(3)]
@@ -268,12 +267,11 @@ def test_clients_it_does_not_serve_keep_redis_py(client):
 
 
 def test_async_calls_on_connections_killed_mid_flight_get_their_own_replies(client):
-    """Six coroutines of one event loop enqueue 150 tasks each through the asyncio road of a
-    client whose pool has six connections, starting with the scripts unknown to Redis, while
-    every other client connection is killed every few ms: nothing waits for ever for a
-    connection (the road held them all, then loaded the script through the pool: a deadlock),
-    each call that returns gives the id it was asked for (no reply read by the wrong call), and
-    each task is in the queue once."""
+    """Six coroutines of one event loop enqueue 150 tasks each through the asyncio road of a client whose pool ..."""
+    # ... has six connections, starting with the scripts unknown to Redis, while every other client connection is killed
+    # every few ms: nothing waits for ever for a connection (the road held them all, then loaded the script through the
+    # pool: a deadlock), each call that returns gives the id it was asked for (no reply read by the wrong call), and
+    # each task is in the queue once.
     import asyncio
 
     from queues.engine.connection import NETWORK_ERRORS
@@ -327,10 +325,10 @@ def test_async_calls_on_connections_killed_mid_flight_get_their_own_replies(clie
 
 
 def test_an_async_send_redis_does_not_read_times_out_and_drops_its_connection(client, redis_server):
-    """Redis frozen (SIGSTOP) while a 32 MiB call is sent through the asyncio road: the send
-    waits for the socket no longer than the client's socket timeout, then fails with a timeout
-    and drops its connection, so the next call, once Redis runs again, reads its own reply (and
-    the timed-out one ran whole or not at all)."""
+    """Redis frozen (SIGSTOP) while a 32 MiB call is sent through the asyncio road."""
+    # the send waits for the socket no longer than the client's socket timeout, then fails with a timeout and drops its
+    # connection, so the next call, once Redis runs again, reads its own reply (and the timed-out one ran whole or not
+    # at all).
     import asyncio
 
     import redis.asyncio

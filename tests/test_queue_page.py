@@ -38,8 +38,8 @@ def _same_as_one_list_reads(client, queue, per_page):
 
 
 def test_front_pending_delayed_failed_and_active_match_the_one_list_reads(client):
-    """Tasks given back to the front, pending ones, delayed, failed and in process: each page
-    lists the same tasks in the same order as reading each list on its own."""
+    """Tasks given back to the front, pending ones, delayed, failed and in process."""
+    # each page lists the same tasks in the same order as reading each list on its own.
     q = Queue("qp-plain")
     q.enqueue_many([f"t{i}" for i in range(23)])
     q.enqueue("later", delay=3600)
@@ -53,8 +53,8 @@ def test_front_pending_delayed_failed_and_active_match_the_one_list_reads(client
 
 
 def test_partitions_and_locks_match_the_one_list_reads(client):
-    """Tasks listed in partitions follow the plain pending ones page by page, and a held lock
-    shows its holder and its waiters, as the one-list reads show them."""
+    """Tasks listed in partitions follow the plain pending ones page by page, and a held lock shows its holder ..."""
+    # ... and its waiters, as the one-list reads show them.
     Queue("qp-part").enqueue_many([f"c{i % 4}:{i}" for i in range(30)])
     _same_as_one_list_reads(client, "qp-part", per_page=7)
     lq = Queue("qp-lock")

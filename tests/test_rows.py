@@ -83,8 +83,8 @@ ROWS = [
 @pytest.mark.parametrize("page", [{}, {"csrf_token": "tok<en>", "page_path": "/queues/q/a/?page=2&x=<1>"}])
 @pytest.mark.parametrize("rows", [ROWS, []], ids=["rows", "empty"])
 def test_python_rows_equal_the_template_loops(table, actions, page, rows):
-    """Same HTML, character for character, with hostile text, progress, cancelling, no actions,
-    an empty table, and the page's CSRF token and return path."""
+    """Same HTML, character for character, with hostile text, progress, cancelling, no actions, an empty table, ..."""
+    # ... and the page's CSRF token and return path.
     ctx = {"tasks": rows, "offset": 50, "dashboard_actions": actions, **page}
     want = Template("{% load worqr %}" + REFERENCE[table]).render(Context(ctx))
     got = Template("{% load worqr %}" + NEW[table]).render(Context(ctx))
@@ -102,8 +102,8 @@ def test_the_worker_pages_progress_cell_is_the_include_it_replaced(row):
 
 
 def test_an_in_process_row_without_a_worker_renders_without_its_link():
-    """A row read with no worker (its task ended between the reads) shows an empty worker cell
-    instead of failing the whole refresh on a link to nowhere."""
+    """A row read with no worker (its task ended between the reads) shows an empty worker cell instead of ..."""
+    # ... failing the whole refresh on a link to nowhere.
     html = Template("{% load worqr %}" + NEW["active"]).render(
         Context({"tasks": [_row(1, worker="")], "dashboard_actions": ()})
     )

@@ -119,8 +119,8 @@ def test_a_tick_not_yet_due_by_redis_clock_is_not_fired(client):
 
 @pytest.mark.parametrize("policy, runs", [("skip", 0), ("once", 1)])
 def test_missed_ticks_after_an_outage(client, policy, runs):
-    """Ticks missed during an outage: 'skip' enqueues nothing, 'once' one catch-up run; either
-    way the schedule moves to the first tick after now."""
+    """Ticks missed during an outage."""
+    # 'skip' enqueues nothing, 'once' one catch-up run; either way the schedule moves to the first tick after now.
     schedules.sync(client, [spec("o", every=1, missed=policy)])
     now = readmodel.server_ms(client)
     stale = now - now % 1000 - 5000  # five ticks ago
@@ -191,8 +191,8 @@ def test_disabled_schedules_are_listed_without_a_next_run(client):
 
 
 def test_runs_carry_the_enqueue_options_and_take_the_usual_path(client):
-    """A run gets the schedule's retries/timeout/backoff/lock/callback, waits on its lock like
-    any task, and counts as enqueued."""
+    """A run gets the schedule's retries/timeout/backoff/lock/callback, waits on its lock like any task, and ..."""
+    # ... counts as enqueued.
     schedules.sync(
         client,
         [spec("opt", every=1, retries=2, timeout=5, backoff=1.5, lock="L", callback="https://hooks.example.com/x")],

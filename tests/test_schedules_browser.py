@@ -17,8 +17,9 @@ pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="needs /usr
 
 
 def test_schedules_page_countdown_and_trigger(operator, server, page, client):  # noqa: F811
-    """Logged in with manage_schedules: the countdown ticks down, pause shows 'paused', and
-    trigger puts a pending task in the row's last run, without a reload."""
+    """Logged in with manage_schedules."""
+    # the countdown ticks down, pause shows 'paused', and trigger puts a pending task in the row's last run, without a
+    # reload.
     expect = playwright_api.expect
     engine_schedules.sync(
         client,

@@ -90,8 +90,8 @@ def test_the_schedules_command(declared):
 
 
 def test_the_schedules_page_and_its_actions(declared):
-    """The page shows each schedule in words with its next run; pause/resume/trigger need
-    manage_schedules, each writes an audit row; an unknown schedule is 404."""
+    """The page shows each schedule in words with its next run."""
+    # pause/resume/trigger need manage_schedules, each writes an audit row; an unknown schedule is 404.
     web = Client()
     web.force_login(make_user("viewer", perms=["view_dashboard"]))
     page = web.get(reverse("queues:schedules"))

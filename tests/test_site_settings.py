@@ -36,8 +36,8 @@ def secret_key(var_dir, **env):
 
 
 def test_without_django_secret_key_a_key_is_generated_per_installation(tmp_path):
-    """With DJANGO_SECRET_KEY unset, the key is made once per installation, kept in var/ with
-    mode 0600 and reused; another installation gets another key; none is the published one."""
+    """With DJANGO_SECRET_KEY unset, the key is made once per installation, kept in var/ with mode 0600 and reused."""
+    # another installation gets another key; none is the published one.
     first, other = tmp_path / "one", tmp_path / "two"
     key = secret_key(first)
     path = first / "secret_key"
@@ -50,8 +50,8 @@ def test_without_django_secret_key_a_key_is_generated_per_installation(tmp_path)
 
 @pytest.mark.parametrize("key", [PUBLISHED_KEY, "django-insecure-" + "x" * 50])
 def test_refuses_to_start_with_debug_off_and_a_published_key(tmp_path, key):
-    """DEBUG off and a key that is published (worqr's old default, Django's insecure ones): the
-    project refuses to start and says why; with DEBUG on it runs."""
+    """DEBUG off and a key that is published (worqr's old default, Django's insecure ones)."""
+    # the project refuses to start and says why; with DEBUG on it runs.
     out = run("check", var_dir=tmp_path, DJANGO_SECRET_KEY=key)
     assert out.returncode != 0 and "DJANGO_SECRET_KEY" in out.stderr and "published" in out.stderr
     assert run("check", var_dir=tmp_path, DJANGO_SECRET_KEY=key, DJANGO_DEBUG="1").returncode == 0
@@ -75,8 +75,8 @@ def test_check_deploy_is_clean_with_the_documented_production_environment(tmp_pa
 
 @pytest.mark.django_db
 def test_pages_carry_a_content_security_policy_without_inline_script(admin_client):
-    """The dashboard and the admin are served with a CSP that allows scripts only from the
-    site itself (no inline script, no eval) and no framing."""
+    """The dashboard and the admin are served with a CSP that allows scripts only from the site itself (no ..."""
+    # ... inline script, no eval) and no framing.
     for url in ("/queues/", "/admin/login/", "/admin/"):
         policy = admin_client.get(url)["Content-Security-Policy"]
         directives = dict((d.strip().split(" ", 1) + [""])[:2] for d in policy.split(";") if d.strip())

@@ -20,8 +20,8 @@ pytestmark = MARKS
 
 @pytest.mark.parametrize("queue", ["sta1", "st1"], ids=["async", "sync"])
 def test_a_cancel_right_after_the_hand_over_stops_the_task(client, workers, queue):
-    """An idle worker is handed a task with a 1 s handler that is cancelled at once, 40 times over:
-    none of them runs to completion."""
+    """An idle worker is handed a task with a 1 s handler that is cancelled at once, 40 times over."""
+    # none of them runs to completion.
     q = Queue(queue)
     workers([queue], concurrency=1, name="race")
     wait_ready(client, "race")
@@ -94,9 +94,8 @@ def _stopped_promptly(client, queue, tid, cancelled_at, within=3.0):
 
 @pytest.mark.parametrize("queue", ["sta1", "st1"], ids=["async", "sync"])
 def test_a_cancel_sent_before_the_worker_subscribed_still_stops_the_task(client, workers, queue):
-    """A worker starting while Redis refuses its control connection (maxclients) either takes no
-    task before it listens, or a cancel sent while it can't hear still stops the task once it has
-    subscribed."""
+    """A worker starting while Redis refuses its control connection (maxclients) either takes no task before it ..."""
+    # ... listens, or a cancel sent while it can't hear still stops the task once it has subscribed.
     q = Queue(queue)
     tid = q.enqueue(json.dumps({"sleep": 8}))
     saved = client.config_get("maxclients")["maxclients"]
@@ -124,10 +123,10 @@ def test_a_cancel_sent_before_the_worker_subscribed_still_stops_the_task(client,
 
 @pytest.mark.parametrize("queue", ["sta1", "st1"], ids=["async", "sync"])
 def test_a_cancel_sent_while_the_worker_resubscribes_still_stops_the_task(client, workers, queue):
-    """A running task is cancelled in the moment its worker's control connection is down (killed
-    just before): once the worker has resubscribed it stops the task, within 3 s. redis-py's
-    pub/sub reconnects within milliseconds, so the cancel does not always land in the gap: the
-    test tries up to 6 tasks, checks every one stops in time, and needs at least one race made."""
+    """A running task is cancelled in the moment its worker's control connection is down (killed just before)."""
+    # once the worker has resubscribed it stops the task, within 3 s. redis-py's pub/sub reconnects within milliseconds,
+    # so the cancel does not always land in the gap: the test tries up to 6 tasks, checks every one stops in time, and
+    # needs at least one race made.
     q = Queue(queue)
     workers([queue], concurrency=1, name="resub")
     wait_ready(client, "resub")

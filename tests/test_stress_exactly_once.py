@@ -58,9 +58,9 @@ def _ran_concurrently(per_run, task_id):
 
 
 def test_a_frozen_workers_late_completion_is_refused_while_the_rescuer_runs(client, workers):
-    """A worker frozen (SIGSTOP) mid-task past the heartbeat TTL loses the task to another worker;
-    thawed while the rescuer runs attempt 2, its handler completes and that completion is refused:
-    the task stays active on the rescuer until the rescuer's run ends, and completes once."""
+    """A worker frozen (SIGSTOP) mid-task past the heartbeat TTL loses the task to another worker."""
+    # thawed while the rescuer runs attempt 2, its handler completes and that completion is refused: the task stays
+    # active on the rescuer until the rescuer's run ends, and completes once.
     q = Queue("st1")
     frozen = workers(["st1"], concurrency=1, name="frozen")
     wait_ready(client, "frozen")
@@ -98,9 +98,9 @@ def _end_of(client, queue, tid, attempt):
 
 
 def test_counts_add_up_at_every_read_while_two_workers_drain(client, workers):
-    """Two workers drain tasks with failures, retries, delays, locks, cancels and deletes for 20 s
-    while Queue.counts() and readmodel.overview() (with 2-82 queues) are read in tight loops:
-    completed + failed + cancelled + deleted + pending + delayed + active == enqueued at every read."""
+    """Two workers drain tasks with failures, retries, delays, locks, cancels and deletes for 20 s while ..."""
+    # ... Queue.counts() and readmodel.overview() (with 2-82 queues) are read in tight loops: completed + failed +
+    # cancelled + deleted + pending + delayed + active == enqueued at every read.
     busy = [Queue(n) for n in ("st1", "st4")]
     for i in range(2):
         workers(["st1", "st4"], concurrency=4, name=f"inv-{i}")

@@ -13,8 +13,8 @@ pytestmark = pytest.mark.stress
 
 
 def test_concurrency_holds_through_kill_9_and_replacements(client, workers):
-    """concurrency=2 over four workers, two killed -9 mid-run and replaced: never more than 2
-    handlers run at once, and every task completes."""
+    """concurrency=2 over four workers, two killed -9 mid-run and replaced."""
+    # never more than 2 handlers run at once, and every task completes.
     started = [workers(["lim-conc"], concurrency=4, name=f"ls{i}") for i in range(4)]
     for i in range(4):
         wait_registered(client, f"ls{i}")

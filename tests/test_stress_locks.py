@@ -35,9 +35,9 @@ def _spans(client, queue, ids):
     ids=["sync-timeout", "sync-cancel", "async-timeout"],
 )
 def test_a_lock_stays_held_until_a_stuck_holder_really_stops(client, workers, queue, how):
-    """A holder that ignores its 1 s timeout (or a cancel) runs on for 3 s (a sync handler that
-    never looks, an async one that swallows the cancel): a second task with the same lock, free to
-    run on another worker, never overlaps it."""
+    """A holder that ignores its 1 s timeout (or a cancel) runs on for 3 s (a sync handler that never looks, an ..."""
+    # ... async one that swallows the cancel): a second task with the same lock, free to run on another worker, never
+    # overlaps it.
     q = Queue(queue)
     for i, name in enumerate(("lx-a", "lx-b")):
         workers([queue], concurrency=1, name=name)
@@ -65,8 +65,8 @@ def test_a_lock_stays_held_until_a_stuck_holder_really_stops(client, workers, qu
 
 
 def test_purge_leaves_no_lock_waiter_pending(client, workers):
-    """Purge with a holder running and two tasks waiting on its lock: counts() reports nothing
-    pending (or waiting) afterwards, and the purged waiters never run."""
+    """Purge with a holder running and two tasks waiting on its lock."""
+    # counts() reports nothing pending (or waiting) afterwards, and the purged waiters never run.
     q = Queue("st1")
     workers(["st1"], concurrency=2, name="pg")
     wait_ready(client, "pg")
@@ -86,9 +86,9 @@ def test_purge_leaves_no_lock_waiter_pending(client, workers):
 
 
 def test_purge_of_a_requeued_holder_strands_no_waiter(client, workers):
-    """The holder of lock L is given back by a stopping worker (it goes to the front, ahead of its
-    two waiters) and then purged: counts() reports nothing pending, and the lock is free at
-    once: no waiter is left to run LOCK_TTL (35 s) later."""
+    """The holder of lock L is given back by a stopping worker (it goes to the front, ahead of its two waiters) ..."""
+    # ... and then purged: counts() reports nothing pending, and the lock is free at once: no waiter is left to run
+    # LOCK_TTL (35 s) later.
     q = Queue("st1")
     a = workers(["st1"], concurrency=2, name="pq-a", grace=0)
     wait_ready(client, "pq-a")
@@ -119,9 +119,8 @@ def test_purge_of_a_requeued_holder_strands_no_waiter(client, workers):
 
 
 def test_promoted_waiters_of_several_locks_keep_their_order(client, workers):
-    """Holders of L1, L2, L3 finish in that order while B1, B2, B3 wait on them and the queue is
-    paused: the promoted waiters are pending in the order B1, B2, B3 (first promoted, first
-    served), not the reverse."""
+    """Holders of L1, L2, L3 finish in that order while B1, B2, B3 wait on them and the queue is paused."""
+    # the promoted waiters are pending in the order B1, B2, B3 (first promoted, first served), not the reverse.
     q = Queue("st1")
     workers(["st1"], concurrency=4, name="fifo")
     wait_ready(client, "fifo")
@@ -141,8 +140,7 @@ def test_promoted_waiters_of_several_locks_keep_their_order(client, workers):
 
 
 def test_waiters_of_one_lock_run_in_the_order_they_were_enqueued(client, workers):
-    """B, C, D wait on lock L behind holder A on a worker with two slots: they run B, C, D, one
-    at a time."""
+    """B, C, D wait on lock L behind holder A on a worker with two slots: they run B, C, D, one at a time."""
     q = Queue("st1")
     workers(["st1"], concurrency=2, name="one-lock")
     wait_ready(client, "one-lock")
@@ -158,9 +156,8 @@ def test_waiters_of_one_lock_run_in_the_order_they_were_enqueued(client, workers
 
 @pytest.mark.parametrize("death", ["kill-9", "stop"])
 def test_a_cancelled_holder_that_dies_promotes_one_waiter_at_a_time(client, workers, redis_server, death):
-    """Holder A of lock L is cancelled and its worker then dies (kill -9) or stops (SIGTERM, the
-    cancel message lost) before reporting: the waiters B, C, D run in that order, never two at
-    once."""
+    """Holder A of lock L is cancelled and its worker then dies (kill -9) or stops (SIGTERM, the cancel message ..."""
+    # ... lost) before reporting: the waiters B, C, D run in that order, never two at once.
     q = Queue("st1")
     holder_worker = workers(["st1"], concurrency=1, name="cd-a", grace=0)
     wait_ready(client, "cd-a")
@@ -191,8 +188,8 @@ def test_a_cancelled_holder_that_dies_promotes_one_waiter_at_a_time(client, work
 
 @pytest.mark.parametrize("retries", [0, 1])
 def test_a_failed_holder_frees_its_lock_at_once(client, workers, retries):
-    """A locked task fails (out of attempts, or with a retry to come) while another waits on the
-    same lock: the waiter starts within 1.5 s of the failure, not LOCK_TTL later."""
+    """A locked task fails (out of attempts, or with a retry to come) while another waits on the same lock."""
+    # the waiter starts within 1.5 s of the failure, not LOCK_TTL later.
     q = Queue("st1")
     workers(["st1"], concurrency=2, name="lf")
     wait_ready(client, "lf")

@@ -28,9 +28,9 @@ pytestmark = MARKS
 
 @pytest.mark.parametrize("paused", [False, True], ids=["backlog", "paused-then-resumed"])
 def test_300000_tasks_behind_one_lock_never_block_redis(client, workers, slowlog, paused):
-    """300,000 tasks on one lock (enqueued behind a busy worker, or while paused then resumed): no
-    command takes over 50 ms during enqueue, start, a short drain, purge and drop, and a long task
-    on another worker is never presumed dead and run again."""
+    """300,000 tasks on one lock (enqueued behind a busy worker, or while paused then resumed)."""
+    # no command takes over 50 ms during enqueue, start, a short drain, purge and drop, and a long task on another
+    # worker is never presumed dead and run again.
     q = Queue("st2")
     n = scaled(300_000, 1_000_000)
     started = {"big-long": workers(["st2"], concurrency=1, name="big-long")}
@@ -83,8 +83,8 @@ def test_300000_tasks_behind_one_lock_never_block_redis(client, workers, slowlog
 
 
 def test_cancel_and_delete_in_the_middle_of_1000000_pending_are_fast(client, slowlog):
-    """With 1,000,000 tasks pending, cancelling or deleting one in the middle (or at the tail)
-    takes under 5 ms in Redis: not a scan of the pending list."""
+    """With 1,000,000 tasks pending, cancelling or deleting one in the middle (or at the tail) takes under 5 ms ..."""
+    # ... in Redis: not a scan of the pending list.
     q = Queue("st3")
     n = 1_000_000
     ids = []

@@ -27,9 +27,9 @@ def _starts(client, queue, tid, attempt=None):
 
 @pytest.mark.parametrize("concurrency", [1, 2])
 def test_a_stuck_timed_out_attempt_keeps_its_slot_and_its_retry_runs(client, workers, concurrency):
-    """A sync attempt stuck 6 s past its 1 s timeout keeps its thread: its retry really runs, the
-    worker never takes a task it has no free thread for (none waits for a thread, none times out
-    unstarted) and never runs more handlers than its concurrency; every task completes."""
+    """A sync attempt stuck 6 s past its 1 s timeout keeps its thread."""
+    # its retry really runs, the worker never takes a task it has no free thread for (none waits for a thread, none
+    # times out unstarted) and never runs more handlers than its concurrency; every task completes.
     q = Queue("st1")
     workers(["st1"], concurrency=concurrency, name="slots")
     wait_ready(client, "slots")
@@ -59,9 +59,9 @@ def test_a_stuck_timed_out_attempt_keeps_its_slot_and_its_retry_runs(client, wor
 
 
 def test_a_task_handed_over_while_its_id_still_runs_in_a_stuck_thread_runs(client, workers):
-    """A cancelled sync task runs on in its thread (it ignores the cancel); a new task enqueued with
-    the same id (not remembered) is handed to the same worker, which has a free slot: it
-    runs, rather than staying active and unrun."""
+    """A cancelled sync task runs on in its thread (it ignores the cancel)."""
+    # a new task enqueued with the same id (not remembered) is handed to the same worker, which has a free slot: it
+    # runs, rather than staying active and unrun.
     q = Queue("st1")
     workers(["st1"], concurrency=2, name="same-id")
     wait_ready(client, "same-id")
@@ -90,8 +90,8 @@ def test_a_task_handed_over_while_its_id_still_runs_in_a_stuck_thread_runs(clien
 
 @pytest.mark.parametrize("queue", ["st1", "sta1"], ids=["sync", "async"])
 def test_a_graceful_shutdown_gives_tasks_back_in_their_order(client, workers, queue):
-    """A worker with three slots runs T1, T2, T3 (started in that order) and T4 waits; SIGTERM with
-    a 1 s grace: afterwards the pending order is T1, T2, T3, T4."""
+    """A worker with three slots runs T1, T2, T3 (started in that order) and T4 waits."""
+    # SIGTERM with a 1 s grace: afterwards the pending order is T1, T2, T3, T4.
     q = Queue(queue)
     w = workers([queue], concurrency=3, name="order", grace=1)
     wait_ready(client, "order")
@@ -110,8 +110,8 @@ def test_a_graceful_shutdown_gives_tasks_back_in_their_order(client, workers, qu
 
 @pytest.mark.parametrize("second", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 def test_a_second_stop_signal_skips_the_grace(client, workers, second):
-    """SIGTERM with a 60 s grace while a task runs on: a second SIGTERM (or SIGINT) makes the worker
-    give the task back and exit within 3 s."""
+    """SIGTERM with a 60 s grace while a task runs on."""
+    # a second SIGTERM (or SIGINT) makes the worker give the task back and exit within 3 s.
     q = Queue("st1")
     w = workers(["st1"], concurrency=1, name="twice", grace=60)
     wait_ready(client, "twice")
@@ -134,8 +134,8 @@ def test_a_second_stop_signal_skips_the_grace(client, workers, second):
 
 
 def test_a_shutdown_finishes_when_the_control_connection_drops_at_the_same_time(client, workers):
-    """A worker frozen (SIGSTOP) with a task running, its control connection killed and SIGTERM
-    sent, then thawed: it gives the task back and exits within 10 s, six times out of six."""
+    """A worker frozen (SIGSTOP) with a task running, its control connection killed and SIGTERM sent, then thawed."""
+    # it gives the task back and exits within 10 s, six times out of six.
     q = Queue("st1")
     for i in range(6):
         w = workers(["st1"], concurrency=1, name=f"drop-{i}", grace=0)
@@ -157,8 +157,8 @@ def test_a_shutdown_finishes_when_the_control_connection_drops_at_the_same_time(
 
 
 def test_a_second_worker_with_a_live_workers_name_refuses_to_start(client, workers):
-    """A worker started with the --name of a live worker exits non-zero with a message naming it,
-    and every task of the first one runs exactly once."""
+    """A worker started with the --name of a live worker exits non-zero with a message naming it, and every task ..."""
+    # ... of the first one runs exactly once.
     q = Queue("st1")
     workers(["st1"], concurrency=2, name="twin")
     wait_ready(client, "twin")

@@ -41,8 +41,8 @@ def traces(client, name):
 
 
 def test_enqueue_runs_on_a_worker_and_keeps_the_return_value(workers, client):
-    """enqueue() gives a READY result with a worqr id; a worker runs it; refresh() and
-    get_result() show SUCCESSFUL with the return value, timestamps and the worker."""
+    """enqueue() gives a READY result with a worqr id."""
+    # a worker runs it; refresh() and get_result() show SUCCESSFUL with the return value, timestamps and the worker.
     result = tasks.add.enqueue(2, 3)
     assert result.status == TaskResultStatus.READY
     assert result.id.startswith("dt-default-") and result.backend == "default"
@@ -64,8 +64,8 @@ def test_enqueue_runs_on_a_worker_and_keeps_the_return_value(workers, client):
 
 
 def test_failure_is_kept_with_the_error(workers):
-    """An exception fails the task (no retries on this backend): FAILED, with the exception's
-    class and traceback; it sits in worqr's failed set like any failed task."""
+    """An exception fails the task (no retries on this backend)."""
+    # FAILED, with the exception's class and traceback; it sits in worqr's failed set like any failed task.
     result = tasks.fails.enqueue("boom")
     bad_value = tasks.returns_object.enqueue()
     workers(QUEUES)
@@ -105,8 +105,9 @@ def test_async_task_function(workers):
 
 
 def test_takes_context_sees_the_attempt_number(workers, client):
-    """A takes_context task gets TaskContext; its attempt is worqr's attempt, and failed attempts
-    are retried with the backend's RETRIES, their errors listed on the result."""
+    """A takes_context task gets TaskContext."""
+    # its attempt is worqr's attempt, and failed attempts are retried with the backend's RETRIES, their errors listed on
+    # the result.
     result = tasks.flaky.enqueue(3)
     workers(QUEUES)
     finished(result)
@@ -165,8 +166,8 @@ def test_queue_must_be_one_of_the_backend(client):
 
 
 def test_unknown_and_foreign_ids_do_not_exist():
-    """get_result raises TaskResultDoesNotExist for unknown ids, ids of other queues, and worqr
-    tasks that were not enqueued through the framework; a result of another task mismatches."""
+    """get_result raises TaskResultDoesNotExist for unknown ids, ids of other queues, and worqr tasks that were ..."""
+    # ... not enqueued through the framework; a result of another task mismatches.
     backend = task_backends["default"]
     plain = Queue("dt-default").enqueue("not a framework call")
     for bad in ("nope", "dt-default-0123456789abcdef", "t1-0123456789abcdef", plain):
@@ -201,8 +202,8 @@ def test_task_enqueued_signal():
 
 
 def test_exception_class_paths_from_worqr_errors():
-    """The class of a failure is read from the traceback's last line; worqr's own errors (a
-    timeout, a lost worker) map to real classes."""
+    """The class of a failure is read from the traceback's last line."""
+    # worqr's own errors (a timeout, a lost worker) map to real classes.
     from queues.backends.dispatch import exception_path
 
     chained = (
@@ -231,8 +232,8 @@ def test_a_queue_with_its_own_handler_cannot_be_a_tasks_queue():
 
 
 def test_a_backend_made_directly_reads_back_its_results(workers):
-    """A WorqrBackend made directly (an alias TASKS doesn't name) reads its results back, READY then
-    SUCCESSFUL, instead of failing on the unknown alias."""
+    """A WorqrBackend made directly (an alias TASKS doesn't name) reads its results back, READY then SUCCESSFUL, ..."""
+    # ... instead of failing on the unknown alias.
     from queues.backends import WorqrBackend
 
     backend = WorqrBackend("direct", {"QUEUES": ["dt-default"]})
@@ -246,8 +247,8 @@ def test_a_backend_made_directly_reads_back_its_results(workers):
 
 
 def test_a_naive_run_after_without_use_tz_is_local_time(settings):
-    """USE_TZ = False: a naive run_after is read in TIME_ZONE (not UTC), and the result's times
-    are naive local times like Django's own."""
+    """USE_TZ = False: a naive run_after is read in TIME_ZONE (not UTC), and the result's times are naive local ..."""
+    # ... times like Django's own.
     from zoneinfo import ZoneInfo
 
     settings.USE_TZ, settings.TIME_ZONE = False, "America/New_York"
@@ -265,8 +266,9 @@ def test_a_naive_run_after_without_use_tz_is_local_time(settings):
 
 
 def test_a_5_mb_return_value_comes_back_whole(workers):
-    """Return values of 5 MB (sync and async functions): their acknowledgements, each one call
-    far over the connection's write buffer, reach Redis whole, and the results read them back."""
+    """Return values of 5 MB (sync and async functions)."""
+    # their acknowledgements, each one call far over the connection's write buffer, reach Redis whole, and the results
+    # read them back.
     size = 5 * 1024 * 1024
     results = [tasks.big_result.enqueue(size), tasks.big_result_async.enqueue(size), tasks.add.enqueue(1, 2)]
     workers(QUEUES, concurrency=2)

@@ -94,8 +94,8 @@ def test_the_backend_is_made_from_settings():
 
 @pytest.mark.parametrize("task", [tasks.noop, tasks.noop_async], ids=["sync", "async"])
 def test_enqueue_returns_a_ready_result(task, enqueued_signals):
-    """enqueue() answers READY, unstarted, with the normalised call and no attempts, and sends
-    task_enqueued with that very result."""
+    """enqueue() answers READY, unstarted, with the normalised call and no attempts, and sends task_enqueued ..."""
+    # ... with that very result.
     result = task.enqueue(1, two=3)
     assert result.status == TaskResultStatus.READY and not result.is_finished
     assert result.started_at is None and result.last_attempted_at is None and result.finished_at is None
@@ -131,8 +131,8 @@ CALLS = {
 
 @pytest.mark.parametrize("call", list(CALLS.values()), ids=list(CALLS))
 def test_the_result_of_enqueue_is_what_get_result_reads(call):
-    """The result enqueue() returns equals, field by field (enqueued_at included: Redis's time),
-    what get_result() reads back at once, through the backend and through the task."""
+    """The result enqueue() returns equals, field by field (enqueued_at included."""
+    # Redis's time), what get_result() reads back at once, through the backend and through the task.
     result = call()
     read = backend().get_result(result.id)
     assert fields(read) == fields(result)
@@ -180,9 +180,9 @@ def test_enqueue_is_logged(caplog):
 
 @pytest.mark.django_db(transaction=True)
 def test_inside_a_transaction_the_result_exists_from_the_commit(enqueued_signals):
-    """With ON_COMMIT (the default) the task is added at commit: until then enqueued_at is None,
-    get_result() raises TaskResultDoesNotExist and task_enqueued is not sent; from the commit the
-    result has Redis's enqueue time and equals what get_result() reads."""
+    """With ON_COMMIT (the default) the task is added at commit."""
+    # until then enqueued_at is None, get_result() raises TaskResultDoesNotExist and task_enqueued is not sent; from the
+    # commit the result has Redis's enqueue time and equals what get_result() reads.
     with transaction.atomic():
         result = tasks.noop.enqueue(1)
         assert result.enqueued_at is None and result.status == TaskResultStatus.READY
@@ -196,8 +196,8 @@ def test_inside_a_transaction_the_result_exists_from_the_commit(enqueued_signals
 
 @pytest.mark.django_db(transaction=True)
 def test_without_on_commit_the_result_exists_inside_the_transaction():
-    """With ON_COMMIT False the task is added at the call, transaction or not, and its result is
-    already what get_result() reads."""
+    """With ON_COMMIT False the task is added at the call, transaction or not, and its result is already what ..."""
+    # ... get_result() reads.
     with override_settings(
         TASKS={
             "default": {
@@ -218,9 +218,9 @@ def test_without_on_commit_the_result_exists_inside_the_transaction():
 
 
 def test_refresh_shows_the_run(workers):
-    """A result is a snapshot: after a worker ran the task it still says READY until refresh(),
-    which shows SUCCESSFUL with the return value, one attempt, and ordered times (enqueued_at
-    unchanged). An async function runs the same way."""
+    """A result is a snapshot."""
+    # after a worker ran the task it still says READY until refresh(), which shows SUCCESSFUL with the return value, one
+    # attempt, and ordered times (enqueued_at unchanged). An async function runs the same way.
     result = tasks.meaning_of_life.enqueue()
     async_result = tasks.noop_async.enqueue()
     enqueued_at = result.enqueued_at
@@ -261,9 +261,9 @@ FAILURES = [  # (task, args, exception class, the traceback's last line)
 
 
 def test_a_task_that_raises_fails_and_the_worker_goes_on(workers):
-    """Whatever a function raises (an Exception, SystemExit, KeyboardInterrupt, exit(), or a
-    return value that is not JSON) fails its task: FAILED, the class and traceback kept, no
-    return value, one attempt; the worker survives and runs the next task."""
+    """Whatever a function raises (an Exception, SystemExit, KeyboardInterrupt, exit(), or a return value that ..."""
+    # ... is not JSON) fails its task: FAILED, the class and traceback kept, no return value, one attempt; the worker
+    # survives and runs the next task.
     results = [task.enqueue(*args) for task, args, _, _ in FAILURES]
     after = tasks.meaning_of_life.enqueue()
     workers(QUEUES)
@@ -286,8 +286,8 @@ def test_a_task_that_raises_fails_and_the_worker_goes_on(workers):
 
 
 def test_takes_context(workers):
-    """A takes_context function gets the TaskContext first: its result's id, status RUNNING,
-    the call's arguments, and attempt 1 on the first run."""
+    """A takes_context function gets the TaskContext first."""
+    # its result's id, status RUNNING, the call's arguments, and attempt 1 on the first run.
     own = tasks.own_id.enqueue()
     seen = tasks.context_of.enqueue()
     workers(QUEUES)
@@ -302,8 +302,8 @@ def test_takes_context(workers):
 
 
 def test_task_started_and_task_finished_are_sent_in_the_worker(workers, client):
-    """The worker sends task_started (RUNNING) then task_finished (SUCCESSFUL or FAILED) with the
-    backend's class, and their times are Redis's, as get_result() shows them."""
+    """The worker sends task_started (RUNNING) then task_finished (SUCCESSFUL or FAILED) with the backend's ..."""
+    # ... class, and their times are Redis's, as get_result() shows them.
     good = tasks.meaning_of_life.enqueue()
     bad = tasks.fails.enqueue("no")
     workers(QUEUES)
@@ -326,9 +326,9 @@ def test_task_started_and_task_finished_are_sent_in_the_worker(workers, client):
 
 
 def test_a_task_whose_worker_dies_runs_again_elsewhere(workers, client):
-    """A worker killed (kill -9) mid-task: its result shows RUNNING until worqr presumes the worker
-    dead, then another worker runs it again (attempt 2) to SUCCESSFUL, where upstream's database
-    worker leaves it RUNNING."""
+    """A worker killed (kill -9) mid-task."""
+    # its result shows RUNNING until worqr presumes the worker dead, then another worker runs it again (attempt 2) to
+    # SUCCESSFUL, where upstream's database worker leaves it RUNNING.
     result = tasks.slow_first_time.enqueue()
     first = workers(["dt-default"])
     wait_for(lambda: traces(client, "slow_first_time"), 20, message="the first attempt to start")
@@ -342,8 +342,8 @@ def test_a_task_whose_worker_dies_runs_again_elsewhere(workers, client):
 
 
 def test_run_after_waits_while_later_tasks_run(workers):
-    """A task whose run_after is in the future stays READY, unstarted, while a task enqueued
-    after it runs; it keeps its run_after."""
+    """A task whose run_after is in the future stays READY, unstarted, while a task enqueued after it runs."""
+    # it keeps its run_after.
     run_after = timezone.now() + timedelta(hours=1)
     deferred = tasks.noop.using(run_after=run_after).enqueue()
     now = tasks.meaning_of_life.enqueue()
@@ -356,8 +356,8 @@ def test_run_after_waits_while_later_tasks_run(workers):
 
 
 def test_priority_is_kept_but_a_queue_runs_in_order(workers, client):
-    """priority is kept with each task, but one queue runs first in, first out (worqr's
-    priorities are between queues), where upstream's database backend runs the highest first."""
+    """priority is kept with each task, but one queue runs first in, first out (worqr's priorities are between ..."""
+    # ... queues), where upstream's database backend runs the highest first.
     low = tasks.add.using(priority=-10).enqueue(1, 0)
     high = tasks.add.using(priority=50).enqueue(2, 0)
     plain = tasks.add.enqueue(3, 0)
@@ -369,8 +369,9 @@ def test_priority_is_kept_but_a_queue_runs_in_order(workers, client):
 
 
 def test_a_worker_runs_only_the_queues_it_serves(workers):
-    """Each framework queue is its own worqr queue: a worker of dt-emails runs send_welcome and
-    leaves the dt-default task READY, until a worker of dt-default runs it."""
+    """Each framework queue is its own worqr queue."""
+    # a worker of dt-emails runs send_welcome and leaves the dt-default task READY, until a worker of dt-default runs
+    # it.
     welcome = tasks.send_welcome.enqueue(1)
     other = tasks.meaning_of_life.enqueue()
     assert Queue("dt-emails").counts()["enqueued"] == Queue("dt-default").counts()["enqueued"] == 1
@@ -432,9 +433,9 @@ def _framework_payload(path):
 
 
 def test_a_task_path_that_is_not_a_task_does_not_exist(workers):
-    """A framework payload whose path is not a Task (subprocess.check_output) or cannot be
-    imported: get_result() raises TaskResultDoesNotExist (upstream raises SuspiciousOperation or
-    ImportError), and a worker fails the task, which worqr keeps in its failed set."""
+    """A framework payload whose path is not a Task (subprocess.check_output) or cannot be imported."""
+    # get_result() raises TaskResultDoesNotExist (upstream raises SuspiciousOperation or ImportError), and a worker
+    # fails the task, which worqr keeps in its failed set.
     q = Queue("dt-default")
     not_a_task = q.enqueue(_framework_payload("subprocess.check_output"))
     missing = q.enqueue(_framework_payload("tests.tasksapp.tasks.no_such_task"))
@@ -454,8 +455,8 @@ def test_a_task_path_that_is_not_a_task_does_not_exist(workers):
 
 
 async def test_arguments_that_are_not_json_are_refused(enqueued_signals):
-    """enqueue()/aenqueue() refuse an argument that is not JSON with the framework's TypeError;
-    nothing is added and no signal is sent."""
+    """enqueue()/aenqueue() refuse an argument that is not JSON with the framework's TypeError."""
+    # nothing is added and no signal is sent.
     with pytest.raises(TypeError, match="Unsupported type: <class 'datetime.datetime'>"):
         tasks.noop.enqueue(datetime.now())
     with pytest.raises(TypeError, match="Unsupported type: <class 'datetime.datetime'>"):
@@ -464,8 +465,8 @@ async def test_arguments_that_are_not_json_are_refused(enqueued_signals):
 
 
 def test_bad_task_options_are_refused():
-    """A naive run_after, a priority outside -100..100 or not whole, and a queue the backend does
-    not serve are refused with InvalidTaskError; the bounds themselves are accepted and kept."""
+    """A naive run_after, a priority outside -100..100 or not whole, and a queue the backend does not serve are ..."""
+    # ... refused with InvalidTaskError; the bounds themselves are accepted and kept.
     with pytest.raises(InvalidTaskError, match="run_after must be an aware datetime"):
         tasks.noop.using(run_after=datetime.now())
     for bad in (-101, 101, 3.1):
@@ -479,8 +480,8 @@ def test_bad_task_options_are_refused():
 
 
 async def test_enqueue_validates_the_task_again(enqueued_signals):
-    """A task made for another backend's queue is refused at enqueue()/aenqueue() by this
-    backend's validation; nothing is added."""
+    """A task made for another backend's queue is refused at enqueue()/aenqueue() by this backend's validation."""
+    # nothing is added.
     elsewhere = tasks.flaky  # backend "retrying", queue dt-retry
     with pytest.raises(InvalidTaskError, match="Queue 'dt-retry' is not valid for backend"):
         backend().enqueue(elsewhere, [1], {})

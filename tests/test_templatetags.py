@@ -40,8 +40,8 @@ def test_wq_url_refuses_what_reverse_refuses():
 
 
 def test_row_tags_escape_and_carry_the_forms_fields():
-    """The task link and the action form escape what they show, and a form inside a page carries
-    the CSRF token and the page to come back to (none in a live section)."""
+    """The task link and the action form escape what they show, and a form inside a page carries the CSRF token ..."""
+    # ... and the page to come back to (none in a live section).
     link = wq_tasklink('q-"<x>')
     assert "&quot;&lt;x&gt;</a>" in link and "<x>" not in link
     page = Template('{% load worqr %}{% wq_action url "Cancel" "wq-danger" %}').render(

@@ -84,8 +84,8 @@ def done(queue, n=1):
 
 
 def test_an_enqueue_and_its_run_in_a_worker_are_one_trace(spans, traced):
-    """An enqueue inside a parent span is a PRODUCER child of it; the worker's run span is a
-    CONSUMER child of the enqueue span, in the same trace, with the messaging attributes."""
+    """An enqueue inside a parent span is a PRODUCER child of it."""
+    # the worker's run span is a CONSUMER child of the enqueue span, in the same trace, with the messaging attributes.
     with spans.tracer.start_as_current_span("request") as request:
         task_id = Queue("t1").enqueue("hello")
     (enqueue,) = spans.named("worqr enqueue t1")
@@ -115,8 +115,8 @@ def test_an_enqueue_and_its_run_in_a_worker_are_one_trace(spans, traced):
 
 
 def test_a_failed_attempt_is_an_error_span_and_its_retry_a_new_run_in_the_same_trace(spans, traced):
-    """The failing attempt's span has error status and the exception event; the retry is a
-    second run span, child of the same enqueue span."""
+    """The failing attempt's span has error status and the exception event."""
+    # the retry is a second run span, child of the same enqueue span.
     with spans.tracer.start_as_current_span("request"):
         Queue("retries").enqueue(json.dumps({"fail": 1}))
     (enqueue,) = spans.named("worqr enqueue retries")
@@ -143,8 +143,8 @@ def test_a_failed_attempt_is_an_error_span_and_its_retry_a_new_run_in_the_same_t
 
 
 def test_a_timed_out_attempt_is_an_error_span_and_a_task_without_context_starts_a_trace(traced, redis_server):
-    """A run past its timeout ends its span as a failed attempt, with a TaskTimeout event; a
-    task enqueued with no trace context (tracing off in the producer) gets a root run span."""
+    """A run past its timeout ends its span as a failed attempt, with a TaskTimeout event."""
+    # a task enqueued with no trace context (tracing off in the producer) gets a root run span.
     untraced = Connection(redis_server.url, Queue("timeouts").connection.config.with_(opentelemetry=False))
     Queue("timeouts", untraced).enqueue(json.dumps({"sleep": 5}), retries=0)
     traced(["timeouts"])
@@ -177,8 +177,8 @@ def test_a_failed_enqueue_is_an_error_span(spans):
 @pytest.mark.django_db
 @pytest.mark.usefixtures("hooks")
 def test_api_enqueue_and_webhook_carry_the_request_trace(spans, traced):
-    """An API call made inside a request span enqueues as its child; the worker's delivery is a
-    CLIENT span, child of the run span, whose W3C traceparent the receiver gets."""
+    """An API call made inside a request span enqueues as its child."""
+    # the worker's delivery is a CLIENT span, child of the run span, whose W3C traceparent the receiver gets.
     receiver = Receiver()
     try:
         api = Api(make_token("all", name="tracing"))
@@ -253,8 +253,8 @@ def test_a_chain_step_s_run_links_to_the_run_of_the_step_before(spans, traced):
 
 
 def test_a_batch_callback_s_enqueue_links_to_the_run_that_ended_the_batch(spans, traced, client):
-    """The callbacks' enqueue span (made by the worker that ended the batch's last task, here a
-    failure) links to that task's run span; the callback's run is its child."""
+    """The callbacks' enqueue span (made by the worker that ended the batch's last task, here a failure) links ..."""
+    # ... to that task's run span; the callback's run is its child.
     b = Batch(on_complete=("t6", "complete"))
     ok_id = b.enqueue("t1", "ok")
     failing_id = b.enqueue("t1", json.dumps({"fail": "always"}), retries=0)
@@ -274,8 +274,8 @@ def test_a_batch_callback_s_enqueue_links_to_the_run_that_ended_the_batch(spans,
 
 @pytest.mark.django_db(transaction=True)
 def test_deferred_enqueues_are_traced_where_they_were_called(spans):
-    """Queue.enqueue(on_commit=True) and the Tasks backend inside a transaction enqueue at the
-    commit, in the span that was current at the call."""
+    """Queue.enqueue(on_commit=True) and the Tasks backend inside a transaction enqueue at the commit, in the ..."""
+    # ... span that was current at the call.
     with transaction.atomic():
         with spans.tracer.start_as_current_span("view") as view:
             task_id = Queue("oc-trace").enqueue("x", on_commit=True)
@@ -289,8 +289,8 @@ def test_deferred_enqueues_are_traced_where_they_were_called(spans):
 
 
 def test_a_triggered_schedule_run_continues_the_trigger_trace(spans, client, settings):
-    """schedules.trigger makes the run's enqueue span (with the schedule's name), child of the
-    caller's span; the run carries its context."""
+    """schedules.trigger makes the run's enqueue span (with the schedule's name), child of the caller's span."""
+    # the run carries its context.
     from queues.conf import schedule_specs
     from queues.engine import schedules as engine_schedules
 
@@ -305,8 +305,9 @@ def test_a_triggered_schedule_run_continues_the_trigger_trace(spans, client, set
 
 
 def test_with_opentelemetry_off_no_span_is_made_and_json_logs_have_no_trace(spans, traced, redis_server, client):
-    """WORQR["OPENTELEMETRY"] = False: no enqueue span, no context stored, no run span; the
-    worker's JSON lines (WORQR["LOG_FORMAT"]) have the task's fields and no trace ids."""
+    """WORQR["OPENTELEMETRY"] = False."""
+    # no enqueue span, no context stored, no run span; the worker's JSON lines (WORQR["LOG_FORMAT"]) have the task's
+    # fields and no trace ids.
     config = Queue("t4").connection.config.with_(opentelemetry=False)
     q = Queue("t4", Connection(redis_server.url, config))
     with spans.tracer.start_as_current_span("request"):
@@ -325,8 +326,9 @@ def _json_lines(worker):
 
 
 def test_json_log_lines_carry_the_task_and_its_trace(spans, traced):
-    """--log-format json: every line is one JSON object; a task's line has time, level, worker,
-    queue, task id, attempt, outcome, duration and the run span's trace and span ids."""
+    """--log-format json: every line is one JSON object."""
+    # a task's line has time, level, worker, queue, task id, attempt, outcome, duration and the run span's trace and
+    # span ids.
     Queue("t5").enqueue(json.dumps({"fail": 1}), retries=1, backoff=0.1)
     worker = traced(["t5"], options=["--log-format", "json"], name="json-logger")
     runs = wait_for(
@@ -352,8 +354,8 @@ def test_json_log_lines_carry_the_task_and_its_trace(spans, traced):
 
 
 def test_log_format_and_opentelemetry_settings_are_checked(settings, monkeypatch):
-    """A bad WORQR["LOG_FORMAT"] or WORQR["OPENTELEMETRY"] is a queues.E001 error at start-up;
-    OPENTELEMETRY = True without the package a warning, queues.W001."""
+    """A bad WORQR["LOG_FORMAT"] or WORQR["OPENTELEMETRY"] is a queues.E001 error at start-up."""
+    # OPENTELEMETRY = True without the package a warning, queues.W001.
     settings.WORQR = {**settings.WORQR, "LOG_FORMAT": "xml"}
     (error,) = check_worqr_settings(None)
     assert error.id == "queues.E001" and "LOG_FORMAT" in error.msg and "'xml'" in error.msg
@@ -372,8 +374,7 @@ def test_log_format_and_opentelemetry_settings_are_checked(settings, monkeypatch
 
 
 def test_the_engine_runs_without_opentelemetry_installed(redis_server):
-    """With opentelemetry not importable, enqueue and a worker's take work as before and store
-    no trace context."""
+    """With opentelemetry not importable, enqueue and a worker's take work as before and store no trace context."""
     code = f"""
 import sys
 sys.modules["opentelemetry"] = None  # as if not installed
@@ -394,8 +395,8 @@ print("ok")
 
 
 def test_a_hand_over_from_an_older_enqueue_script_is_still_a_delivery():
-    """During a rolling deploy an older producer's hand-over has 9 fields (no trace context): the
-    worker still runs it."""
+    """During a rolling deploy an older producer's hand-over has 9 fields (no trace context)."""
+    # the worker still runs it.
     fields = [b"t1-0000000000000000", b"p", b"3", b"1", b"0", b"", b"", b"", b""]
     task = commands.task_from_fields("t1", fields)
     assert (task.id, task.lease, task.attempt, task.payload, task.trace_context) == (

@@ -125,8 +125,8 @@ def test_delivery_posts_the_task_with_id_and_attempt_headers(api, receiver, work
 
 
 def test_too_many_requests_is_retried_without_using_an_attempt(api, receiver, workers):
-    """{"code": 101} (after the backoff) and HTTP 429 (after its Retry-After) are delivered again
-    with the same attempt number, though the tasks have no retries: no attempt was used up."""
+    """{"code": 101} (after the backoff) and HTTP 429 (after its Retry-After) are delivered again with the same ..."""
+    # ... attempt number, though the tasks have no retries: no attempt was used up.
     busy = receiver.plan("/busy", (200, {"code": 101}), (200, {"code": 101}), (200, {"code": 100}))
     limited = receiver.plan("/limited", (429, "slow down", {"Retry-After": "1"}), (200, {"code": 100}))
     a, b = create(api, "hooks", busy, retries=0), create(api, "hooks", limited, retries=0)
@@ -152,8 +152,8 @@ def test_server_error_then_success(api, receiver, workers):
 
 
 def test_a_reply_slower_than_the_callback_timeout_is_a_failed_attempt(api, receiver, workers):
-    """CALLBACK_TIMEOUT is 1 s for these workers: a receiver taking 3 s fails the attempt after
-    about 1 s; the retry succeeds."""
+    """CALLBACK_TIMEOUT is 1 s for these workers."""
+    # a receiver taking 3 s fails the attempt after about 1 s; the retry succeeds.
     slow = receiver.plan("/slow", (200, "", {}, 3), (200, ""))
     tid = create(api, "hooks", slow, retries=1)
     workers(["hooks"], env=WEBHOOK_ENV)
@@ -166,8 +166,9 @@ def test_a_reply_slower_than_the_callback_timeout_is_a_failed_attempt(api, recei
 
 
 def test_after_the_last_retry_the_task_is_kept_as_failed(api, receiver, workers, settings):
-    """Always 500, and a refused connection: out of retries, each task stays in the failed set
-    and the failure history (never silently deleted) and can be read, then deleted, over the API."""
+    """Always 500, and a refused connection."""
+    # out of retries, each task stays in the failed set and the failure history (never silently deleted) and can be
+    # read, then deleted, over the API.
     always = create(api, "hooks", receiver.plan("/down", (500, "")), retries=1)
     refused = create(api, "hooks", f"http://127.0.0.1:{free_port()}/", retries=0)
     workers(["hooks"], env=WEBHOOK_ENV)
@@ -183,8 +184,9 @@ def test_after_the_last_retry_the_task_is_kept_as_failed(api, receiver, workers,
 
 
 def test_hosts_outside_the_allow_list_are_refused_at_creation_and_at_delivery(api, receiver, workers, settings):
-    """The API refuses the URL; a task enqueued from Python (which skips the API) with such a URL
-    fails at delivery without any request being made."""
+    """The API refuses the URL."""
+    # a task enqueued from Python (which skips the API) with such a URL fails at delivery without any request being
+    # made.
     error(api.post("/api/tasks", {"queue": "hooks", "payload": "x", "callback": "http://10.0.0.1/"}), 400, "callback")
     tid = Queue("hooks").enqueue("x", callback="http://internal.example:8080/admin", retries=0)
     workers(["hooks"], env=WEBHOOK_ENV)
@@ -194,8 +196,9 @@ def test_hosts_outside_the_allow_list_are_refused_at_creation_and_at_delivery(ap
 
 
 def test_the_seed_create_query_delete_flow_in_its_own_field_names(receiver, workers):
-    """A client written for the seed: /create, /query, /delete with topic/content/retry/delay,
-    a receiver answering {"code": 100}; only the base URL and the token are new."""
+    """A client written for the seed."""
+    # /create, /query, /delete with topic/content/retry/delay, a receiver answering {"code": 100}; only the base URL and
+    # the token are new.
     seed = Api(make_token("enqueue_task", "view_dashboard", "cancel_task", name="seed-client"))
     target = receiver.plan("/later", (200, {"code": 100}))
     r = seed.post("/api/create", {"topic": "order", "delay": 1, "retry": 3, "callback": target, "content": "hello"})
@@ -248,8 +251,8 @@ def test_redirects_are_not_followed(receiver):
 
 
 def test_reply_judgement(receiver, conn):
-    """A 2xx or code 100 succeeds, even with an odd status; code 101 waits the backoff
-    (0.2 s * 2**(attempt-1) in the test settings); Retry-After dates are understood."""
+    """A 2xx or code 100 succeeds, even with an odd status."""
+    # code 101 waits the backoff (0.2 s * 2**(attempt-1) in the test settings); Retry-After dates are understood.
     from email.utils import formatdate
 
     from queues import RetryLater
@@ -268,8 +271,8 @@ def test_reply_judgement(receiver, conn):
 
 
 def test_a_worker_serving_a_queue_without_handler_says_it_runs_only_callbacks(workers):
-    """With callbacks allowed, a worker told to serve a queue that has no handler (a typo, say)
-    says at start that it will run only callback tasks there."""
+    """With callbacks allowed, a worker told to serve a queue that has no handler (a typo, say) says at start ..."""
+    # ... that it will run only callback tasks there.
     worker = workers(["typo-queue", "t1"], env=WEBHOOK_ENV)
     wait_for(lambda: " serving typo-queue, t1 " in worker.output(), timeout=30, message="the worker to start")
     lines = [line for line in worker.output().splitlines() if "no handler" in line]
@@ -286,8 +289,8 @@ def allow(settings, *entries):
 
 
 def test_an_allow_list_entry_with_a_port_allows_only_that_port(api, settings):
-    """ "127.0.0.1:<port>" lets callbacks reach that port and no other: another port of the same
-    host is refused at creation, and at delivery without any connection being made."""
+    """ "127.0.0.1:<port>" lets callbacks reach that port and no other."""
+    # another port of the same host is refused at creation, and at delivery without any connection being made.
     from queues.webhooks import DeliveryFailed, deliver
 
     open_port, other = Receiver(), Receiver()
@@ -309,9 +312,8 @@ def test_an_allow_list_entry_with_a_port_allows_only_that_port(api, settings):
 
 
 def test_names_resolving_to_private_addresses_are_refused_unless_an_ip_entry_allows_them(receiver, settings):
-    """An allowed name that resolves to a loopback (or private, link-local) address is refused
-    at delivery; an IP literal or CIDR entry covering the address allows it; "*" allows no
-    private address."""
+    """An allowed name that resolves to a loopback (or private, link-local) address is refused at delivery."""
+    # an IP literal or CIDR entry covering the address allows it; "*" allows no private address.
     from queues.webhooks import DeliveryFailed, deliver
 
     port = receiver.server.server_address[1]
@@ -331,9 +333,8 @@ def test_names_resolving_to_private_addresses_are_refused_unless_an_ip_entry_all
 
 
 def test_the_connection_goes_to_the_address_that_was_checked(receiver, settings, monkeypatch):
-    """The host is resolved once per delivery and the request is sent to that address, with the
-    name in the Host header: a name that resolves elsewhere the second time (DNS rebinding)
-    can't move the connection."""
+    """The host is resolved once per delivery and the request is sent to that address, with the name in the Host ..."""
+    # ... header: a name that resolves elsewhere the second time (DNS rebinding) can't move the connection.
     import socket
 
     from queues.webhooks import deliver

@@ -142,9 +142,9 @@ def test_enqueue_and_queues_commands(client):
 
 
 def test_a_healthy_worker_starts_tasks_without_extra_round_trips(client, workers, redis_server):
-    """A worker that has been up longer than the heartbeat TTL, and is beating, runs a task with
-    no Redis command of its own besides the scripts (the check for an unresponsive worker is not
-    made while heartbeats succeed)."""
+    """A worker that has been up longer than the heartbeat TTL, and is beating, runs a task with no Redis ..."""
+    # ... command of its own besides the scripts (the check for an unresponsive worker is not made while heartbeats
+    # succeed).
     from queues.engine import readmodel
 
     q = Queue("t4")

@@ -17,8 +17,8 @@ def _active_on(q, worker, n):
 
 
 def test_kill_9_puts_the_tasks_back_at_the_front_and_leaves_others_alone(client, workers):
-    """A kill -9'd worker's tasks are back at the front within TTL + 2 s and are finished by
-    another worker; the other worker's own task is never touched."""
+    """A kill -9'd worker's tasks are back at the front within TTL + 2 s and are finished by another worker."""
+    # the other worker's own task is never touched.
     q = Queue("t1")
     a = workers(["t1"], concurrency=2, name="crash-a")
     # s1 and s2 outlast b's start (a loaded machine takes seconds), so b1 can only go to b
@@ -51,8 +51,8 @@ def _head_is(client, ids):
 
 @pytest.mark.parametrize("queue", ["t2", "a2"])
 def test_sigterm_lets_tasks_finish_within_grace_then_requeues_the_rest(client, workers, queue):
-    """SIGTERM: no new work, the short task finishes, the long one goes back to the front after
-    the grace period, the worker deregisters and exits 0."""
+    """SIGTERM: no new work, the short task finishes, the long one goes back to the front after the grace ..."""
+    # ... period, the worker deregisters and exits 0.
     q = Queue(queue)
     w = workers([queue], concurrency=2, name=f"term-{queue}", grace=1.5)
     short, long = q.enqueue_many(['{"sleep": 0.5}', '{"sleep": 60}'])
@@ -88,8 +88,8 @@ def test_a_stop_signal_that_lands_while_the_fetcher_yields_still_stops_the_worke
 
 
 def test_redis_restart_under_an_idle_worker(client, workers, redis_server):
-    """Redis stopped and restarted: the worker reconnects, re-registers and resubscribes, and a
-    task enqueued afterwards runs within 5 s."""
+    """Redis stopped and restarted."""
+    # the worker reconnects, re-registers and resubscribes, and a task enqueued afterwards runs within 5 s.
     q = Queue("t3")
     workers(["t3"], concurrency=1, name="restart")
     wait_registered(client, "restart")
@@ -114,8 +114,9 @@ def test_cancel_pending_never_runs(client, workers):
 
 @pytest.mark.parametrize("queue", ["t5", "a3"])
 def test_cancel_active_stops_it_and_does_not_requeue(client, workers, queue):
-    """Cancelling a running task tells its worker at once: an async handler is cancelled, a sync
-    one sees task.cancelled; the task is gone, not re-queued, and the worker carries on."""
+    """Cancelling a running task tells its worker at once."""
+    # an async handler is cancelled, a sync one sees task.cancelled; the task is gone, not re-queued, and the worker
+    # carries on.
     q = Queue(queue)
     workers([queue], concurrency=1)
     tid = q.enqueue('{"sleep": 30}')
@@ -133,9 +134,9 @@ def test_cancel_active_stops_it_and_does_not_requeue(client, workers, queue):
 
 
 def test_a_hand_over_lost_with_the_control_connection_is_recovered(client, workers):
-    """A task handed to a worker whose control connection was down (simulated by taking it for
-    the worker without telling it) is not stranded: when the connection is killed and the worker
-    resubscribes, it takes stock and gives the task back, and it runs."""
+    """A task handed to a worker whose control connection was down (simulated by taking it for the worker ..."""
+    # ... without telling it) is not stranded: when the connection is killed and the worker resubscribes, it takes stock
+    # and gives the task back, and it runs.
     q = Queue("t6")
     tid = q.enqueue("stranded", delay=3600)  # before the worker starts: no wake-up reaches it later
     workers(["t6"], concurrency=1, name="deaf")
@@ -160,8 +161,8 @@ def test_a_hand_over_lost_with_the_control_connection_is_recovered(client, worke
 
 
 def test_a_worker_restarted_under_its_name_after_kill_9_takes_over_at_once(client, workers):
-    """A worker kill -9'd and started again under the same name on the same host claims the name
-    at once (its predecessor's pid is gone), and the predecessor's task goes back and runs."""
+    """A worker kill -9'd and started again under the same name on the same host claims the name at once (its ..."""
+    # ... predecessor's pid is gone), and the predecessor's task goes back and runs.
     q = Queue("t1")
     slow_ttl = {"WORQR_TEST_HEARTBEAT_TTL": "30"}  # the old name would take 30 s to free by itself
     old = workers(["t1"], concurrency=1, name="phoenix", env=slow_ttl)

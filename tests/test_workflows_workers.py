@@ -67,8 +67,8 @@ def test_a_crash_between_parent_end_and_child_release_loses_nothing(client, work
 
 
 def test_a_crash_after_the_release_never_releases_twice(client, workers):
-    """Killed after telling the child but before taking the parent off the outbox: the sweep repeats
-    the step, and the child still runs exactly once."""
+    """Killed after telling the child but before taking the parent off the outbox."""
+    # the sweep repeats the step, and the child still runs exactly once.
     child = _fault_run(client, workers, "drain-kill-after")
     wait_for(lambda: readmodel.outbox(client, "t1") == [], timeout=10, message="the outbox drained")
     wait_for(lambda: Queue("t2").counts()["completed"] == 1, timeout=10, message="the child completed")
@@ -77,8 +77,8 @@ def test_a_crash_after_the_release_never_releases_twice(client, workers):
 
 
 def test_batch_of_500_over_two_queues_with_failures_and_a_kill(client, workers):
-    """500 tasks over t1 and t2, random failures, one worker killed -9 mid-way: counts exact and
-    on_complete enqueued exactly once (on_success never: there were failures)."""
+    """500 tasks over t1 and t2, random failures, one worker killed -9 mid-way."""
+    # counts exact and on_complete enqueued exactly once (on_success never: there were failures).
     rng = random.Random(15)
     fails = {i for i in range(500) if rng.random() < 0.1}
     b = Batch(on_success=("t5", "success"), on_complete=("t6", "complete"), description="500")
