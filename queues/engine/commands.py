@@ -205,7 +205,12 @@ def push(queue, task_id, payload, trace="", *, binary=False):
     has limits: then ``None``, nothing written (call ``enqueue`` instead). Otherwise ``Enqueued``;
     an id whose task exists already is left as it is. Waits for no replica: the caller
     (``enqueue_one``) uses it only without ``MIN_REPLICAS_ACK``."""
-    return Call("push", queue, (task_id, payload, "b" if binary else "", trace), _pushed)
+    return Call("push", queue, _push_args(task_id, payload, trace, binary), _pushed)
+
+
+def _push_args(task_id, payload, trace="", binary=False):
+    """``push``'s arguments, in its ARGV order (for ``push`` and ``enqueue_one``)."""
+    return (task_id, payload, "b" if binary else "", trace)
 
 
 #: ``enqueue``'s arguments after n for one task now, with no options but a trace context
@@ -227,9 +232,11 @@ def enqueue_one(client, queue, task_id, payload, trace=""):
     (whether the queue was new, the task's id). The short script ``push`` does it when it can
     (no idle worker to hand the task to, no limits to count, no replicas to wait for),
     ``enqueue`` when ``push`` declines (and, for a second, for the queue's next calls)."""
+    # The hottest call of a producer: scripts.run straight, without a Call and its parsed reply
+    # (measured 5-7 us more per enqueue through them, ~13 % of an enqueue's CPU).
     reply = None
     if not getattr(client, "worqr_replicas", None) and time.monotonic() - _declined.get(queue, -1e9) > _DECLINED_FOR:
-        reply = push(queue, task_id, payload, trace).run(client)
+        reply = scripts.run(client, "push", queue, *_push_args(task_id, payload, trace))
         if reply is None:
             if len(_declined) > 4096:  # queues made on the fly: keep it bounded
                 _declined.clear()
@@ -237,8 +244,12 @@ def enqueue_one(client, queue, task_id, payload, trace=""):
     if reply is None:
         before, after = _PLAIN
         args = (1, *before, trace, *after, task_id, payload, "", "")
-        reply = Call("enqueue", queue, args, _enqueued, durable="strict").run(client)
-    return reply.is_new_queue, reply.ids[0]
+        try:
+            reply = scripts.run(client, "enqueue", queue, *args, durable="strict")
+        except NotReplicated as exc:
+            exc.reply = _enqueued(exc.reply)
+            raise
+    return reply[0] == 1, reply[2].decode()
 
 
 def link(queue, parents, children):
