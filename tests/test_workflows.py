@@ -233,6 +233,8 @@ def test_the_record_of_ended_tasks_is_bounded_and_a_forgotten_parent_is_a_clear_
         (t,) = take(client, "p")
         finish(client, t)
     assert client.zcard(keys.queue_key("p", "ended")) <= 3  # 2, and the one the last call added
+    ttl = client.pttl(keys.queue_key("p", "ended"))  # a queue gone quiet forgets its record
+    assert 0 < ttl <= keys.ENDED_KEEP_MS, ttl
     with pytest.raises(TaskNotFound, match="last 2 tasks"):
         Queue("c").enqueue("x", after=[ids[0]])
     assert state(Queue("c").enqueue("y", after=[ids[-1]])) == "pending"

@@ -180,8 +180,9 @@ QUEUE_KINDS = (
     "kept",
 )
 
-#: The record of recently ended tasks (``ended``): kept at most this long (ms), and at most this
-#: many per queue (about 100 bytes of Redis memory each); outcomes by their code (score % 4).
+#: The record of recently ended tasks (``ended``): kept at most this long (ms; the whole key
+#: expires this long after the queue's last end), and at most this many per queue (about 120
+#: bytes of Redis memory each); outcomes by their code (score % 4).
 ENDED_KEEP_MS = 86_400_000
 ENDED_MAX = 10_000
 ENDED_OUTCOMES = ("completed", "failed", "cancelled", "deleted")

@@ -27,6 +27,7 @@ local function record_end(id, outcome, now)
     ended_trimmed = true
     rcall('ZREMRANGEBYSCORE', ek, '-inf', '(' .. string.format('%.0f', (now - @@ended_keep_ms@@) * 4))
     rcall('ZREMRANGEBYRANK', ek, 0, -@@ended_max@@ - 1)
+    rcall('PEXPIRE', ek, @@ended_keep_ms@@)  -- a queue that goes quiet forgets its record a day later
   end
 end
 
