@@ -49,13 +49,21 @@ def free_port():
     high = max(20000 + 100, _ephemeral_start() - 10001)
     while True:
         port = random.randint(20000, high)
+        if port in _HANDED_OUT:  # not listening yet, but another node of this session has it
+            continue
         try:
             for p in (port, port + 10000):
                 with socket.socket() as s:
                     s.bind(("127.0.0.1", p))
         except OSError:
             continue
+        _HANDED_OUT.add(port)
         return port
+
+
+#: Every port free_port gave in this session: nodes are made before any of them listens, so a
+#: bind test alone gave two nodes of one cluster the same port once (FileExistsError on its dir).
+_HANDED_OUT = set()
 
 
 def _wait(predicate, timeout, what):
