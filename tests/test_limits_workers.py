@@ -212,3 +212,28 @@ def test_a_killed_workers_kept_slot_comes_back_within_the_recovery_time(client, 
     assert json.loads(rec["payload"])["n"] == 1
     wait_for(lambda: q.limits()["active"] == 0, timeout=5, message="no slot left in use")
     assert q.limits()["kept"] == 0
+
+
+def test_a_slot_kept_for_a_delivery_the_worker_never_got_is_released(client, workers):
+    """The heartbeat times out a task its live holder never received: the holder releases the kept slot."""
+    # Redis records the task as the worker's (a hand-over lost on the way), so the worker's own
+    # timeout never fires; past timeout + grace the heartbeat takes it and keeps its slot for a
+    # handler it believes runs. The worker, told with that lease, frees it: the next task runs.
+    from queues.engine import commands
+
+    q = Queue("lim-keep")
+    workers(["lim-keep"], concurrency=4, name="lkl0")
+    wait_registered(client, "lkl0")
+    q.enqueue(json.dumps({"n": -1}))  # once it has run, the worker is up, has taken stock, and idles
+    wait_for(lambda: records(client, "lim-keep"), timeout=10, message="the first task to run")
+    idle = keys.queue_key("lim-keep", "idle")
+    wait_for(lambda: client.srem(idle, "lkl0"), timeout=5, message="the worker to idle")  # no hand-over now
+    q.enqueue(json.dumps({"n": 0}), timeout=1)
+    lost = commands.start("lim-keep", "lkl0", 1, lock_ttl=30, grace=2, default_timeout=0, result_ttl=60).run(client)
+    assert [t.id for t in lost.tasks], lost  # taken in the worker's name, never handed to it
+    q.enqueue(json.dumps({"n": 1}))
+    time.sleep(0.5)
+    assert len(records(client, "lim-keep")) == 1  # the lost task holds the only slot
+    wait_for(lambda: len(records(client, "lim-keep")) == 2, timeout=10, message="the next task to run")
+    assert [json.loads(r["payload"])["n"] for r in records(client, "lim-keep")] == [-1, 1]
+    wait_for(lambda: q.limits()["kept"] == 0 and q.limits()["active"] == 0, timeout=5, message="no slot kept")

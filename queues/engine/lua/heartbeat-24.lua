@@ -59,7 +59,8 @@ for _, id in ipairs(rcall('ZRANGEBYSCORE', K.deadlines, '-inf', now, 'LIMIT', 0,
     if f[4] and rcall('ZSCORE', K.workers, f[4]) then mode = 'keep' elseif requeue then mode = 'requeue' end
     leave_active(id, f[1], f[3], f[4], mode, now)
     rcall('HSET', tk, 'l', new_lease())
-    if f[4] then rcall('PUBLISH', CONTROL .. f[4], 'c ' .. QUEUE .. ' ' .. id) end
+    -- with the lease it had: a holder that runs no such delivery releases what was kept for it
+    if f[4] then rcall('PUBLISH', CONTROL .. f[4], 'c ' .. QUEUE .. ' ' .. id .. ' ' .. f[1]) end
     if f[5] then
       requeue_front(id, tk, true, f[6], f[3], now)
     elseif requeue then

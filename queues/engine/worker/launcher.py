@@ -312,7 +312,8 @@ class Worker:
         elif kind == "o":
             self.linker.on_outbox(rest)
         elif kind == "c":
-            queue, _, task_id = rest.partition(" ")
+            queue, _, rest = rest.partition(" ")
+            task_id, _, lease = rest.partition(" ")  # a lease: the heartbeat took it past its deadline
             mine = [d for d in self.deliveries.values() if d.task.id == task_id and d.task.queue == queue]
             for d in mine:
                 if not d.reported:
@@ -320,6 +321,10 @@ class Worker:
                 self.cancel_delivery(d)
             if not mine:
                 self._remember_early_cancel(queue, task_id)
+            if lease.isdigit() and not any(d.key == (task_id, int(lease)) for d in mine):
+                # Redis kept its lock and slots for a handler of ours, but we run no such delivery
+                # (a lost hand-over, a report given up): release them, or they stay held while we live.
+                self.reporter.release_unknown(queue, task_id, int(lease))
 
     def _remember_early_cancel(self, queue, task_id):
         now = time.monotonic()

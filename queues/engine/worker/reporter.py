@@ -159,6 +159,12 @@ class Reporter:
             self.releases[d.task.queue].append(d.key)
             self.w.changed.set()
 
+    def release_unknown(self, queue, task_id, lease):
+        """Queue the release of what Redis keeps for (``task_id``, ``lease``), a delivery this
+        worker does not run (the script ignores it if nothing is kept)."""
+        self.releases[queue].append((task_id, lease))
+        self.w.changed.set()
+
     async def send_releases(self):
         releases, self.releases = self.releases, defaultdict(list)
         for queue, holders in releases.items():
