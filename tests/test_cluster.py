@@ -5,6 +5,7 @@ session ``make test`` starts on a 3-master cluster (``WORQR_TEST_REDIS=cluster``
 
 import asyncio
 import logging
+import re
 import shutil
 
 import pytest
@@ -188,10 +189,11 @@ def test_the_calls_that_end_a_task_wait_and_log_when_replicas_fall_short(conn, r
         ended = _end_each(conn, durable, road)
     assert ended == [(name, True) for name in ENDING]
     warned = [r.getMessage() for r in caplog.records if r.name == "worqr"]
-    assert warned == [
-        f"worqr: {name} for queue e1: {replicas} of {replicas + 1} replica(s) had the write within 200 ms"
-        for name in ENDING
-    ]
+    # (how many of the replicas there are had it within 200 ms depends on the machine's load: at most all)
+    short = re.compile(rf"worqr: (\w+) for queue e1: (\d+) of {replicas + 1} replica\(s\) had the write within 200 ms")
+    got = [(m[1], int(m[2])) if (m := short.fullmatch(w)) else w for w in warned]
+    assert [g[0] if isinstance(g, tuple) else g for g in got] == list(ENDING), warned
+    assert all(n <= replicas for _, n in got), warned
 
 
 @pytest.mark.parametrize("road", ["sync", "async"])
