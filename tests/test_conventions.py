@@ -8,21 +8,13 @@ TESTS = Path(__file__).resolve().parent
 
 def test_every_test_says_in_its_docstring_what_it_checks():
     """Every test function has a one-line docstring saying what it checks (details go in comments)."""
-    missing = [
-        f"{path.name}:{node.lineno} {node.name}"
+    docs = {
+        f"{path.name}:{node.lineno} {node.name}": (ast.get_docstring(node) or "").strip()
         for path in sorted(TESTS.glob("test_*.py"))
         for node in ast.walk(ast.parse(path.read_text()))
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
-        and node.name.startswith("test")
-        and not (ast.get_docstring(node) or "").strip()
-    ]
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith("test")
+    }
+    missing = [name for name, doc in docs.items() if not doc]
     assert not missing, "tests without a docstring: " + ", ".join(missing)
-    long = [
-        f"{path.name}:{node.lineno} {node.name}"
-        for path in sorted(TESTS.glob("test_*.py"))
-        for node in ast.walk(ast.parse(path.read_text()))
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
-        and node.name.startswith("test")
-        and "\n" in (ast.get_docstring(node) or "").strip()
-    ]
+    long = [name for name, doc in docs.items() if "\n" in doc]
     assert not long, "tests whose docstring is more than one line: " + ", ".join(long)

@@ -30,26 +30,28 @@ def kill(point):
         os.kill(os.getpid(), signal.SIGKILL)
 
 
-def raise_once(point):
-    """Raise InjectedFault the first time ``point`` is reached in this process, when it is named."""
+def _first_time(point):
+    """Whether ``point`` is named and reached for the first time in this process."""
     if not active(point):
-        return
+        return False
     with _lock:
         if point in _raised:
-            return
+            return False
         _raised.add(point)
-    raise InjectedFault(f"fault injected at {point} (WORQR_FAULT)")
+        return True
+
+
+def raise_once(point):
+    """Raise InjectedFault the first time ``point`` is reached in this process, when it is named."""
+    if _first_time(point):
+        raise InjectedFault(f"fault injected at {point} (WORQR_FAULT)")
 
 
 async def sigterm_once(point, handled):
     """The first time ``point`` is reached in this process, when it is named: send this process
     SIGTERM and yield to the event loop until ``handled()`` (its handler ran), for at most 1 s."""
-    if not active(point):
+    if not _first_time(point):
         return
-    with _lock:
-        if point in _raised:
-            return
-        _raised.add(point)
     import asyncio
     import time
 
