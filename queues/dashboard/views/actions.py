@@ -6,6 +6,8 @@ A form post is answered with a redirect back (``next``) and a message; a request
 JSON (the page's script) gets ``{"ok": bool, "message": str}``.
 """
 
+import re
+
 from django.contrib import messages
 from django.http import JsonResponse
 from django.shortcuts import redirect
@@ -130,21 +132,26 @@ queue_pause, queue_resume, queue_purge, queue_retry_all = (_queue_action(a) for 
 LIMIT_FIELDS = ("concurrency", "rate", "partition_concurrency", "partition_rate")
 
 
+#: Numbers the form takes: ASCII digits only (``isdigit`` and ``int`` take "²" and "１"), and
+#: short enough for ``int`` (past 4,300 digits it raises) and far past any limit's maximum.
+_WHOLE = re.compile(r"[0-9]{1,18}")
+_SECONDS = re.compile(r"[0-9]{1,9}(?:\.[0-9]{1,9})?|\.[0-9]{1,9}")
+
+
 def _form_limit(name, raw):
     """A limit from the form's text: blank is None (no limit); a rate is "100/m" or "<starts>,<seconds>"."""
     raw = (raw or "").strip()
     if not raw:
         return None
     if name.endswith("concurrency"):
-        if not raw.isdigit():
+        if not _WHOLE.fullmatch(raw):
             raise BadInput(f"{name}: must be a whole number from 1 up, or blank for no limit.")
         return int(raw)
     if "," in raw:
-        starts, _, seconds = raw.partition(",")
-        try:
-            return (int(starts.strip()), float(seconds.strip()))
-        except ValueError:
-            raise BadInput(f'{name}: give "<starts>,<seconds>" or "100/m", "10/s", "500/h".') from None
+        starts, _, seconds = (part.strip() for part in raw.partition(","))
+        if not (_WHOLE.fullmatch(starts) and _SECONDS.fullmatch(seconds)):
+            raise BadInput(f'{name}: give "<starts>,<seconds>" or "100/m", "10/s", "500/h".')
+        return (int(starts), float(seconds))
     return raw
 
 
