@@ -41,6 +41,21 @@ def can_act(user, codename):
     return can_view(user) and user.has_perm(f"queues.{codename}")
 
 
+def lacking(user, codenames):
+    """Why ``user`` may not perform every action of ``codenames`` ("is deactivated", "lacks
+    queues.purge_queue"...), or None if they may: what a running bulk job asks of its owner."""
+    if user is None or not user.is_authenticated:
+        return "is gone"
+    if not user.is_active:
+        return "is deactivated"
+    if not user.is_staff:
+        return "is no longer staff"
+    for codename in ("view_dashboard", *codenames):
+        if not can_act(user, codename):
+            return f"lacks queues.{codename}"
+    return None
+
+
 acan_view = database_sync_to_async(can_view)
 
 

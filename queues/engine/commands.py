@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from . import keys, scripts
 from .codes import Code
-from .errors import InvalidState, NotReplicated, StaleLease, TaskNotFound, WorkerLost
+from .errors import InvalidState, NotFinished, NotReplicated, StaleLease, TaskNotFound, WorkerLost
 from .task import Task, decode_payload
 
 
@@ -72,7 +72,7 @@ _MESSAGES = {
     Code.NOT_FAILED: (InvalidState, "it is not failed"),
     Code.FINISHED: (InvalidState, "it has already failed or completed: delete it instead"),
     Code.NOT_REGISTERED: (WorkerLost, "the worker is not registered (it was presumed dead)"),
-    Code.NOT_FINISHED: (InvalidState, "it has not run yet (pending, delayed, waiting or blocked): cancel it instead"),
+    Code.NOT_FINISHED: (NotFinished, "it has not run yet (pending, delayed, waiting or blocked): cancel it instead"),
 }
 
 

@@ -1,5 +1,6 @@
 """The dashboard's actions: POST only (CSRF-checked by Django's middleware), each behind its own
-permission, each recorded in the audit log. Input is checked before it reaches Redis; an
+permission (deleting a task that has not run removes it like a cancel: it needs ``cancel_task``
+too, as the API and bulk actions do), each recorded in the audit log. Input is checked before it reaches Redis; an
 action that cannot be done answers 400/404/409 with a message, never 500.
 
 A form post is answered with a redirect back (``next``) and a message; a request that accepts
@@ -15,10 +16,10 @@ from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 
 from ...engine import Queue, keys
-from ...engine.errors import InvalidInput, InvalidState, TaskNotFound
+from ...engine.errors import InvalidInput, InvalidState, NotFinished, TaskNotFound
 from ...models import AuditLog
 from ...quoting import shown
-from ..access import action_required, post_only, wants_json
+from ..access import action_required, can_act, post_only, wants_json
 from .common import BadInput, check_queue, check_task_id, error_page
 
 # action name in the URL -> (permission, engine call, message)
@@ -75,13 +76,21 @@ def _task_action(action):
             name = keys.queue_from_task_id(task_id)
             queue = Queue(name)
             try:
+                running = False
                 if action == "cancel":
                     running = _cancel(queue, task_id)
+                elif action == "delete":  # a task that has not run: removing it is a cancel
+                    queue.delete(task_id, finished_only=not can_act(request.user, "cancel_task"))
                 else:
-                    getattr(queue, method)(task_id)
-                    running = False
+                    queue.retry(task_id)
             except TaskNotFound:
                 raise BadInput(f"There is no task {shown(task_id)}.", status=404) from None
+            except NotFinished:
+                raise BadInput(
+                    f"Task {task_id} has not run yet: removing it is a cancel, which needs the queues.cancel_task "
+                    "permission.",
+                    status=403,
+                ) from None
             except InvalidState as exc:
                 raise BadInput(str(exc), status=409) from None
             except InvalidInput as exc:
