@@ -10,8 +10,7 @@ JSON (the page's script) gets ``{"ok": bool, "message": str}``.
 import re
 
 from django.contrib import messages
-from django.http import JsonResponse
-from django.shortcuts import redirect
+from django.http import HttpResponseRedirect, JsonResponse
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 
@@ -41,9 +40,13 @@ def _done(request, message, fallback, level=messages.SUCCESS):
         return JsonResponse({"ok": True, "message": message})
     messages.add_message(request, level, message)
     target = request.POST.get("next") or ""
-    if not url_has_allowed_host_and_scheme(target, {request.get_host()}, request.is_secure()):
+    # A path of this site only ("x" made redirect() look for a URL pattern named so: a 500 after
+    # the action was done); the address as given, never resolved as a name.
+    if not target.startswith("/") or not url_has_allowed_host_and_scheme(
+        target, {request.get_host()}, request.is_secure()
+    ):
         target = fallback
-    return redirect(target)
+    return HttpResponseRedirect(target)
 
 
 def _refused(request, exc):
