@@ -4,7 +4,8 @@
   edit or forge them here.
 - ApiToken: the key is shown once, on the page that answers the creation (never in a message,
   which would travel in a cookie); a user may grant only the permissions they hold themselves
-  (superusers: all), on create and on change.
+  (superusers: all), on create and on change. Revocation is final (``ApiToken.save``): a
+  revoked token is shown read-only, and no form or crafted post makes it live again.
 """
 
 from django import forms
@@ -45,6 +46,11 @@ def grantable(user):
     return {p.pk for p in action_permissions() if user.has_perm(f"queues.{p.codename}")}
 
 
+REVOKED_HELP = (
+    "Revoking is final: the key never works again, and the token can't be changed. Make a new token to replace it."
+)
+
+
 class ApiTokenForm(forms.ModelForm):
     """Checks that the permissions added to a token are ones the editing user holds.
 
@@ -57,9 +63,12 @@ class ApiTokenForm(forms.ModelForm):
     class Meta:
         model = ApiToken
         fields = ("name", "permissions", "revoked")
+        help_texts = {"revoked": REVOKED_HELP}
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
+        if "permissions" not in self.fields:  # a revoked token, shown read-only
+            return
         field = self.fields["permissions"]
         field.queryset = action_permissions()
         offered = [(p.pk, str(p)) for p in field.queryset if p.pk in self.grantable | self.current]
@@ -74,6 +83,11 @@ class ApiTokenForm(forms.ModelForm):
             )
         return chosen
 
+    def clean_revoked(self):
+        if self.instance.pk and self.instance.revoked and not self.cleaned_data["revoked"]:
+            raise forms.ValidationError("This token is revoked, and revocation is final: make a new token.")
+        return self.cleaned_data["revoked"]
+
 
 @admin.register(ApiToken)
 class ApiTokenAdmin(admin.ModelAdmin):
@@ -87,6 +101,15 @@ class ApiTokenAdmin(admin.ModelAdmin):
     readonly_fields = ("prefix", "created", "last_used")
     filter_horizontal = ("permissions",)
     actions = ["revoke"]
+
+    def has_change_permission(self, request, obj=None):
+        """A revoked token is shown read-only: revocation is final."""
+        return super().has_change_permission(request, obj) and not (obj is not None and obj.revoked)
+
+    def render_change_form(self, request, context, add=False, change=False, form_url="", obj=None):
+        if obj is not None and obj.revoked:
+            context["subtitle"] = f"{obj}: revoked, for good. Make a new token to replace it."
+        return super().render_change_form(request, context, add, change, form_url, obj)
 
     def get_form(self, request, obj=None, change=False, **kwargs):
         form = super().get_form(request, obj, change=change, **kwargs)
@@ -113,7 +136,7 @@ class ApiTokenAdmin(admin.ModelAdmin):
         add_never_cache_headers(response)
         return response
 
-    @admin.action(description="Revoke the selected tokens")
+    @admin.action(description="Revoke the selected tokens (for good)")
     def revoke(self, request, queryset):
-        count = queryset.update(revoked=True)
-        self.message_user(request, f"{count} token(s) revoked.")
+        count = ApiToken.revoke(queryset)
+        self.message_user(request, f"{count} token(s) revoked, for good: make new ones to replace them.")

@@ -15,6 +15,10 @@ class QueuesConfig(AppConfig):
         from .conf import build_config, setup
         from .dashboard.revocation import connect_signals
         from .engine.errors import ConfigurationError
+        from .published_keys import refuse_published
+
+        # A published key stops every process at start (with DEBUG off), not just `check --deploy`.
+        refuse_published(settings.SECRET_KEY, getattr(settings, "SECRET_KEY_FALLBACKS", ()), settings.DEBUG)
 
         connect_signals()  # logouts and lost permissions close the dashboard's open sockets
 

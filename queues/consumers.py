@@ -5,7 +5,8 @@ the coalescing pump (``dashboard.live``); nothing else.
 Close codes (sent after accepting, so the page sees them): 4403 not allowed (anonymous, not
 staff, no view permission; or no longer: logged out, deactivated, a permission removed),
 4400 bad view argument, 4404 unknown queue, 4500 the pump stopped on an error (the page
-reconnects).
+reconnects). A bad message from the page never closes the socket: it is answered with
+``{"type": "error", "message"}``.
 """
 
 import asyncio
@@ -26,6 +27,13 @@ from .dashboard.revocation import Watch
 from .engine.errors import InvalidInput, TaskNotFound
 
 log = logging.getLogger("worqr.dashboard")
+
+#: The longest message a page may send (it sends only ``{"resync": true}``): longer is not read.
+MAX_MESSAGE = 1024
+
+
+def _error(why):
+    return {"type": "error", "message": f"message ignored: {why}"}
 
 
 class DashboardConsumer(AsyncWebsocketConsumer):
@@ -105,12 +113,18 @@ class DashboardConsumer(AsyncWebsocketConsumer):
             await self.send(text_data=json.dumps(message))
 
     async def receive(self, text_data=None, bytes_data=None):
-        """The page may ask for a resync: ``{"resync": true}``."""
+        """The page may ask for a resync: ``{"resync": true}``. Anything else (a binary frame, a
+        text over ``MAX_MESSAGE`` characters, bad or too deeply nested JSON, another message) is
+        answered ``{"type": "error", "message"}`` and the socket stays open."""
+        if text_data is None or len(text_data) > MAX_MESSAGE:
+            return await self.send_json(_error(f"send JSON text of at most {MAX_MESSAGE} characters"))
         try:
-            message = json.loads(text_data or "{}")
-        except ValueError:
-            return
-        if isinstance(message, dict) and message.get("resync") and self.pump:
+            message = json.loads(text_data)
+        except (ValueError, RecursionError):  # nested past Python's recursion limit: not a 1011 close
+            return await self.send_json(_error("not valid JSON (or nested too deeply)"))
+        if not (isinstance(message, dict) and message.get("resync") is True):
+            return await self.send_json(_error('the only message is {"resync": true}'))
+        if self.pump:
             self.pump.mark_dirty(full=True)
 
     async def disconnect(self, code):

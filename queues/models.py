@@ -7,6 +7,8 @@ import secrets
 from django.conf import settings
 from django.contrib.auth.models import Permission
 from django.db import models
+from django.db.models import Value
+from django.db.models.functions import Cast, Concat
 
 #: codename -> description of every action permission (dashboard and API alike).
 ACTION_PERMISSIONS = {
@@ -48,8 +50,19 @@ def hash_token(raw):
     return hashlib.sha256(raw.encode()).hexdigest()
 
 
+#: What a revoked token keeps in place of its key's hash: never a SHA-256, so no key matches.
+REVOKED_MARK = "revoked:"
+
+
 class ApiToken(models.Model):
-    """A bearer token for the HTTP API. Only its SHA-256 is stored; it carries permissions."""
+    """A bearer token for the HTTP API. Only its SHA-256 is stored; it carries permissions.
+
+    Revocation is final: a revoked token's hash is replaced by ``REVOKED_MARK`` and a random
+    value, so no key matches it again whatever its ``revoked`` field says later, and saving a
+    revoked token as not revoked raises ``ValueError`` (whoever could edit tokens could
+    otherwise revive one holding more rights than they do). Replace a revoked token with a new
+    one.
+    """
 
     name = models.CharField(max_length=100, unique=True)
     key_hash = models.CharField(max_length=64, unique=True, editable=False)
@@ -74,6 +87,22 @@ class ApiToken(models.Model):
         if permissions is not None:
             token.permissions.set(permissions)
         return token, raw
+
+    def save(self, *args, **kwargs):
+        if self.pk is not None and not self.revoked and ApiToken.objects.filter(pk=self.pk, revoked=True).exists():
+            raise ValueError(f"API token {self.name!r} is revoked, and revocation is final: make a new token")
+        if self.revoked and not self.key_hash.startswith(REVOKED_MARK):
+            self.key_hash = REVOKED_MARK + secrets.token_hex(16)  # the old key never matches again
+            if kwargs.get("update_fields") is not None:
+                kwargs["update_fields"] = {*kwargs["update_fields"], "key_hash"}
+        super().save(*args, **kwargs)
+
+    @classmethod
+    def revoke(cls, tokens):
+        """Revoke ``tokens`` (a queryset) for good, in one statement; returns how many were
+        still live."""
+        mark = Concat(Value(REVOKED_MARK), Cast("pk", output_field=models.CharField()))
+        return tokens.filter(revoked=False).update(revoked=True, key_hash=mark)
 
     def new_key(self):
         """Give the (unsaved) token a new key; returns the raw key, of which only the hash is kept."""

@@ -3,7 +3,10 @@
 1. Check the URL against ``CALLBACK_ALLOWED_HOSTS`` again (the list may have changed since the
    task was created, and tasks enqueued from Python never went through the HTTP API's check),
    resolve its host once, and refuse loopback, private, link-local and other non-public
-   addresses unless an IP literal or CIDR entry of the list covers them.
+   addresses unless an IP literal or CIDR entry of the list covers them (an IPv6 address that
+   carries an IPv4 one, NAT64, 6to4, Teredo and the like, is judged by the IPv4 address it
+   carries: ``queues.addresses``), for a literal in the URL and for every address a name
+   resolves to alike.
 2. POST ``{"id", "queue", "payload", "topic", "content"}`` (``topic``/``content`` repeat
    ``queue``/``payload`` for clients of the seed) to the address that was checked (the name
    goes in the Host header and TLS SNI, so a second DNS answer can't move the connection),
@@ -36,6 +39,7 @@ from urllib.parse import urlsplit
 
 from django.core.exceptions import ImproperlyConfigured
 
+from .addresses import describe, ip, is_public
 from .conf import get_connection, setting
 from .engine import readmodel, tracing
 from .engine.errors import InvalidInput, RetryLater, WorqrError
@@ -61,20 +65,6 @@ class DeliveryFailed(WorqrError):
 
 
 # -- the allow-list ------------------------------------------------------------------------
-
-
-def _ip(text):
-    """An IP address (IPv4-mapped IPv6 addresses as IPv4), or None."""
-    try:
-        address = ipaddress.ip_address(text)
-    except ValueError:
-        return None
-    return address.ipv4_mapped or address if address.version == 6 else address
-
-
-def is_public(address):
-    """True for a globally routable unicast address (not loopback, private, link-local...)."""
-    return address.is_global and not address.is_multicast
 
 
 class AllowList:
@@ -110,8 +100,8 @@ class AllowList:
             except ValueError:
                 raise bad from None
             return
-        if _ip(entry) is not None:  # a bare IPv6 literal: no port
-            self.networks.append((ipaddress.ip_network(_ip(entry)), None))
+        if ip(entry) is not None:  # a bare IPv6 literal: no port
+            self.networks.append((ipaddress.ip_network(ip(entry)), None))
             return
         try:
             parts = urlsplit(f"//{entry}")
@@ -120,8 +110,8 @@ class AllowList:
             raise bad from None
         if not host or parts.netloc != entry or port == 0 or parts.username is not None:
             raise bad
-        if _ip(host) is not None:
-            self.networks.append((ipaddress.ip_network(_ip(host)), port))
+        if ip(host) is not None:
+            self.networks.append((ipaddress.ip_network(ip(host)), port))
         elif host == "*" or all(
             label.replace("-", "").replace("_", "").isalnum() for label in host.lstrip(".").split(".")
         ):
@@ -171,48 +161,6 @@ def callback_timeout():
     return float(value)
 
 
-# -- the allow-list as a JSON Schema pattern (for the OpenAPI document) ----------------------
-
-#: A host name whose last label starts with a letter: never an IP literal.
-_ANY_NAME = r"(?:[A-Za-z0-9_-]+\.)*[A-Za-z][A-Za-z0-9_-]*"
-_ANY_PORT = "(?:6553[0-5]|655[0-2][0-9]|65[0-4][0-9]{2}|6[0-4][0-9]{3}|[1-5][0-9]{4}|[1-9][0-9]{0,3})"
-_OCTET = "(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])"
-
-
-def _network_pattern(network):
-    """A regex of the IP literals of ``network`` (IPv4 on octet boundaries, single IPv6
-    addresses), or None when it has no simple one (those addresses are then left out)."""
-    if network.version == 6:
-        return rf"\[{network.network_address.compressed}\]" if network.prefixlen == 128 else None
-    if network.prefixlen % 8:
-        return None
-    fixed = str(network.network_address).split(".")[: network.prefixlen // 8]
-    return r"\.".join(fixed + [_OCTET] * (4 - len(fixed)))
-
-
-def callback_pattern():
-    """A JSON Schema pattern matching callback URLs the allow-list accepts (a subset where it
-    can't say exactly: CIDR networks off octet boundaries, public IP literals under "*"), or
-    None when callbacks are off."""
-    allowed = allow_list()
-    if not allowed:
-        return None
-    hosts = []
-    for name, port in allowed.names:
-        if name == "*":
-            host = _ANY_NAME
-        elif name.startswith("."):
-            host = r"(?:[A-Za-z0-9_-]+\.)*" + name[1:].replace(".", r"\.")
-        else:
-            host = name.replace(".", r"\.")
-        hosts.append(host + (f":{port}" if port else f"(?::{_ANY_PORT})?"))
-    for network, port in allowed.networks:
-        literal = _network_pattern(network)
-        if literal is not None:
-            hosts.append(literal + (f":{port}" if port else f"(?::{_ANY_PORT})?"))
-    return f"^https?://(?:{'|'.join(hosts)})(?:[/?#][!-~]*)?$"
-
-
 # -- checking URLs -------------------------------------------------------------------------
 
 
@@ -254,11 +202,12 @@ def _target(url, allowed):
         raise InvalidCallback("callbacks are disabled (WORQR['CALLBACK_ALLOWED_HOSTS'] is empty)")
     port = port or DEFAULT_PORTS[parts.scheme]
     host = parts.hostname
-    address = _ip(host)
+    address = ip(host)
     ok = allowed.allows_ip_literal(address, port) if address is not None else allowed.allows_name(host, port)
     if not ok:
         shown = f"[{host}]" if ":" in host else host
-        raise InvalidCallback(f"callback host {shown} (port {port}) is not in WORQR['CALLBACK_ALLOWED_HOSTS']")
+        why = f" ({describe(address)})" if address is not None and not is_public(address) else ""
+        raise InvalidCallback(f"callback host {shown} (port {port}) is not in WORQR['CALLBACK_ALLOWED_HOSTS']{why}")
     path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     return Target(url, parts.scheme, host, port, path)
 
@@ -266,31 +215,22 @@ def _target(url, allowed):
 def resolve(target, allowed):
     """The addresses to connect to for ``target``, resolved once: those that are public or
     covered by an IP or CIDR entry of the allow-list. Raise DeliveryFailed if there is none."""
-    literal = _ip(target.host)
+    literal = ip(target.host)
     if literal is not None:
         return [literal]
     try:
         infos = socket.getaddrinfo(target.host, target.port, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP)
     except (OSError, UnicodeError) as exc:
         raise DeliveryFailed(f"callback host {target.host} does not resolve: {exc}") from None
-    addresses = [a for a in dict.fromkeys(_ip(info[4][0].split("%")[0]) for info in infos) if a is not None]
+    addresses = [a for a in dict.fromkeys(ip(info[4][0].split("%")[0]) for info in infos) if a is not None]
     usable = [a for a in addresses if is_public(a) or allowed.covers(a, target.port)]
     if not usable:
         refused = addresses[0] if addresses else "no address"
         raise DeliveryFailed(
-            f"callback host {target.host} resolves to {refused}, a {_kind(refused)} address; only an IP or CIDR "
+            f"callback host {target.host} resolves to {refused}, {describe(refused)}; only an IP or CIDR "
             "entry of WORQR['CALLBACK_ALLOWED_HOSTS'] may allow it"
         )
     return usable
-
-
-def _kind(address):
-    if isinstance(address, str):
-        return "missing"
-    for attribute in ("is_loopback", "is_link_local", "is_private", "is_multicast", "is_reserved"):
-        if getattr(address, attribute, False):
-            return attribute[3:].replace("_", "-")
-    return "non-public"
 
 
 # -- delivering ----------------------------------------------------------------------------

@@ -560,12 +560,14 @@ class QueueModel:
         self.stats["cancelled"] += 1
         return Code.REMOVED
 
-    def delete(self, tid):
+    def delete(self, tid, finished_only=False):
         t = self.tasks.get(tid)
         if t is None:
             return Code.UNKNOWN
         if t.state == "active":
             return Code.ACTIVE
+        if finished_only and t.state != "failed":  # the model keeps no completed task
+            return Code.NOT_FINISHED
         self.remove_inactive(t, "deleted")
         self.stats["deleted"] += 1
         return Code.DELETED

@@ -147,6 +147,43 @@ def test_delete_needs_cancel_task_for_live_tasks_and_delete_task_for_failed_ones
     assert Queue("t1").get(live) is None and Queue("failing").get(failed) is None
 
 
+def _answer(response, task_id):
+    """A DELETE's answer with the task id taken out: (status, body)."""
+    return response.status_code, response.content.decode().replace(task_id, "<id>")
+
+
+def test_a_token_that_may_not_remove_a_task_learns_nothing_of_its_state():
+    """DELETE /api/tasks/<id> and POST /api/delete check rights before looking the task up: without view_dashboard, ..."""
+    # ... a pending, a delayed, a failed and an unknown task get one same answer unless the token may remove it;
+    # nothing is removed, and a token with neither right is refused before its body is read.
+    ids = {
+        "pending": Queue("t1").enqueue("p"),
+        "delayed": Queue("t1").enqueue("d", delay=600),
+        "failed": failed_task(),
+        "unknown": "t1-0123456789abcdef",
+    }
+    for perms, removable in (
+        (("enqueue_task",), ()),
+        (("enqueue_task", "cancel_task"), ("pending", "delayed")),
+        (("enqueue_task", "delete_task"), ("failed",)),
+    ):
+        api = Api(make_token(*perms))
+        answers = set()
+        for state, tid in ids.items():
+            if state in removable:
+                continue
+            answers.add(_answer(api.delete(f"/api/tasks/{tid}"), tid))
+            answers.add(_answer(api.post("/api/delete", {"id": tid}), tid))
+        (answer,) = answers  # one answer for every task this token may not remove
+        assert answer[0] == 403, (perms, answer)
+        assert all(Queue(keys.queue_from_task_id(t)).get(t) for s, t in ids.items() if s != "unknown")
+    neither = Api(make_token("enqueue_task"))
+    assert "queues.cancel_task" in error(neither.post("/api/delete", "not json"), 403)
+    both = Api(make_token("cancel_task", "delete_task"))
+    assert both.delete(f"/api/tasks/{ids['unknown']}").status_code == 404
+    assert both.delete(f"/api/tasks/{ids['failed']}").json()["result"] == "deleted"
+
+
 def test_last_used_is_recorded_and_sessions_give_no_access(django_user_model):
     """A staff session without a token is refused; using a token sets its last_used."""
     user = django_user_model.objects.create_superuser("boss", password="pw")

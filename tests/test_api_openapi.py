@@ -221,3 +221,13 @@ def test_operations_without_a_documented_auth_status_are_only_the_public_descrip
     for path, ops in openapi.describe()["paths"].items():
         for method, op in ops.items():
             assert ("401" in op["responses"]) == (path != "/api/openapi.json"), (path, method)
+
+
+def test_the_public_document_does_not_publish_the_callback_allow_list(settings):
+    """/api/openapi.json (no token) says callbacks exist, never which hosts, ports or networks the allow-list holds."""
+    internal = ["redis.internal.corp:6379", ".hooks.corp.example", "10.20.0.0/16", "172.31.4.5:8081", "[fd00::7]:8443"]
+    settings.WORQR = {**settings.WORQR, "CALLBACK_ALLOWED_HOSTS": internal}
+    text = Api().get("/api/openapi.json").content.decode()
+    assert '"callback"' in text
+    for secret in ("internal", "corp", "6379", r"10\\.20", "10.20", "172", "8081", "fd00", "8443"):
+        assert secret not in text, secret

@@ -143,3 +143,57 @@ def test_admin_grants_only_the_permissions_the_user_holds(django_user_model):
     assert [p.codename for p in token.permissions.all()] == ["view_dashboard"]
     Queue("t1").enqueue("x")
     assert Api(raw).post("/api/queues/t1/pause").status_code == 403 and not Queue("t1").is_paused()
+
+
+def test_revocation_is_final_for_a_token_admin_a_superuser_and_the_database(django_user_model, admin_client):
+    """A token admin who unticks "revoked" on an all-permissions token (a crafted post) is refused; so is a ..."""
+    # ... superuser; the admin shows the token read-only and says revocation is final; saving it unrevoked raises,
+    # and even the field set back in the database revives no key (its hash is gone).
+    from django.contrib.auth.models import Permission
+    from django.test import Client
+
+    raw = run("create", "root", "--perm", "all")[0].strip()
+    token = ApiToken.objects.get(name="root")
+    assert (
+        admin_client.post("/admin/queues/apitoken/", {"action": "revoke", "_selected_action": [token.pk]}).status_code
+        == 302
+    )
+    assert Api(raw).get("/api/queues").status_code == 401
+    perms = Permission.objects.filter(
+        content_type__app_label="queues",
+        codename__in=["add_apitoken", "change_apitoken", "view_apitoken", "view_dashboard"],
+    )
+    tokens_admin = django_user_model.objects.create_user("tokens", password="pw", is_staff=True)
+    tokens_admin.user_permissions.set(perms)
+    web = Client()
+    web.force_login(tokens_admin)
+    url = f"/admin/queues/apitoken/{token.pk}/change/"
+    for who in (web, admin_client):
+        r = who.post(url, {"name": "root", "permissions": [p.pk for p in token.permissions.all()]})
+        assert Api(raw).get("/api/queues").status_code == 401 and ApiToken.objects.get(pk=token.pk).revoked
+        assert r.status_code == 403, r.status_code
+    page = web.get(url).content.decode()
+    assert "revoked, for good" in page and 'name="revoked"' not in page
+    token.refresh_from_db()
+    token.revoked = False
+    with pytest.raises(ValueError, match="revocation is final"):
+        token.save()
+    ApiToken.objects.filter(pk=token.pk).update(revoked=False)
+    assert Api(raw).get("/api/queues").status_code == 401
+
+
+def test_a_token_revoked_by_ticking_the_box_loses_its_key_for_good(admin_client):
+    """Revoking in the change form (or with the command) replaces the key's hash: set back, the key stays dead."""
+    for name, revoke in (
+        (
+            "boxed",
+            lambda t: admin_client.post(f"/admin/queues/apitoken/{t.pk}/change/", {"name": t.name, "revoked": "on"}),
+        ),
+        ("commanded", lambda t: run("revoke", t.name)),
+    ):
+        raw = run("create", name, "--perm", "view_dashboard")[0].strip()
+        revoke(ApiToken.objects.get(name=name))
+        token = ApiToken.objects.get(name=name)
+        assert token.revoked and token.key_hash != hash_token(raw)
+        ApiToken.objects.filter(pk=token.pk).update(revoked=False)
+        assert Api(raw).get("/api/queues").status_code == 401

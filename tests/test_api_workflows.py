@@ -28,12 +28,17 @@ def test_create_with_after_is_blocked_until_the_parent_completes(api, client):
 
 
 def test_create_with_bad_after_writes_nothing(api, client):
-    """Bad after values and modes: 400 naming the field, or 404 for an unknown parent; nothing written."""
+    """Bad after values and modes (a boolean or number too): 400 naming the field, or 404 for an unknown parent; ..."""
+    # ... nothing written.
     for body, status, field in (
         ({"after": "t1-0123456789abcdef"}, 400, "after"),
         ({"after": ["nope"]}, 400, "after"),
         ({"after": ["t1-0123456789abcdef"] * 1001}, 400, "after"),
         ({"after": [], "on_parent_failure": "maybe"}, 400, "on_parent_failure"),
+        ({"after": [], "on_parent_failure": True}, 400, "on_parent_failure"),
+        ({"on_parent_failure": False}, 400, "on_parent_failure"),
+        ({"on_parent_failure": 1}, 400, "on_parent_failure"),
+        ({"on_parent_failure": 0.5}, 400, "on_parent_failure"),
         ({"after": ["t1-0123456789abcdef"]}, 404, None),
     ):
         r = api.post("/api/tasks", {"queue": "t2", "payload": "c", **body})

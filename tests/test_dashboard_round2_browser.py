@@ -12,6 +12,7 @@ import pytest
 from django.contrib.auth.models import Permission, User
 
 from queues import Queue
+from queues.engine import readmodel
 from tests.browser import CHROMIUM, DaphneServer, launch_chromium
 from tests.conftest import ROOT, wait_for, wait_registered
 from tests.test_dashboard_browser import REPORT_CSP, WAIT, shot
@@ -166,4 +167,32 @@ def test_dark_mode_and_a_390px_screen(operator, server, browser_context, client)
     width = phone.evaluate("document.documentElement.scrollWidth")
     assert width <= 400, f"the page is {width} px wide at 390 px"
     readme_shot(phone, "search-390px")
+    assert browser_context.violations == []
+
+
+def test_a_bulk_job_is_stopped_with_its_stop_button(operator, server, browser_context, client):
+    """Delete on all 60,000 matching tasks, then Stop on its page: the job stops before its next batch and ..."""
+    # ... the page says how far it went; the rest stay. Redis holds the job's writes (CLIENT PAUSE WRITE) from
+    # its first batch until Stop was pressed, so the button is pressed mid-job whatever the machine's speed.
+    expect, n = playwright_api.expect, 60_000
+    Queue("stopq").enqueue_many(["x"] * n, delay=3600)
+    page = login(browser_context(), server, "/queues/search/?q=queue%3Astopq+state%3Adelayed")
+    page.check("#wq-all")
+    page.check("input[name=confirm]")
+    page.click("button[data-bulk=delete]")
+    expect(page.locator("#wq-job-stop button")).to_be_visible()
+    job_id = page.url.rstrip("/").rsplit("/", 1)[1]
+    wait_for(lambda: int((readmodel.bulk_job(client, job_id) or {}).get("changed") or 0) > 0, 60, message="a batch")
+    client.execute_command("CLIENT", "PAUSE", 120000, "WRITE")
+    try:
+        page.click("#wq-job-stop button")
+        page.wait_for_timeout(500)  # the stop's write reaches Redis and waits there too
+    finally:
+        client.execute_command("CLIENT", "UNPAUSE")
+    expect(page.locator("#wq-job-text")).to_have_text(
+        re.compile(r"Stopped after \d+ of 60000 deleted: stopped by operator\.")
+    )
+    expect(page.locator("#wq-job-stop")).to_be_hidden()
+    changed = int(readmodel.bulk_job(client, job_id)["changed"])
+    assert 0 < changed < n and Queue("stopq").counts()["delayed"] == n - changed
     assert browser_context.violations == []

@@ -37,7 +37,8 @@ def wait_job(web, url, timeout=60):
 
 
 def test_search_page_finds_by_tag_and_text_and_goes_further(client, web, operator, settings):
-    """The box's search finds by tag and free text; a step is bounded and "Search further" goes on."""
+    """The box's search finds by tag and free text; a step is bounded and "Search further" goes on; a bad ..."""
+    # ... query or cursor (one past Redis's range too) is a 400 saying so.
     settings.WORQR = {**settings.WORQR, "SEARCH_SCAN_LIMIT": 100}
     q = Queue("ds1")
     q.enqueue_many([f"noise {i}" for i in range(150)])
@@ -54,6 +55,8 @@ def test_search_page_finds_by_tag_and_text_and_goes_further(client, web, operato
     assert web.get(reverse("queues:search"), {"q": needle}).status_code == 302  # an id: its page
     bad = web.get(reverse("queues:search"), {"q": "state:sleeping"})
     assert bad.status_code == 400 and "state" in bad.content.decode()
+    huge = web.get(reverse("queues:search"), {"q": "needle", "cursor": "0.9223372036854775807"})
+    assert huge.status_code == 400 and "is not a search cursor" in huge.content.decode()
 
 
 def test_bulk_retry_of_chosen_tasks_is_audited_once(client, web, operator):

@@ -2,6 +2,7 @@
 site's own origins may open it, and a logout, a deactivation or a removed permission closes
 a user's open sockets within 2 s, pushed across processes through Redis."""
 
+import json
 import socket
 import time
 import urllib.request
@@ -185,3 +186,20 @@ def test_deactivation_and_removed_permissions_close_sockets_within_2_s(server, t
     assert closed_within(sockets[demoted], CLOSE_WITHIN)[1] == 4403
     viewers.permissions.remove(perm("view_dashboard"))
     assert closed_within(sockets[grouped], CLOSE_WITHIN)[1] == 4403
+
+
+def test_a_bad_message_is_answered_with_an_error_and_the_socket_stays_open(server, transactional_db):
+    """JSON nested 100,000 deep (RecursionError), bad JSON, a binary frame, an over-long text and an unknown ..."""
+    # ... message each get {"type": "error"} on a real socket, which stays open and still serves a resync.
+    Queue("t1").enqueue("x")
+    ws = open_socket(server, "/ws/queues/queue/t1/", forced_cookie(staff("sender")))
+    for bad in ("[" * 100_000, "[" * 1000, '{"resync": ', b"\x00\x01", " " * 2000, '{"resync": "yes"}', "[]"):
+        ws.send(bad)
+        answer = json.loads(ws.recv(timeout=10))
+        while answer.get("type") == "update":  # an update sent meanwhile
+            answer = json.loads(ws.recv(timeout=10))
+        assert answer["type"] == "error" and answer["message"].startswith("message ignored"), (bad[:20], answer)
+    ws.send(json.dumps({"resync": True}))
+    assert json.loads(ws.recv(timeout=10))["type"] == "update"
+    still_live(ws, "t1")
+    ws.close()

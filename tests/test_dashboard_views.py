@@ -107,6 +107,18 @@ def audit(action):
     return list(AuditLog.objects.filter(action=action).values_list("user__username", "queue", "task_id"))
 
 
+@pytest.mark.parametrize("target", ["x", "²", "0", "queues:overview", "//evil.example/", "https://evil.example/q/"])
+def test_an_action_whose_next_is_not_a_path_of_the_site_goes_back_to_its_page(operator, web, target):
+    """A form's next that is a word, a URL name or another site's address: the action is done once and answers ..."""
+    # ... with a redirect to its own page, never a 500 after the change (main: redirect() looked "x" up as a URL name).
+    Queue("t1").enqueue("x")
+    web.force_login(operator)
+    web.raise_request_exception = False
+    resp = web.post(reverse("queues:queue-pause", args=["t1"]), {"next": target})
+    assert resp.status_code == 302 and resp["Location"] == "/queues/q/t1/", (resp.status_code, resp.get("Location"))
+    assert Queue("t1").is_paused() and audit("pause") == [("operator", "t1", "")]
+
+
 def test_operator_cancel_pause_resume_purge_each_write_an_audit_row(operator, web):
     """Cancel a pending task, pause, resume, purge (after typing the name)."""
     # each works and each writes an audit row naming the user, queue and task.

@@ -5,6 +5,7 @@ guide gives answers by exit status."""
 import json
 import os
 import re
+import secrets
 import shutil
 import subprocess
 import sys
@@ -125,3 +126,71 @@ def test_the_health_check_fails_with_a_clear_message_when_redis_is_down():
     down = queues(WORQR_REDIS_URL=f"redis://127.0.0.1:{free_port()}/0")
     assert down.returncode == 1
     assert down.stderr.startswith("CommandError: Redis can't be reached:") and "Traceback" not in down.stderr
+
+
+GUIDE = ROOT / "docs" / "deploying.md"
+
+
+def guide_settings():
+    """The deploy guide's settings block (added at the end of the project's settings)."""
+    section = GUIDE.read_text().split("## Django settings", 1)[1].split("\n## ", 1)[0]
+    (block,) = re.findall(r"```python\n# mysite/settings\.py: add at the end\n(.*?)```", section, re.S)
+    return block
+
+
+def example_env():
+    """deploy/worqr.env.example's variables."""
+    lines = (DEPLOY / "worqr.env.example").read_text().splitlines()
+    return dict(line.split("=", 1) for line in lines if line.strip() and not line.startswith("#"))
+
+
+@pytest.fixture(scope="module")
+def guide_project(tmp_path_factory):
+    """A new project (startproject, startapp jobs) set up as the README says, plus the deploy guide's
+    settings; (its directory, a runner of its manage.py with deploy/worqr.env.example's variables)."""
+    from tests.test_package import readme_files
+
+    root = tmp_path_factory.mktemp("guide")
+    subprocess.run([sys.executable, "-m", "django", "startproject", "mysite"], cwd=root, check=True, timeout=60)
+    project = root / "mysite"
+    subprocess.run([sys.executable, "manage.py", "startapp", "jobs"], cwd=project, check=True, timeout=60)
+    for path, (text, append) in readme_files()[0].items():
+        target = project / path
+        target.write_text((target.read_text() + "\n" if append else "") + text)
+    settings = project / "mysite" / "settings.py"
+    settings.write_text(settings.read_text() + "\n" + guide_settings())
+
+    def python(*args, **env):
+        base = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "WORQR_"))}
+        full = {**base, **example_env(), "PYTHONPATH": str(ROOT), **env}
+        full["WORQR_REDIS_URL"] = os.environ["WORQR_REDIS_URL"]  # the test session's Redis
+        return subprocess.run(
+            [sys.executable, *args], cwd=project, env=full, capture_output=True, text=True, timeout=120
+        )
+
+    return project, python
+
+
+def test_check_deploy_reports_nothing_with_the_guides_settings(guide_project):
+    """A new project with the README's and the deploy guide's settings and worqr.env.example's variables (its ..."""
+    # ... secret replaced by a real one) passes `check --deploy` with no warning: HSTS, SSL redirect, secure cookies.
+    _, python = guide_project
+    out = python(
+        "manage.py", "check", "--deploy", "--fail-level", "WARNING", DJANGO_SECRET_KEY=secrets.token_urlsafe(50)
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "System check identified no issues (0 silenced)" in out.stdout
+
+
+def test_the_guides_placeholder_secret_stops_every_process_at_start(guide_project):
+    """worqr.env.example's placeholder key (as shipped), or any published key, stops manage.py at start with a ..."""
+    # ... message saying what to do; the web process (Daphne, through the guide's asgi.py) refuses it too.
+    _, python = guide_project
+    assert example_env()["DJANGO_SECRET_KEY"] == "change-me-to-50-or-more-random-characters"
+    for key in (None, "worqr-demo-insecure-change-me", "django-insecure-" + "x" * 50, "CHANGEME" + "y" * 50):
+        out = python("manage.py", "check", **({"DJANGO_SECRET_KEY": key} if key else {}))
+        assert out.returncode != 0 and "SECRET_KEY is a published key" in out.stderr, (key, out.stderr[-500:])
+        assert "token_urlsafe(50)" in out.stderr
+    web = python("-c", "import mysite.asgi")  # what Daphne imports: Django is set up there
+    assert web.returncode != 0 and "SECRET_KEY is a published key" in web.stderr
+    assert python("manage.py", "check", DJANGO_SECRET_KEY=secrets.token_urlsafe(50)).returncode == 0

@@ -74,6 +74,32 @@ def test_the_form_sets_and_resets_limits_with_audit_rows(db):
     assert len(rows) == AuditLog.objects.count()
 
 
+@pytest.mark.parametrize(
+    "field,value",
+    [
+        ("concurrency", "²"),
+        ("concurrency", "１２"),
+        ("concurrency", "9" * 5000),
+        ("partition_concurrency", "9" * 19),
+        ("rate", "²/m"),
+        ("rate", "9" * 5000 + "/m"),
+        ("rate", "9" * 5000 + ",1"),
+        ("partition_rate", "5,1²"),
+        ("partition_rate", "5,1e999"),
+    ],
+)
+def test_the_form_refuses_unicode_digits_and_huge_numbers_with_a_message(db, field, value):
+    """A limit written with "²", full-width digits or 5,000 digits is a 400 naming the field, never a 500; ..."""
+    # ... nothing changes and nothing is audited.
+    Queue("t1").enqueue("x")
+    web = Client(raise_request_exception=False)
+    web.force_login(make_user("op", perms=["view_dashboard", "manage_limits"]))
+    form = {"concurrency": "", "rate": "", "partition_concurrency": "", "partition_rate": "", field: value}
+    r = web.post(reverse("queues:queue-limits", args=["t1"]), form, HTTP_ACCEPT="application/json")
+    assert r.status_code == 400 and field.split("_")[-1] in r.json()["message"], r.content[:300]
+    assert Queue("t1").limits()["overrides"] == {} and not AuditLog.objects.exists()
+
+
 def test_the_form_needs_manage_limits_and_a_csrf_token(db):
     """Without manage_limits the post is refused; without the CSRF token too; nothing changes."""
     Queue("t1").enqueue("x")

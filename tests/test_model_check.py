@@ -1,7 +1,8 @@
 """Randomized model check of the engine's scripts: seeded random sequences of operations (enqueue
 with and without locks, unique keys and partitions, push (Queue.enqueue's common one-task call),
 start with acknowledgements, finish, fail,
-give back, release, cancel, delete, retry, purge, worker death, pause, limits set and reset, tasks
+give back, release, cancel, delete (of any task, or of finished ones only), retry, purge, worker
+death, pause, limits set and reset, tasks
 enqueued after others and the drain step that tells them) run
 against the real scripts on the
 test Redis and against the reference model in tests/model.py; after every step the whole state
@@ -288,10 +289,13 @@ class Driver:
         self.log.append(("cancel", tid))
 
     def op_delete(self):
-        tid = self._some_id()
-        code, expected = self.run(lambda: commands.delete(Q, [tid]).run(self.client)[0], lambda _: self.m.delete(tid))
+        tid, finished_only = self._some_id(), self.rng.random() < 0.5
+        code, expected = self.run(
+            lambda: commands.delete(Q, [tid], finished_only).run(self.client)[0],
+            lambda _: self.m.delete(tid, finished_only),
+        )
         assert code == expected
-        self.log.append(("delete", tid))
+        self.log.append(("delete", tid, finished_only))
 
     def op_retry(self):
         failed = self.m.in_state("failed")

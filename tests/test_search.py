@@ -50,6 +50,16 @@ def test_free_text_is_bounded_and_goes_on_with_a_cursor(client, conn):
     assert [t.id for t in page.tasks] == wanted and page.cursor is None
 
 
+@pytest.mark.parametrize(
+    "cursor", ["0.9223372036854775807", "0.99999999999999999999", "１.0", "0.-1", "0.1.2", "-1.0", "9.0"]
+)
+def test_a_cursor_that_is_not_one_is_refused_before_redis_sees_it(client, conn, cursor):
+    """A cursor past Redis's 64-bit range, with non-ASCII digits or past the last source is a SearchError."""
+    Queue("s3", conn).enqueue("hello")
+    with pytest.raises(readmodel.SearchError, match="is not a search cursor"):
+        readmodel.search(client, "queue:s3 hello", cursor=cursor)
+
+
 def test_a_full_page_stops_right_after_its_last_match(client, conn):
     """With page_size matches found, the cursor goes on from the next entry: nothing is skipped."""
     q = Queue("s3", conn)

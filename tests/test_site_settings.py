@@ -9,8 +9,14 @@ import subprocess
 import sys
 
 import pytest
+from django.contrib.auth.models import User
+from django.core.exceptions import ImproperlyConfigured
+from django.test import Client
 
+from queues import Queue
+from queues.published_keys import refuse_published
 from tests.conftest import ROOT
+from tests.test_api import Api, make_token
 
 PUBLISHED_KEY = "worqr-demo-insecure-change-me"  # the default that was in the source
 
@@ -57,6 +63,15 @@ def test_refuses_to_start_with_debug_off_and_a_published_key(tmp_path, key):
     assert run("check", var_dir=tmp_path, DJANGO_SECRET_KEY=key, DJANGO_DEBUG="1").returncode == 0
 
 
+def test_a_published_fallback_key_is_refused_too():
+    """SECRET_KEY_FALLBACKS still verify signatures: a published key there is refused like SECRET_KEY (DEBUG off)."""
+    good = secrets.token_urlsafe(50)
+    refuse_published(good, [secrets.token_urlsafe(50)], debug=False)
+    refuse_published(PUBLISHED_KEY, [PUBLISHED_KEY], debug=True)
+    with pytest.raises(ImproperlyConfigured, match=r"SECRET_KEY_FALLBACKS\[1\] is a published key"):
+        refuse_published(good, [good, "django-insecure-old"], debug=False)
+
+
 def test_check_deploy_is_clean_with_the_documented_production_environment(tmp_path):
     """The production variables the README lists make ``check --deploy`` report no issue."""
     out = run(
@@ -83,3 +98,25 @@ def test_pages_carry_a_content_security_policy_without_inline_script(admin_clien
         assert directives["script-src"] == "'self'", policy
         assert "frame-ancestors" in directives and directives["object-src"] == "'none'"
         assert "unsafe" not in policy
+
+
+@pytest.mark.django_db
+def test_dashboard_pages_and_api_answers_are_never_cached(admin_client):
+    """Every dashboard page, action answer and refusal, and every HTTP API answer, says Cache-Control: private, ..."""
+    # ... no-store; the public OpenAPI document may be cached.
+    tid = Queue("t1").enqueue("secret payload")
+    viewer = Client()
+    viewer.force_login(User.objects.create_user("plain", password="pw", is_staff=True))
+    answers = [
+        admin_client.get(url)
+        for url in ("/queues/", "/queues/q/t1/", f"/queues/task/{tid}/", "/queues/search/?q=secret", "/queues/q/nope/")
+    ]
+    answers.append(admin_client.post("/queues/q/t1/pause/", HTTP_ACCEPT="application/json"))
+    answers.append(viewer.get("/queues/", HTTP_ACCEPT="application/json"))  # refused: 403
+    api = Api(make_token("view_dashboard"))
+    answers += [api.get(f"/api/tasks/{tid}"), api.get("/api/tasks/t1-0123456789abcdef"), Api().get("/api/queues")]
+    assert [a.status_code for a in answers] == [200, 200, 200, 200, 404, 200, 403, 200, 404, 401]
+    for answer in answers:
+        directives = {d.strip() for d in answer.get("Cache-Control", "").split(",")}
+        assert {"private", "no-store"} <= directives, (answer.status_code, answer.get("Cache-Control"))
+    assert "no-store" not in Api().get("/api/openapi.json").get("Cache-Control", "")

@@ -2,6 +2,7 @@
 POSTed to a real HTTP server in this test process (127.0.0.1, free port)."""
 
 import json
+import re
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -384,3 +385,76 @@ def test_a_batch_task_delivery_carries_its_batch_in_a_header(receiver):
     assert receiver.on("/batch")[0]["headers"]["X-Worqr-Batch"] == "b-00000000000000ab"
     deliver(_task(receiver.plan("/plain", (204, ""))))
     assert "X-Worqr-Batch" not in receiver.on("/plain")[0]["headers"]
+
+
+# -- IPv6 forms that carry an IPv4 address: judged by that address --------------------------
+
+#: IPv6 spellings of metadata (169.254.169.254), loopback and private IPv4 addresses: NAT64 (the
+#: well-known and the local-use prefix), IPv4-mapped, IPv4-translated, IPv4-compatible, 6to4,
+#: Teredo (server and client) and ISATAP.
+CARRYING_PRIVATE = [
+    "64:ff9b::a9fe:a9fe",
+    "64:ff9b::7f00:1",
+    "64:ff9b::a00:1",
+    "64:ff9b:1:a9fe:a9:fe00::",
+    "64:ff9b:1::a9fe:a9fe",
+    "::ffff:a9fe:a9fe",
+    "::ffff:0:a9fe:a9fe",
+    "::a9fe:a9fe",
+    "::7f00:1",
+    "2002:a9fe:a9fe::",
+    "2002:7f00:1::1",
+    "2001:0:808:808::8080:8080",
+    "2001:0:a00:1::f7f7:f7f7",
+    "2001:4860::5efe:a9fe:a9fe",
+]
+#: The same forms carrying public IPv4 addresses (8.8.8.8, 1.1.1.1): allowed by "*".
+CARRYING_PUBLIC = ["64:ff9b::808:808", "::ffff:0:101:101", "2002:808:808::1", "2001:0:808:808::f7f7:f7f7"]
+
+
+def test_ipv6_forms_carrying_a_private_ipv4_address_are_refused_at_the_api_and_at_delivery(api, settings, client):
+    """With "*" allowed, a callback to an IPv6 literal that carries a private, loopback or link-local IPv4 ..."""
+    # ... address is refused with 400 (nothing written) and, enqueued from Python, at delivery before any connection;
+    # the same forms carrying a public IPv4 address are accepted.
+    from queues.webhooks import DeliveryFailed, deliver
+
+    allow(settings, "*")
+    for literal in CARRYING_PRIVATE:
+        for url in (f"http://[{literal}]/", f"http://[{literal}]:6379/"):
+            message = error(
+                api.post("/api/tasks", {"queue": "hooks", "payload": "x", "callback": url}), 400, "callback"
+            )
+            assert re.search(
+                r"\((which carries the IPv4 address \S+, )?a (private|loopback|link-local) address\)$", message
+            )
+            with pytest.raises(DeliveryFailed, match=r"not in WORQR\['CALLBACK_ALLOWED_HOSTS'\]"):
+                deliver(_task(url))
+    assert client.dbsize() == 0
+    for literal in CARRYING_PUBLIC:
+        create(api, "hooks", f"https://[{literal}]/hook")
+
+
+def test_a_name_whose_aaaa_record_carries_a_private_ipv4_address_is_refused_at_delivery(settings, monkeypatch):
+    """An allowed name resolving (AAAA) to a NAT64, 6to4 or Teredo form of a private address is refused before ..."""
+    # ... any connection is made, naming the IPv4 address it carries; only the resolver is replaced (the name's answer).
+    import socket
+
+    from queues.webhooks import DeliveryFailed, deliver
+
+    real, answers = socket.getaddrinfo, {}
+
+    def resolver(host, port, *args, **kwargs):
+        if host in answers:
+            return [(socket.AF_INET6, socket.SOCK_STREAM, socket.IPPROTO_TCP, "", (answers[host], port, 0, 0))]
+        return real(host, port, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", resolver)
+    allow(settings, "*")
+    for n, (literal, carried) in enumerate(
+        [("64:ff9b::a9fe:a9fe", "169.254.169.254"), ("2002:7f00:1::", "127.0.0.1"), ("::ffff:0:a00:1", "10.0.0.1")]
+    ):
+        answers[f"aaaa{n}.test"] = literal
+        with pytest.raises(DeliveryFailed, match=rf"aaaa{n}\.test resolves to {literal}, which carries the IPv4 ad"):
+            deliver(_task(f"http://aaaa{n}.test:6379/"))
+        with pytest.raises(DeliveryFailed, match=rf"carries the IPv4 address {re.escape(carried)}"):
+            deliver(_task(f"http://aaaa{n}.test/"))

@@ -1,8 +1,9 @@
 """The project's SECRET_KEY: ``DJANGO_SECRET_KEY``, or else a key generated once per
 installation and kept in ``<var>/secret_key`` (mode 0600), never one written in the source.
 
-With DEBUG off, a published key (worqr's old built-in default, Django's ``django-insecure-``
-keys) stops the process at start: anyone could forge its sessions and signatures.
+With DEBUG off, a published key (worqr's old built-in default, the deploy guide's placeholder,
+Django's ``django-insecure-`` keys) stops the process at start: the app refuses it in every
+project (``queues.published_keys``).
 """
 
 import os
@@ -11,8 +12,6 @@ import tempfile
 
 from django.core.exceptions import ImproperlyConfigured
 
-#: Keys anyone can read in worqr's history: never acceptable with DEBUG off.
-PUBLISHED = frozenset({"worqr-demo-insecure-change-me"})
 MIN_LENGTH = 50
 
 
@@ -34,14 +33,4 @@ def installation_key(path):
     key = path.read_text().strip()
     if len(key) < MIN_LENGTH:
         raise ImproperlyConfigured(f"{path} holds no usable secret key: delete it to have a new one made")
-    return key
-
-
-def check(key, debug):
-    """Refuse a published key unless DEBUG is on."""
-    if not debug and (key in PUBLISHED or key.startswith("django-insecure-")):
-        raise ImproperlyConfigured(
-            "DJANGO_SECRET_KEY is a published key: with DEBUG off, set a secret one of your own "
-            "(at least 50 random characters), or unset it to use the key generated in var/"
-        )
     return key

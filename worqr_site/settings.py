@@ -14,9 +14,8 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 WORQR_VAR_DIR = Path(os.environ.get("WORQR_VAR_DIR") or BASE_DIR / "var")
 
 DEBUG = os.environ.get("DJANGO_DEBUG", "") == "1"
-SECRET_KEY = secret_key.check(
-    os.environ.get("DJANGO_SECRET_KEY") or secret_key.installation_key(WORQR_VAR_DIR / "secret_key"), DEBUG
-)
+# A published key is refused at start with DEBUG off (the queues app: queues.published_keys).
+SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY") or secret_key.installation_key(WORQR_VAR_DIR / "secret_key")
 ALLOWED_HOSTS = [h for h in os.environ.get("DJANGO_ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]").split(",") if h]
 CSRF_TRUSTED_ORIGINS = [o for o in os.environ.get("DJANGO_CSRF_TRUSTED_ORIGINS", "").split(",") if o]
 

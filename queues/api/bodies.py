@@ -33,7 +33,7 @@ from ..conf import get_connection
 from ..engine import keys
 from ..engine.errors import InvalidQueueName, InvalidTask
 from ..quoting import QUEUE_NAME_RULE, TASK_ID_RULE, shown
-from ..webhooks import InvalidCallback, callback_pattern, check_callback
+from ..webhooks import MAX_URL_LENGTH, InvalidCallback, allow_list, check_callback
 from .errors import BadRequest
 
 #: Upper bounds: far beyond any sensible use, and small enough for Redis and Lua numbers.
@@ -51,6 +51,9 @@ BATCH_ID_SCHEMA = {"type": "string", "pattern": BATCH_ID_PATTERN}
 MAX_PARENTS = 1000
 MAX_BATCH_PAYLOADS = 10000
 MAX_DESCRIPTION = 1000
+#: What the document says of a callback URL: http(s), printable ASCII. Whether its host is
+#: allowed is the server's to say (400, field ``callback``).
+CALLBACK_PATTERN = "^https?://[!-~]+$"
 
 
 class Huge:
@@ -114,8 +117,9 @@ class Field:
                 raise BadRequest(f"{name}: at most {MAX_PARENTS} task ids", name)
             return [task_id(v, name) for v in value]
         if self.kind == "parent_failure":
-            if value not in ("cancel", "run"):
-                raise BadRequest(f'{name}: must be "cancel" or "run", not {shown(value)}', name)
+            if not isinstance(value, str) or value not in ("cancel", "run"):
+                given = shown(value) if isinstance(value, str) else json_type(value)
+                raise BadRequest(f'{name}: must be "cancel" or "run", not {given}', name)
             return value
         if self.kind == "description":
             text(name, value)
@@ -218,10 +222,11 @@ class Field:
             item = {"type": "string", "minLength": 1, "maxLength": keys.TAG_MAX, "pattern": "^[^\\n\\r]*$"}
             out = {"type": "array", "items": item, "maxItems": keys.TAGS_MAX}
         elif self.kind == "callback":
-            pattern = callback_pattern()
-            if pattern is None:
+            if not allow_list():
                 return None
-            out = {"type": "string", "maxLength": 2048, "pattern": pattern}
+            # The allow-list is the operator's (internal names, ports, networks): it is checked
+            # on the server and never published in this unauthenticated document.
+            out = {"type": "string", "maxLength": MAX_URL_LENGTH, "pattern": CALLBACK_PATTERN}
         else:
             out = {"type": self.kind, "minimum": 0, "maximum": self.maximum}
             if self.positive:
@@ -289,7 +294,8 @@ def _create(queue, payload, retries, others, extra=(), workflow=False):
         Field(
             "callback",
             "callback",
-            doc="http(s) URL the task is POSTed to; its host must be in WORQR['CALLBACK_ALLOWED_HOSTS']",
+            doc="http(s) URL the task is POSTed to; its host must be one the server's allow-list "
+            "(WORQR['CALLBACK_ALLOWED_HOSTS'], not published) allows, else 400 naming the field",
         ),
         *extra,
         spellings=others,

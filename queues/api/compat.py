@@ -5,7 +5,7 @@ token): ``POST /create``, ``/query`` and ``/delete`` with its field names (``top
 
 from .bodies import BY_ID, SEED_CREATE
 from .http import endpoint, json_body, respond
-from .views import create_task, find_task, remove_task
+from .views import create_task, find_task, may_remove_tasks, remove_task
 
 
 def _seconds(dt):
@@ -41,4 +41,5 @@ def query(request, token):
 
 @endpoint(POST=None)
 def delete(request, token):
-    return respond(remove_task(token, find_task(BY_ID.parse(json_body(request))["id"])))
+    may_remove_tasks(token)  # before the body is read
+    return respond(remove_task(token, BY_ID.parse(json_body(request))["id"]))

@@ -19,6 +19,7 @@ import logging
 
 import redis
 from django.http import JsonResponse
+from django.utils.cache import patch_cache_control
 from django.views.decorators.csrf import csrf_exempt
 
 from ..conf import get_connection
@@ -55,24 +56,31 @@ def error_response(exc):
 
 
 def handle_errors(view):
-    """Turn ApiErrors, engine input errors and Redis outages into JSON responses."""
+    """Turn ApiErrors, engine input errors and Redis outages into JSON responses; every answer
+    says ``Cache-Control: private, no-store``."""
 
     @functools.wraps(view)
     def wrapper(request, *args, **kwargs):
-        try:
-            return view(request, *args, **kwargs)
-        except ApiError as exc:
-            return error_response(exc)
-        except WorqrError as exc:
-            mapped = from_engine(exc)
-            if mapped is None:
-                raise
-            return error_response(mapped)
-        except (redis.ConnectionError, redis.TimeoutError) as exc:
-            log.warning("worqr api: Redis unavailable: %s", exc)
-            return error_response(Unavailable("the queue store (Redis) is unavailable; try again"))
+        response = _answer(view, request, *args, **kwargs)
+        patch_cache_control(response, private=True, no_store=True)  # tasks' payloads: kept by no cache
+        return response
 
     return wrapper
+
+
+def _answer(view, request, *args, **kwargs):
+    try:
+        return view(request, *args, **kwargs)
+    except ApiError as exc:
+        return error_response(exc)
+    except WorqrError as exc:
+        mapped = from_engine(exc)
+        if mapped is None:
+            raise
+        return error_response(mapped)
+    except (redis.ConnectionError, redis.TimeoutError) as exc:
+        log.warning("worqr api: Redis unavailable: %s", exc)
+        return error_response(Unavailable("the queue store (Redis) is unavailable; try again"))
 
 
 def endpoint(**permissions):

@@ -1,11 +1,14 @@
 """The OpenAPI 3.1 description served at ``/api/openapi.json``.
 
-Request bodies come from ``bodies.py``, the table that also validates them, and the callback
-pattern from the allow-list in force, so what the document calls valid is accepted.
+Request bodies come from ``bodies.py``, the table that also validates them, so what the
+document calls valid is accepted, but for one thing it cannot say: whether a callback's host is
+one the server's allow-list allows (the list is the operator's internal names, ports and
+networks, and this document is served without a token: it says only that the field exists).
 Kept true by ``tests/test_api_openapi.py``: every route in ``urls.py`` is described here with
 its methods, every status listed for an operation is produced by a request there, and
-schemathesis sends requests generated from this document (none may be refused with 400 or
-fail with a 5xx, and every answer must match its documented status and schema).
+schemathesis sends requests generated from this document (none may be refused with 400 but for
+a callback host, and none may fail with a 5xx; every answer must match its documented status
+and schema) and requests that break it (none may fail with a 5xx).
 """
 
 from django.http import JsonResponse
@@ -375,7 +378,7 @@ _RESPONSES = {
 
 
 def describe():
-    """The document, for the settings in force (payload limit, callback allow-list)."""
+    """The document, for the settings in force (payload limit; callbacks on or off)."""
     bodies = {
         "CreateTask": dict(CREATE_TASK.schema(), description="Fields of a new task. Required: queue and payload."),
         "SeedCreate": dict(

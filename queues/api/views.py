@@ -17,9 +17,9 @@ from ..conf import get_connection
 from ..engine import Queue, keys, readmodel
 from ..models import AuditLog
 from ..quoting import shown
-from .auth import require
+from .auth import permissions_of
 from .bodies import CREATE_TASK, create_options, limits_body, queue_name
-from .errors import NotFound
+from .errors import Forbidden, NotFound
 from .http import endpoint, json_body, respond
 
 #: States a DELETE cancels (permission cancel_task); the others are deleted (delete_task).
@@ -95,20 +95,59 @@ def find_task(task_id):
 _REASON_PARENT = re.compile(r"parent (\S+) (?:completed|failed|cancelled|deleted)")
 
 
-def remove_task(token, task):
+def may_remove_tasks(token):
+    """403, before anything is looked at, for a token with neither ``cancel_task`` nor
+    ``delete_task``; returns the token's permissions."""
+    held = permissions_of(token)
+    if not held & {"cancel_task", "delete_task"}:
+        raise Forbidden(f"token {shown(token.name)} lacks the permissions queues.cancel_task and queues.delete_task")
+    return held
+
+
+def removable_task(token, task_id):
+    """The task a DELETE (or the seed's /delete) removes, the rights checked before the task is
+    looked at (``may_remove_tasks``). A token without ``view_dashboard`` gets one same 403 for an
+    unknown (or gone) task and for one whose removal needs the right it lacks, so it learns no
+    task's state; holding both rights, it gets a bare 404 for an unknown one."""
+    held = may_remove_tasks(token)
+    sees = "view_dashboard" in held
+    try:
+        task = find_task(task_id)
+    except NotFound:
+        if sees:
+            raise  # the full answer: how it ended, and why
+        if held >= {"cancel_task", "delete_task"}:
+            raise NotFound(f"no task {shown(task_id)} (unknown, or finished and gone)") from None
+        raise _not_removable(token, task_id) from None
+    needed = "cancel_task" if task.state in CANCELLABLE else "delete_task"
+    if needed not in held:
+        if sees:
+            raise Forbidden(f"token {shown(token.name)} lacks the permission queues.{needed}")
+        raise _not_removable(token, task_id)
+    return task
+
+
+def _not_removable(token, task_id):
+    return Forbidden(
+        f"token {shown(token.name)} may not remove task {shown(task_id)}: cancelling a pending, delayed, waiting, "
+        "blocked or running task needs queues.cancel_task, deleting a failed or completed one queues.delete_task "
+        "(without queues.view_dashboard, an unknown task gets this same answer)"
+    )
+
+
+def remove_task(token, task_id):
     """Cancel a pending, delayed, waiting or running task; delete a failed or completed one
     (the dashboard's rules); returns the response body."""
+    task = removable_task(token, task_id)
     q = Queue(task.queue, get_connection())
     if task.state in CANCELLABLE:
-        require(token, "cancel_task")
         with audited(token, "cancel", task.queue, task.id):
             if not q.cancel(task.id):
                 raise NotFound(f"task {task.id} finished before it could be cancelled")
         result = "cancelled"
     else:
-        require(token, "delete_task")
         with audited(token, "delete", task.queue, task.id):
-            q.delete(task.id)
+            q.delete(task.id, finished_only=True)  # retried meanwhile: 409, not a pending task deleted
         result = "deleted"
     return {"id": task.id, "queue": task.queue, "result": result}
 
@@ -123,12 +162,12 @@ def tasks(request, token):
 
 @endpoint(GET="view_dashboard", DELETE=None)
 def task(request, token, task_id):
+    if request.method == "DELETE":
+        return respond(remove_task(token, task_id))
     found = find_task(task_id)
-    if request.method == "GET":
-        data = task_json(found)
-        data["log"] = readmodel.task_log(get_connection().client, found.id)
-        return respond(data)
-    return respond(remove_task(token, found))
+    data = task_json(found)
+    data["log"] = readmodel.task_log(get_connection().client, found.id)
+    return respond(data)
 
 
 # -- queues --------------------------------------------------------------------------------

@@ -3,6 +3,7 @@
 Seeing needs an active staff user with ``queues.view_dashboard`` (superusers have every
 permission). Each action also needs its own permission from ``ACTION_PERMISSIONS``.
 Anonymous users are sent to the admin's login page; everyone else without access gets 403.
+Every answer says ``Cache-Control: private, no-store``.
 A request that accepts JSON (the page's script) gets each refusal as ``{"ok": false,
 "message"}`` instead: 401 when logged out, 403 without access, 405 for another method.
 """
@@ -17,6 +18,7 @@ from django.contrib.auth import get_user
 from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied
 from django.http import HttpResponseNotAllowed, JsonResponse
+from django.utils.cache import patch_cache_control
 
 from ..models import ACTION_PERMISSIONS
 
@@ -39,6 +41,21 @@ def can_act(user, codename):
     if codename not in ACTION_PERMISSIONS:
         raise ValueError(f"unknown action permission {codename!r}")
     return can_view(user) and user.has_perm(f"queues.{codename}")
+
+
+def lacking(user, codenames):
+    """Why ``user`` may not perform every action of ``codenames`` ("is deactivated", "lacks
+    queues.purge_queue"...), or None if they may: what a running bulk job asks of its owner."""
+    if user is None or not user.is_authenticated:
+        return "is gone"
+    if not user.is_active:
+        return "is deactivated"
+    if not user.is_staff:
+        return "is no longer staff"
+    for codename in ("view_dashboard", *codenames):
+        if not can_act(user, codename):
+            return f"lacks queues.{codename}"
+    return None
 
 
 acan_view = database_sync_to_async(can_view)
@@ -79,15 +96,22 @@ def refused(request, status, message):
 def _guard(codename, view):
     @wraps(view)
     def wrapper(request, *args, **kwargs):
-        if not request.user.is_authenticated:
-            return refused(request, 401, "Your session has ended: log in again.")
-        if not can_view(request.user):
-            return refused(request, 403, "The queues dashboard is for staff with the view_dashboard permission.")
-        if codename and not can_act(request.user, codename):
-            return refused(request, 403, f"This action needs the queues.{codename} permission.")
-        return view(request, *args, **kwargs)
+        response = _checked(codename, view, request, *args, **kwargs)
+        # Payloads, errors and who did what: never kept by a shared cache or the browser's.
+        patch_cache_control(response, private=True, no_store=True)
+        return response
 
     return wrapper
+
+
+def _checked(codename, view, request, *args, **kwargs):
+    if not request.user.is_authenticated:
+        return refused(request, 401, "Your session has ended: log in again.")
+    if not can_view(request.user):
+        return refused(request, 403, "The queues dashboard is for staff with the view_dashboard permission.")
+    if codename and not can_act(request.user, codename):
+        return refused(request, 403, f"This action needs the queues.{codename} permission.")
+    return view(request, *args, **kwargs)
 
 
 def staff_required(view):

@@ -3,8 +3,20 @@ batches (``engine.bulk``), their progress kept in Redis (``keys.bulk_job_key``) 
 can show it; one audit row per bulk action, written when it starts and given its count when it
 ends.
 
-Job fields: action, search (the query, or '' for chosen ids), user, phase (finding, acting,
-done, failed), found, done, total, changed, error, started and ended (Unix ms).
+Rights, the same as on every other path: each action needs its own permission (``PERMISSIONS``);
+deleting a task that has not run removes it like a cancel, so a delete by a user without
+``cancel_task`` deletes failed and completed tasks only and leaves the others; "all matching"
+acts on everything a search finds, like the queue-wide actions, and needs their permission too
+(``QUEUE_WIDE``: ``retry_all_failed`` to retry, ``purge_queue`` to cancel or delete).
+
+A job checks again, before each batch (and each page of its search), that its owner still has
+every right it needs, read afresh from the database (active, staff, each permission), and that
+nobody asked it to stop (``request_stop``, the page's Stop button); if not, it stops there:
+phase ``stopped``, with the reason, and what it did so far in the audit row.
+
+Job fields: action, search (the query, or '' for chosen ids), user, user_id, phase (finding,
+acting, done, failed, stopped), found, done, total, changed, error, reason (why it stopped),
+finished_only, started and ended (Unix ms).
 """
 
 import logging
@@ -12,8 +24,12 @@ import os
 import threading
 import time
 
+from django.contrib.auth import get_user_model
+from django.db import connection as db_connection
+
 from ..engine import bulk, keys, readmodel
 from ..models import AuditLog
+from .access import can_act, lacking
 
 log = logging.getLogger("worqr.dashboard")
 
@@ -21,7 +37,19 @@ log = logging.getLogger("worqr.dashboard")
 KEEP = 86400
 
 PERMISSIONS = {"cancel": "cancel_task", "retry": "retry_task", "delete": "delete_task"}
+QUEUE_WIDE = {"cancel": "purge_queue", "retry": "retry_all_failed", "delete": "purge_queue"}
 VERBS = {"cancel": "cancelled", "retry": "queued again", "delete": "deleted"}
+ENDED = ("done", "failed", "stopped")
+
+
+class Stop(Exception):
+    """Raised by a job's check between batches: the job stops there (the message says why)."""
+
+
+def rights(action, everything):
+    """The permissions a bulk ``action`` needs: its own, and for "all matching" (``everything``)
+    the queue-wide action's."""
+    return [PERMISSIONS[action], *([QUEUE_WIDE[action]] if everything else [])]
 
 
 def _write(client, job_id, **fields):
@@ -42,14 +70,36 @@ def status(client, job_id):
     for name in ("found", "done", "total", "changed", "started", "ended"):
         out[name] = int(out[name]) if out.get(name) else None
     out["id"] = job_id
-    out["finished"] = out.get("phase") in ("done", "failed")
+    out["finished"] = out.get("phase") in ENDED
+    out["finished_only"] = out.get("finished_only") == "1"
     return out
 
 
+def may_stop(user, job):
+    """Who may stop a job: its owner, or whoever may start the same job."""
+    if str(user.pk) == job.get("user_id"):
+        return True
+    return lacking(user, rights(job["action"], bool(job.get("search")))) is None
+
+
+def request_stop(client, job_id, user):
+    """Ask a running job to stop before its next batch; False if it had already ended."""
+    job = status(client, job_id)
+    if job is None or job["finished"]:
+        return False
+    _write(client, job_id, stop=user.get_username())
+    return True
+
+
 def start(client, user, action, *, ids=None, search=None, scan_limit=10000):
-    """Start ``action`` on ``ids`` or on every task ``search`` finds; returns the job id at once."""
+    """Start ``action`` on ``ids`` or on every task ``search`` finds; returns the job id at once.
+    The caller has checked ``rights(action, search is not None)``."""
     if action not in PERMISSIONS:
         raise ValueError(f"unknown bulk action {action!r}")
+    needed = rights(action, search is not None)
+    finished_only = action == "delete" and not can_act(user, "cancel_task")
+    if action == "delete" and not finished_only:
+        needed.append("cancel_task")  # it removes tasks that have not run: checked again too
     job_id = os.urandom(8).hex()
     now = int(time.time() * 1000)
     _write(
@@ -58,18 +108,23 @@ def start(client, user, action, *, ids=None, search=None, scan_limit=10000):
         action=action,
         search=search or "",
         user=user.get_username(),
+        user_id=user.pk,
         phase="finding",
         found=len(ids or ()),
         done=0,
         total=len(ids) if ids is not None else "",
         changed=0,
+        finished_only="1" if finished_only else "0",
         started=now,
     )
     what = f"all tasks matching {search!r}" if search is not None else f"{len(ids)} chosen task(s)"
+    if finished_only:
+        what += " (failed and completed ones only: no queues.cancel_task)"
     entry = AuditLog.objects.create(user=user, action=f"bulk_{action}", detail=f"{what}: started")
+    job = Job(client, job_id, user.pk, user.get_username(), needed)
     thread = threading.Thread(
-        target=_run,
-        args=(client, job_id, entry.pk, action, ids, search, scan_limit, what),
+        target=job.run,
+        args=(entry.pk, action, ids, search, scan_limit, what, finished_only),
         name=f"worqr-bulk-{job_id}",
         daemon=True,
     )
@@ -77,39 +132,64 @@ def start(client, user, action, *, ids=None, search=None, scan_limit=10000):
     return job_id
 
 
-def _run(client, job_id, audit_pk, action, ids, search, scan_limit, what):
-    last = [0.0]
+class Job:
+    """One running bulk action: its checks between batches and its progress."""
 
-    def progress(phase, done, total, changed):
+    def __init__(self, client, job_id, user_pk, username, needed):
+        self.client, self.job_id, self.user_pk, self.username, self.needed = client, job_id, user_pk, username, needed
+        self.counts = {"done": 0, "total": 0, "changed": 0}
+        self.written = 0.0
+
+    def check(self):
+        """Before each batch: stop if asked to, or if the owner lost a right the job needs."""
+        asked = (readmodel.bulk_job(self.client, self.job_id) or {}).get("stop")
+        if asked:
+            raise Stop(f"stopped by {asked}")
+        owner = get_user_model().objects.filter(pk=self.user_pk).first()  # afresh: no cached permission
+        why = lacking(owner, self.needed)
+        if why is not None:
+            raise Stop(f"stopped: {self.username} {why}")
+
+    def progress(self, phase, done, total, changed):
+        if phase == "acting":
+            self.counts.update(done=done, total=total, changed=changed)
         now = time.monotonic()
-        if now - last[0] < 0.2 and (total is None or done < total):
+        if now - self.written < 0.2 and (total is None or done < total):
             return  # at most five writes a second
-        last[0] = now
+        self.written = now
         if phase == "finding":
-            _write(client, job_id, phase=phase, found=done)
+            _write(self.client, self.job_id, phase=phase, found=done)
         else:
-            _write(client, job_id, phase=phase, done=done, total=total, changed=changed)
+            _write(self.client, self.job_id, phase=phase, done=done, total=total, changed=changed)
 
-    ended = None
-    try:
-        if ids is None:
-            ids = bulk.find_ids(client, search, scan_limit=scan_limit, progress=progress)
-        _write(client, job_id, phase="acting", found=len(ids), total=len(ids), done=0)
-        changed = bulk.apply(client, action, ids, progress=progress)
-        detail = f"{what}: {changed} of {len(ids)} {VERBS[action]}"
-        ended = dict(phase="done", done=len(ids), total=len(ids), changed=changed)
-    except Exception as exc:  # recorded for the page; the audit row says so too
-        log.exception("worqr dashboard: bulk %s failed", action)
-        detail = f"{what}: failed ({exc})"[:1000]
-        ended = dict(phase="failed", error=str(exc)[:500])
-    # The audit row gets its count before the job reads as finished, so whoever sees "done"
-    # on the page (or in a test) also sees the count in the audit log.
-    try:
-        AuditLog.objects.filter(pk=audit_pk).update(detail=detail)
-    except Exception:
-        log.exception("worqr dashboard: could not record bulk %s in the audit log", action)
-    finally:
-        from django.db import connection
-
-        connection.close()  # this thread's database connection
-        _write(client, job_id, ended=int(time.time() * 1000), **ended)
+    def run(self, audit_pk, action, ids, search, scan_limit, what, finished_only):
+        verb = VERBS[action]
+        try:
+            if ids is None:
+                ids = bulk.find_ids(
+                    self.client, search, scan_limit=scan_limit, progress=self.progress, check=self.check
+                )
+            self.counts["total"] = len(ids)
+            _write(self.client, self.job_id, phase="acting", found=len(ids), total=len(ids), done=0)
+            changed = bulk.apply(
+                self.client, action, ids, progress=self.progress, check=self.check, finished_only=finished_only
+            )
+            detail = f"{what}: {changed} of {len(ids)} {verb}"
+            ended = dict(phase="done", done=len(ids), total=len(ids), changed=changed)
+        except Stop as exc:
+            c = self.counts
+            detail = f"{what}: {exc}, after {c['changed']} of {c['total']} {verb}"
+            ended = dict(phase="stopped", reason=str(exc), **c)
+        except Exception as exc:  # recorded for the page; the audit row says so too
+            log.exception("worqr dashboard: bulk %s failed", action)
+            detail = f"{what}: failed ({exc})"[:1000]
+            ended = dict(phase="failed", error=str(exc)[:500])
+        # The audit row gets its count before the job reads as finished, so whoever sees "done"
+        # on the page (or in a test) also sees the count in the audit log.
+        try:
+            AuditLog.objects.filter(pk=audit_pk).update(detail=detail[:1000])
+        except Exception:
+            log.exception("worqr dashboard: could not record bulk %s in the audit log", action)
+        finally:
+            db_connection.close()  # this thread's database connection
+            _write(self.client, self.job_id, ended=int(time.time() * 1000), **ended)

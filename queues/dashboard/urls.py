@@ -26,6 +26,7 @@ urlpatterns = [
     path("search/", search.search, name="search"),
     path("search/bulk/", search.bulk_start, name="bulk-start"),
     path("search/bulk/<str:job>/", search.bulk_status, name="bulk"),
+    path("search/bulk/<str:job>/stop/", search.bulk_stop, name="bulk-stop"),
     path("task/", task.lookup, name="lookup"),
     path("task/<str:task_id>/", task.task, name="task"),
     path("task/<str:task_id>/cancel/", actions.task_cancel, name="task-cancel"),

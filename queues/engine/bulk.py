@@ -9,7 +9,11 @@ in batches, each batch one script call per queue, reporting progress as it goes.
    children and batches of those tasks are told at once, not by a worker's sweep.
 
 ``progress(phase, done, total, changed)`` is called after each step; the caller keeps it where
-the dashboard shows it (``keys.bulk_job_key``).
+the dashboard shows it (``keys.bulk_job_key``). ``check()`` is called before each step (each
+page read, each batch): what it raises stops the action there, between two batches (the
+dashboard stops a job so when it is asked to, or when its owner lost a right it needs).
+A delete with ``finished_only`` deletes failed and completed tasks only: removing one that has
+not run is a cancel, a right of its own.
 """
 
 from collections import defaultdict
@@ -22,11 +26,13 @@ ACTIONS = {"cancel": (Code.REMOVED, Code.STOPPING), "retry": (Code.REQUEUED,), "
 BATCH = 500
 
 
-def find_ids(client, search, scan_limit=10000, progress=None):
+def find_ids(client, search, scan_limit=10000, progress=None, check=None):
     """Every id ``search`` (a text or ``readmodel.Search``) finds, read ``scan_limit`` entries at
     a time."""
     found, cursor, scanned = [], None, 0
     while True:
+        if check is not None:
+            check()
         page = readmodel.search(client, search, cursor=cursor, scan_limit=scan_limit, page_size=10**9, ids_only=True)
         found += page.tasks
         scanned += page.scanned
@@ -37,7 +43,7 @@ def find_ids(client, search, scan_limit=10000, progress=None):
         cursor = page.cursor
 
 
-def apply(client, action, ids, progress=None):
+def apply(client, action, ids, progress=None, check=None, finished_only=False):
     """Do ``action`` ("cancel", "retry" or "delete") to ``ids``; returns how many changed (tasks
     no longer there, or in a state the action does not apply to, are skipped)."""
     if action not in ACTIONS:
@@ -51,11 +57,15 @@ def apply(client, action, ids, progress=None):
     total, done, changed = len(ids), 0, 0
     for queue, queue_ids in by_queue.items():
         for start in range(0, len(queue_ids), BATCH):
+            if check is not None:
+                check()
             batch = queue_ids[start : start + BATCH]
             if action == "cancel":
                 codes = commands.run_pipelined(client, [commands.cancel(queue, i) for i in batch])
+            elif action == "delete":
+                codes = commands.delete(queue, batch, finished_only).run(client)
             else:
-                codes = getattr(commands, action)(queue, batch).run(client)
+                codes = commands.retry(queue, batch).run(client)
             changed += sum(1 for c in codes if c in ok)
             if action != "retry":  # tasks that ended: tell their children and batches now, not by the sweep
                 workflows.drain_all(client, queue)

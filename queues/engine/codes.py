@@ -33,6 +33,7 @@ class Code(IntEnum):
     NOT_FAILED = -4  # only a failed task can be retried
     FINISHED = -5  # failed or completed: delete it instead
     NOT_REGISTERED = -6  # the worker is not registered in the queue (it was presumed dead)
+    NOT_FINISHED = -7  # not failed or completed, and only those were to be deleted: cancel it instead
 
 
 def lua_placeholders():

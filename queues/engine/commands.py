@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from . import keys, scripts
 from .codes import Code
-from .errors import InvalidState, NotReplicated, StaleLease, TaskNotFound, WorkerLost
+from .errors import InvalidState, NotFinished, NotReplicated, StaleLease, TaskNotFound, WorkerLost
 from .task import Task, decode_payload
 
 
@@ -72,6 +72,7 @@ _MESSAGES = {
     Code.NOT_FAILED: (InvalidState, "it is not failed"),
     Code.FINISHED: (InvalidState, "it has already failed or completed: delete it instead"),
     Code.NOT_REGISTERED: (WorkerLost, "the worker is not registered (it was presumed dead)"),
+    Code.NOT_FINISHED: (NotFinished, "it has not run yet (pending, delayed, waiting or blocked): cancel it instead"),
 }
 
 
@@ -477,10 +478,11 @@ def cancel(queue, task_id):
     return Call("cancel", queue, (task_id,), _code)
 
 
-def delete(queue, ids):
-    """One code per id: DELETED, UNKNOWN or ACTIVE."""
+def delete(queue, ids, finished_only=False):
+    """One code per id: DELETED, UNKNOWN, ACTIVE, or NOT_FINISHED (``finished_only``: only
+    failed and completed tasks are deleted)."""
     ids = list(ids)
-    return Call("delete", queue, (len(ids), *ids), _codes)
+    return Call("delete", queue, ("1" if finished_only else "0", len(ids), *ids), _codes)
 
 
 def retry(queue, ids):

@@ -11,6 +11,7 @@ WorqrError
 ├── TaskNotFound (LookupError)
 ├── ScheduleNotFound (LookupError)
 ├── InvalidState              the task exists but is not in a state that allows the action
+│   └── NotFinished           only finished tasks were to be deleted, and it has not run yet
 ├── StaleLease                a finish/stop/fail with a lease that is no longer the task's
 ├── WorkerLost                the worker's registration is gone (it was presumed dead)
 ├── WorkerNameTaken           a live worker already runs under that name
@@ -69,6 +70,10 @@ class ScheduleNotFound(WorqrError, LookupError):
 
 class InvalidState(WorqrError):
     pass
+
+
+class NotFinished(InvalidState):
+    """A delete of finished tasks only met one that has not run yet: removing it is a cancel."""
 
 
 class StaleLease(WorqrError):

@@ -51,8 +51,11 @@ def parse_rate(queue, option, value):
         starts, seconds = value.starts, value.seconds
     elif isinstance(value, str):
         count, sep, unit = value.strip().partition("/")
-        if not sep or unit.strip() not in RATE_UNITS or not count.strip().isdigit():
+        count = count.strip()
+        if not sep or unit.strip() not in RATE_UNITS or not (count.isascii() and count.isdigit()):  # not "²/m"
             _fail(queue, option, f'must be (starts, seconds) or like "100/m", "10/s", "500/h", not {value!r}')
+        if len(count) > len(str(RATE_STARTS_MAX)):  # before int(): past 4,300 digits it raises
+            _fail(queue, option, f"must allow an integer number of starts from 1 to {RATE_STARTS_MAX}")
         starts, seconds = int(count), RATE_UNITS[unit.strip()]
     elif isinstance(value, (tuple, list)) and len(value) == 2:
         starts, seconds = value

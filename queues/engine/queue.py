@@ -480,9 +480,10 @@ class Queue:
             total += sum(1 for c in commands.retry(self.name, ids).run(self.client) if c == Code.REQUEUED)
         return total
 
-    def delete(self, task_id):
-        """Delete a task in any state but active."""
-        code = commands.delete(self.name, [self._check_id(task_id)]).run(self.client)[0]
+    def delete(self, task_id, finished_only=False):
+        """Delete a task in any state but active; ``finished_only``: only a failed or completed
+        one (a task that has not run raises InvalidState: removing it is a cancel)."""
+        code = commands.delete(self.name, [self._check_id(task_id)], finished_only).run(self.client)[0]
         commands.check(code, "delete", self.name, task_id)
         workflows.drain(self.client, self.name)
         return True

@@ -947,16 +947,18 @@ def search(client, text_or_search, cursor=None, scan_limit=10000, page_size=50, 
     return SearchPage(found, next_cursor, scanned, total)
 
 
+#: A search cursor: "<source>.<offset>", ASCII digits, the offset far below Redis's 64-bit
+#: range arguments (a bigger one made LRANGE fail).
+_CURSOR = re.compile(r"([0-9]{1,9})\.([0-9]{1,15})")
+
+
 def _parse_cursor(cursor, n):
     if cursor in (None, ""):
         return 0, 0
-    try:
-        index, offset = (int(part) for part in str(cursor).split("."))
-    except ValueError:
-        raise SearchError(f"{cursor!r} is not a search cursor") from None
-    if not (0 <= index <= n and offset >= 0):
-        raise SearchError(f"{cursor!r} is not a search cursor")
-    return index, offset
+    match = _CURSOR.fullmatch(cursor) if isinstance(cursor, str) else None
+    if match is None or int(match[1]) > n:
+        raise SearchError(f"{str(cursor)[:40]!r} is not a search cursor")
+    return int(match[1]), int(match[2])
 
 
 # -- history -----------------------------------------------------------------------------------

@@ -143,7 +143,7 @@
     chosenChanged();
   }
 
-  // A bulk action's page: its progress, read every 300 ms until it ends.
+  // A bulk action's page: its progress, read every 300 ms until it ends (done, failed or stopped).
   function followJob() {
     const box = document.getElementById("wq-job");
     if (!box) return;
@@ -162,7 +162,10 @@
       if (job.phase === "finding") text.textContent = "Finding the tasks: " + job.found + " so far…";
       else if (job.phase === "acting") text.textContent = job.done + " of " + job.total + " done, " + job.changed + " " + verb + "…";
       else if (job.phase === "done") text.textContent = "Done: " + job.changed + " of " + job.total + " " + verb + ".";
+      else if (job.phase === "stopped") text.textContent = "Stopped after " + job.changed + " of " + job.total + " " + verb + ": " + job.reason + ".";
       else text.textContent = "Failed: " + job.error;
+      const stop = document.getElementById("wq-job-stop");
+      if (stop && job.finished) stop.hidden = true;
       if (!job.finished) setTimeout(poll, 300);
     }
     poll();

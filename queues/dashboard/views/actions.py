@@ -1,22 +1,24 @@
 """The dashboard's actions: POST only (CSRF-checked by Django's middleware), each behind its own
-permission, each recorded in the audit log. Input is checked before it reaches Redis; an
+permission (deleting a task that has not run removes it like a cancel: it needs ``cancel_task``
+too, as the API and bulk actions do), each recorded in the audit log. Input is checked before it reaches Redis; an
 action that cannot be done answers 400/404/409 with a message, never 500.
 
 A form post is answered with a redirect back (``next``) and a message; a request that accepts
 JSON (the page's script) gets ``{"ok": bool, "message": str}``.
 """
 
+import re
+
 from django.contrib import messages
-from django.http import JsonResponse
-from django.shortcuts import redirect
+from django.http import HttpResponseRedirect, JsonResponse
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 
 from ...engine import Queue, keys
-from ...engine.errors import InvalidInput, InvalidState, TaskNotFound
+from ...engine.errors import InvalidInput, InvalidState, NotFinished, TaskNotFound
 from ...models import AuditLog
 from ...quoting import shown
-from ..access import action_required, post_only, wants_json
+from ..access import action_required, can_act, post_only, wants_json
 from .common import BadInput, check_queue, check_task_id, error_page
 
 # action name in the URL -> (permission, engine call, message)
@@ -38,9 +40,13 @@ def _done(request, message, fallback, level=messages.SUCCESS):
         return JsonResponse({"ok": True, "message": message})
     messages.add_message(request, level, message)
     target = request.POST.get("next") or ""
-    if not url_has_allowed_host_and_scheme(target, {request.get_host()}, request.is_secure()):
+    # A path of this site only ("x" made redirect() look for a URL pattern named so: a 500 after
+    # the action was done); the address as given, never resolved as a name.
+    if not target.startswith("/") or not url_has_allowed_host_and_scheme(
+        target, {request.get_host()}, request.is_secure()
+    ):
         target = fallback
-    return redirect(target)
+    return HttpResponseRedirect(target)
 
 
 def _refused(request, exc):
@@ -73,13 +79,21 @@ def _task_action(action):
             name = keys.queue_from_task_id(task_id)
             queue = Queue(name)
             try:
+                running = False
                 if action == "cancel":
                     running = _cancel(queue, task_id)
+                elif action == "delete":  # a task that has not run: removing it is a cancel
+                    queue.delete(task_id, finished_only=not can_act(request.user, "cancel_task"))
                 else:
-                    getattr(queue, method)(task_id)
-                    running = False
+                    queue.retry(task_id)
             except TaskNotFound:
                 raise BadInput(f"There is no task {shown(task_id)}.", status=404) from None
+            except NotFinished:
+                raise BadInput(
+                    f"Task {task_id} has not run yet: removing it is a cancel, which needs the queues.cancel_task "
+                    "permission.",
+                    status=403,
+                ) from None
             except InvalidState as exc:
                 raise BadInput(str(exc), status=409) from None
             except InvalidInput as exc:
@@ -130,21 +144,26 @@ queue_pause, queue_resume, queue_purge, queue_retry_all = (_queue_action(a) for 
 LIMIT_FIELDS = ("concurrency", "rate", "partition_concurrency", "partition_rate")
 
 
+#: Numbers the form takes: ASCII digits only (``isdigit`` and ``int`` take "²" and "１"), and
+#: short enough for ``int`` (past 4,300 digits it raises) and far past any limit's maximum.
+_WHOLE = re.compile(r"[0-9]{1,18}")
+_SECONDS = re.compile(r"[0-9]{1,9}(?:\.[0-9]{1,9})?|\.[0-9]{1,9}")
+
+
 def _form_limit(name, raw):
     """A limit from the form's text: blank is None (no limit); a rate is "100/m" or "<starts>,<seconds>"."""
     raw = (raw or "").strip()
     if not raw:
         return None
     if name.endswith("concurrency"):
-        if not raw.isdigit():
+        if not _WHOLE.fullmatch(raw):
             raise BadInput(f"{name}: must be a whole number from 1 up, or blank for no limit.")
         return int(raw)
     if "," in raw:
-        starts, _, seconds = raw.partition(",")
-        try:
-            return (int(starts.strip()), float(seconds.strip()))
-        except ValueError:
-            raise BadInput(f'{name}: give "<starts>,<seconds>" or "100/m", "10/s", "500/h".') from None
+        starts, _, seconds = (part.strip() for part in raw.partition(","))
+        if not (_WHOLE.fullmatch(starts) and _SECONDS.fullmatch(seconds)):
+            raise BadInput(f'{name}: give "<starts>,<seconds>" or "100/m", "10/s", "500/h".')
+        return (int(starts), float(seconds))
     return raw
 
 

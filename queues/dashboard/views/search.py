@@ -5,11 +5,15 @@
 further" (the next cursor) while there is more to look at. A task id alone goes to its page.
 
 ``POST search/bulk/``: ``action`` (cancel, retry, delete), ``confirm=yes``, and either ``ids``
-(the boxes ticked) or ``all=1`` with ``q`` (every task the search finds). Same permissions as the
-single actions; CSRF-checked; answered with the job's page (or JSON ``{ok, job, url}``).
+(the boxes ticked) or ``all=1`` with ``q`` (every task the search finds). The permissions of the
+single actions, and for "all matching" the queue-wide action's too (``bulk.rights``);
+CSRF-checked; answered with the job's page (or JSON ``{ok, job, url}``).
 ``GET search/bulk/<job>/``: the job's progress (JSON for the page's script).
+``POST search/bulk/<job>/stop/``: stop it before its next batch (its owner, or whoever may start
+it).
 """
 
+from django.contrib import messages
 from django.http import JsonResponse
 from django.shortcuts import redirect
 from django.urls import reverse
@@ -54,6 +58,9 @@ def search(request):
             "bulk_actions": [
                 a for a in ("retry", "cancel", "delete") if access.can_act(request.user, bulk.PERMISSIONS[a])
             ],
+            "bulk_all": [
+                a for a in ("retry", "cancel", "delete") if access.lacking(request.user, bulk.rights(a, True)) is None
+            ],
         },
     )
 
@@ -71,12 +78,15 @@ def bulk_start(request):
     action = request.POST.get("action", "")
     if action not in bulk.PERMISSIONS:
         return _refuse(request, 400, f"Unknown bulk action {action[:40]!r}: cancel, retry or delete.")
-    if not access.can_act(request.user, bulk.PERMISSIONS[action]):
-        return _refuse(request, 403, f"This action needs the queues.{bulk.PERMISSIONS[action]} permission.")
+    everything = request.POST.get("all") == "1"
+    for codename in bulk.rights(action, everything):
+        if not access.can_act(request.user, codename):
+            scope = " on all matching tasks, like the queue-wide action," if codename == bulk.QUEUE_WIDE[action] else ""
+            return _refuse(request, 403, f"This action{scope} needs the queues.{codename} permission.")
     if request.POST.get("confirm") != "yes":
         return _refuse(request, 400, "Tick the confirmation box to act on these tasks.")
     c = client()
-    if request.POST.get("all") == "1":
+    if everything:
         text = (request.POST.get("q") or "").strip()
         if not text:
             return _refuse(request, 400, "An empty search finds nothing to act on.")
@@ -116,5 +126,31 @@ def bulk_status(request, job):
     return render_page(
         request,
         "queues/bulk.html",
-        {"title": f"Bulk {info['action']}", "snap": {"view": "bulk"}, "job": info, "verb": bulk.VERBS[info["action"]]},
+        {
+            "title": f"Bulk {info['action']}",
+            "snap": {"view": "bulk"},
+            "job": info,
+            "verb": bulk.VERBS[info["action"]],
+            "may_stop": bulk.may_stop(request.user, info),
+        },
     )
+
+
+@post_only
+@staff_required
+@handles_bad_input
+def bulk_stop(request, job):
+    """Stop a running bulk action before its next batch: its owner, or whoever may start it."""
+    info = bulk.status(client(), job)
+    if info is None:
+        return _refuse(request, 404, "No such bulk action (or it ended over a day ago).")
+    if not bulk.may_stop(request.user, info):
+        needs = ", ".join(f"queues.{c}" for c in bulk.rights(info["action"], bool(info["search"])))
+        return _refuse(request, 403, f"Only its owner, or a user with {needs}, may stop this bulk action.")
+    url = reverse("queues:bulk", args=[job])
+    asked = bulk.request_stop(client(), job, request.user)
+    message = "Stopping: no batch starts after this one." if asked else "This bulk action had already ended."
+    if wants_json(request):
+        return JsonResponse({"ok": True, "message": message})
+    messages.add_message(request, messages.INFO, message)
+    return redirect(url)

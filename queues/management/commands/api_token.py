@@ -18,7 +18,7 @@ class Command(BaseCommand):
             metavar="CODENAME",
             help=f"a permission to give (repeat); one of {', '.join(ACTION_PERMISSIONS)}, or 'all'",
         )
-        sub.add_parser("revoke", help="revoke a token").add_argument("name")
+        sub.add_parser("revoke", help="revoke a token, for good").add_argument("name")
         sub.add_parser("list", help="list tokens (never their keys)")
 
     def handle(self, *args, **o):
@@ -40,8 +40,10 @@ class Command(BaseCommand):
         self.stdout.write(raw)
 
     def _revoke(self, o):
-        if not ApiToken.objects.filter(name=o["name"]).update(revoked=True):
+        tokens = ApiToken.objects.filter(name=o["name"])
+        if not tokens.exists():
             raise CommandError(f"no token named {o['name']!r}")
+        ApiToken.revoke(tokens)
         self.stdout.write(f"revoked {o['name']}")
 
     def _list(self, o):
