@@ -3,7 +3,11 @@ worker processes running the functions of tests/tasksapp/tasks.py."""
 
 import asyncio
 import json
+import os
+import subprocess
+import sys
 from datetime import datetime, timedelta
+from importlib.util import find_spec
 
 import pytest
 from django.utils import timezone
@@ -16,7 +20,7 @@ from queues.backends.framework import (
     task_backends,
     task_enqueued,
 )
-from tests.conftest import wait_for
+from tests.conftest import ROOT, wait_for
 from tests.tasksapp import tasks
 
 try:
@@ -277,3 +281,16 @@ def test_a_5_mb_return_value_comes_back_whole(workers):
     assert [r.status for r in results] == [TaskResultStatus.SUCCESSFUL] * 3
     assert results[0].return_value == "r" * size and results[1].return_value == "a" * size
     assert results[2].return_value == {"sum": 3, "args": [1, 2]}
+
+
+@pytest.mark.skipif(find_spec("django.tasks") is not None, reason="Django 6 has the framework built in")
+def test_on_django_52_without_the_backport_the_error_says_what_to_install():
+    """On Django 5.2 with no django-tasks, importing the backend fails naming pip install 'worqr[django52]'."""
+    hide = "import sys; sys.modules['django_tasks'] = None; import queues.backends"  # as if not installed
+    env = dict(os.environ, DJANGO_SETTINGS_MODULE="tests.settings")
+    done = subprocess.run([sys.executable, "-c", hide], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines()[-1] == (
+        "ImportError: worqr's Tasks backend needs Django 6 (django.tasks) or, on Django 5.2, the django-tasks "
+        "backport: pip install 'worqr[django52]'"
+    )
