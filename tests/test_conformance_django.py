@@ -19,7 +19,8 @@ from tests.conformance import differs, mark, skip_if_using
 
 # Django 6.1's tests of Django 6.1's framework: on Django 5.2 the framework is the backport, whose
 # pickling, logging and errors differ from Django's (the RQ and database backend tests run on both).
-pytestmark = pytest.mark.skipif(not find_spec("django.tasks"), reason="Django 6's framework: this is Django 5.2")
+if not find_spec("django.tasks"):
+    pytest.skip("Django 6.1's own tests of its framework: this is Django 5.2", allow_module_level=True)
 
 DJANGO = "Django", "6.1.3"
 # Their tasks module is tests/tasks/tasks.py, run as "tasks.tasks" (module paths and pickles name it)
