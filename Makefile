@@ -5,13 +5,14 @@
 # make profile - py-spy flame graphs of the producer and of a worker draining, and round-trip counts
 # make chaos - the chaos soak: 20,000 tasks over 4 workers under faults (CHAOS_ARGS: manage.py chaos --help)
 # make screenshots - the dashboard's screenshots in docs/screenshots/, made by its browser test
+# make django6 - only the Django 6.1 pass of make test (Python 3.13 in a Debian trixie root)
 # make build - the package: dist/worqr-<version>.tar.gz and the wheel dist/worqr-<version>-py3-none-any.whl
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 PORT ?= 8000
 
-.PHONY: demo test bench profile build lint deps browser clean chaos screenshots
+.PHONY: demo test bench profile build lint deps browser clean chaos screenshots django6
 
 $(VENV)/.installed: requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -37,9 +38,23 @@ CLUSTER_TESTS ?= tests/test_cluster.py tests/test_queue_page.py tests/test_enque
 	tests/test_batches.py tests/test_outbox.py tests/test_limits.py tests/test_limits_workers.py tests/test_schedules.py \
 	tests/test_schedules_workers.py tests/test_schedule_ticks.py tests/test_dashboard_views.py
 
+# The Tasks-backend (with the framework's own backend tests), enqueue, worker, API, dashboard
+# views, admin, checks, schedules and package tests run a third time on Python 3.13 + Django 6.1,
+# in a Debian trixie root that scripts/trixie.sh builds once (debootstrap; Debian's packages and
+# PyPI only) into TRIXIE_ROOT and reuses. It needs root, as make test does for chromium.
+TRIXIE_ROOT ?= var/trixie
+DJANGO6_TESTS ?= tests/test_tasks_backend.py tests/test_tasks_backend_contract.py tests/test_conformance_rq.py \
+	tests/test_conformance_db.py tests/test_conformance_django.py tests/test_enqueue.py tests/test_worker.py \
+	tests/test_api.py tests/test_dashboard_views.py tests/test_api_tokens.py tests/test_setup.py \
+	tests/test_schedules.py tests/test_package.py
+
 test: deps browser lint
 	$(PY) -m pytest -q
 	WORQR_TEST_REDIS=cluster $(PY) -m pytest -q $(CLUSTER_TESTS)
+	./scripts/trixie.sh $(TRIXIE_ROOT) -q $(DJANGO6_TESTS)
+
+django6:
+	./scripts/trixie.sh $(TRIXIE_ROOT) -q $(DJANGO6_TESTS)
 
 # The README's screenshots of the dashboard (docs/screenshots/), made by its browser test.
 screenshots: deps browser
@@ -74,4 +89,4 @@ lint: deps
 	$(VENV)/bin/ruff format --check .
 
 clean:
-	rm -rf $(VENV) var/*.sqlite3 test-artifacts dist build
+	rm -rf $(VENV) var/*.sqlite3 test-artifacts dist build $(TRIXIE_ROOT) var/conformance

@@ -1,11 +1,14 @@
 """Test settings: the project's, with the test handlers instead of the demo's, and fast timings."""
 
 import os
+from importlib.util import find_spec
 
 from worqr_site.settings import *  # noqa: F403
 
 INSTALLED_APPS = [a for a in INSTALLED_APPS if a != "sample"] + ["tests.testapp"]  # noqa: F405
-INSTALLED_APPS += ["django_tasks", "tests.tasksapp"]  # the Tasks framework backend's tests
+# The Tasks framework backend's tests; on Django 5.2 the framework is the django-tasks backport's
+# app (Django 6 has it built in, as django.tasks, and no backport is installed).
+INSTALLED_APPS += ([] if find_spec("django.tasks") else ["django_tasks"]) + ["tests.tasksapp"]
 
 # One SQLite file per test session (sessions may run side by side); worker and server processes
 # that the session starts inherit the variable, so they share the session's database.

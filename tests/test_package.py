@@ -59,8 +59,44 @@ def test_package_dependencies_are_the_runtime_requirements():
     assert normalised(project["dependencies"]) == normalised(runtime_requirements())
     # The optional extra worqr[otel] is installed for the tests, so its code is tested.
     lines = {line.strip() for line in (ROOT / "requirements.txt").read_text().splitlines()}
-    assert project["optional-dependencies"] == {"otel": ["opentelemetry-api>=1.20"]}
+    assert project["optional-dependencies"] == {"otel": ["opentelemetry-api>=1.20"], "django52": EXTRA_DJANGO52}
     assert set(project["optional-dependencies"]["otel"]) <= lines
+
+
+#: worqr[django52]: Django 5.2 with the backport, the same django-tasks as Python 3.11 gets.
+EXTRA_DJANGO52 = ["Django>=5.2,<5.3", "django-tasks>=0.12,<0.13"]
+
+
+def supported_django():
+    """The Django feature releases the package's Django pin allows (Django's series are x.0, x.1, x.2)."""
+    pin = next(Requirement(r) for r in runtime_requirements() if Requirement(r).name == "Django")
+    return [f"{major}.{minor}" for major in (5, 6, 7) for minor in range(3) if f"{major}.{minor}" in pin.specifier]
+
+
+def test_classifiers_readme_and_extras_name_the_django_versions_the_pin_allows():
+    """The classifiers, README's "Supported versions" and worqr[django52] agree with the Django pin."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    versions = supported_django()
+    assert versions == ["5.2", "6.0", "6.1"]
+    classified = [c.rsplit(" :: ", 1)[1] for c in project["classifiers"] if c.startswith("Framework :: Django :: ")]
+    assert classified == versions
+    assert "Framework :: Django" in project["classifiers"]
+    # Python: from requires-python's floor to 3.13, the newest the suite runs on (the Django 6.1 pass)
+    python = [
+        c.rsplit(" :: ", 1)[1] for c in project["classifiers"] if c.startswith("Programming Language :: Python :: 3.")
+    ]
+    assert project["requires-python"] == ">=3.11" and python == ["3.11", "3.12", "3.13"]
+    # the backport: with Django 5.2 only, by Python 3.11 (which can have no Django 6) or by the extra
+    backport = [Requirement(r) for r in runtime_requirements() if Requirement(r).name == "django-tasks"]
+    assert [str(r.marker) for r in backport] == ['python_version < "3.12"']
+    assert [str(r.specifier) for r in backport] == [str(Requirement(EXTRA_DJANGO52[1]).specifier)]
+    assert set(Requirement(EXTRA_DJANGO52[0]).specifier.filter(["5.2.9", "6.0", "6.1"])) == {"5.2.9"}
+    text = (ROOT / "README.md").read_text()
+    section = text[text.index("## Supported versions") :]
+    section = section[: section.index("\n## ", 1)]
+    header = next(line for line in section.splitlines() if line.startswith("| "))
+    assert re.findall(r"Django (\d\.\d)", header) == versions
+    assert "pip install 'worqr[django52]'" in section
 
 
 @pytest.fixture(scope="module")
@@ -126,7 +162,7 @@ def test_wheel_carries_the_app_its_templates_static_files_lua_and_migrations(whe
     requires = [line.split(":", 1)[1].strip() for line in meta.splitlines() if line.startswith("Requires-Dist:")]
     extras = [r for r in requires if "extra ==" in r]  # the optional extras, e.g. worqr[otel]
     assert normalised(set(requires) - set(extras)) == normalised(runtime_requirements())
-    assert [r.split(";")[0].strip() for r in extras] == ["opentelemetry-api>=1.20"]
+    assert normalised(r.split(";")[0] for r in extras) == normalised(["opentelemetry-api>=1.20", *EXTRA_DJANGO52])
 
 
 def readme_files():

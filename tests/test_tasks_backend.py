@@ -3,9 +3,16 @@ worker processes running the functions of tests/tasksapp/tasks.py."""
 
 import asyncio
 import json
+import os
+import re
+import subprocess
+import sys
+import types
 from datetime import datetime, timedelta
+from importlib.util import find_spec
 
 import pytest
+from django.test import override_settings
 from django.utils import timezone
 
 from queues import Queue
@@ -16,7 +23,9 @@ from queues.backends.framework import (
     task_backends,
     task_enqueued,
 )
-from tests.conftest import wait_for
+from queues.engine import registry
+from tests import conformance
+from tests.conftest import ROOT, wait_for
 from tests.tasksapp import tasks
 
 try:
@@ -277,3 +286,49 @@ def test_a_5_mb_return_value_comes_back_whole(workers):
     assert [r.status for r in results] == [TaskResultStatus.SUCCESSFUL] * 3
     assert results[0].return_value == "r" * size and results[1].return_value == "a" * size
     assert results[2].return_value == {"sum": 3, "args": [1, 2]}
+
+
+@pytest.mark.skipif(find_spec("django.tasks") is not None, reason="Django 6 has the framework built in")
+def test_on_django_52_without_the_backport_the_error_says_what_to_install():
+    """On Django 5.2 with no django-tasks, importing the backend fails naming pip install 'worqr[django52]'."""
+    hide = "import sys; sys.modules['django_tasks'] = None; import queues.backends"  # as if not installed
+    env = dict(os.environ, DJANGO_SETTINGS_MODULE="tests.settings")
+    done = subprocess.run([sys.executable, "-c", hide], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines()[-1] == (
+        "ImportError: worqr's Tasks backend needs Django 6 (django.tasks) or, on Django 5.2, the django-tasks "
+        "backport: pip install 'worqr[django52]'"
+    )
+
+
+def test_the_readme_s_first_example_runs_as_written(monkeypatch):
+    """README's @task example (its task, TASKS and calls) enqueues, runs on a worker and gives the result it shows."""
+    text = (ROOT / "README.md").read_text()
+    section = text[text.index("## Python API") :]
+    blocks = re.findall(r"```python\n(.*?)```", section, re.S)[:3]
+    module_src, settings_src, calls_src = blocks
+    assert module_src.startswith("# jobs/tasks.py\n") and settings_src.startswith("# mysite/settings.py\n")
+    if not find_spec("django.tasks"):  # Django 5.2: the backport, as the example's comment says
+        module_src = module_src.replace("from django.tasks import task", "from django_tasks import task")
+    monkeypatch.setattr(registry, "_handlers", dict(registry._handlers))  # the backend registers "welcome"
+    for name in ("jobs", "jobs.tasks"):
+        monkeypatch.setitem(sys.modules, name, types.ModuleType(name))
+    sys.modules["jobs"].__path__ = []
+    jobs = {}
+    exec(settings_src, jobs)
+    with override_settings(TASKS=jobs["TASKS"]):
+        exec(compile(module_src, "README:jobs/tasks.py", "exec"), sys.modules["jobs.tasks"].__dict__)
+        sys.modules["jobs"].tasks = sys.modules["jobs.tasks"]
+        scope = {}
+        for line in calls_src.splitlines():
+            if line.startswith("await "):
+                continue  # from async code: the sync lines are run here
+            if line.startswith("result.refresh()"):  # by then a worker has run it
+                assert scope["result"].id.startswith("welcome-")
+                conformance.drain(task_backends["default"])
+            exec(line, scope)
+        result = scope["result"]
+        assert result.status == TaskResultStatus.SUCCESSFUL
+        assert result.return_value == {"user": 42, "template": "short"}  # as the README's comment says
+        assert Queue("welcome").counts()["delayed"] == 1  # the one enqueued for later
+        assert '# {"user": 42, "template": "short"} once SUCCESSFUL' in calls_src

@@ -22,6 +22,7 @@ from django.utils import timezone
 from queues import Queue
 from queues.backends import WorqrBackend
 from queues.backends.framework import (
+    LOGGER_NAME,
     InvalidTaskError,
     TaskResult,
     TaskResultDoesNotExist,
@@ -169,9 +170,9 @@ def test_a_result_read_in_another_thread_is_the_same():
 
 def test_enqueue_is_logged(caplog):
     """The framework logs one "enqueued" line naming the result's id (from task_enqueued)."""
-    with caplog.at_level("DEBUG", logger="django_tasks"):
+    with caplog.at_level("DEBUG", logger=LOGGER_NAME):  # django.tasks on Django 6, django_tasks on the backport
         result = tasks.noop.enqueue()
-    lines = [r.getMessage() for r in caplog.records if r.name == "django_tasks"]
+    lines = [r.getMessage() for r in caplog.records if r.name == LOGGER_NAME]
     assert len(lines) == 1 and "enqueued" in lines[0] and result.id in lines[0]
 
 
