@@ -70,12 +70,12 @@ def _quoted_out(text):
     return "".join(out)
 
 
-def group_failures(entries):
+def group_failures(entries, items=GROUP_ITEMS):
     """Group failure entries (newest first, as ``readmodel.failures`` returns them).
 
     Returns groups, most recently seen first: ``{"key", "type", "shape", "count", "first_seen",
-    "last_seen", "example", "failures"}`` where ``failures`` holds the group's newest
-    ``GROUP_ITEMS`` entries and ``first_seen``/``last_seen`` are the entries' ``failed_at``.
+    "last_seen", "example", "failures"}`` where ``failures`` holds the group's newest ``items``
+    entries (None: all) and ``first_seen``/``last_seen`` are the entries' ``failed_at``.
     """
     groups = {}
     for entry in entries:
@@ -101,6 +101,6 @@ def group_failures(entries):
                 group["first_seen"] = seen
             if group["last_seen"] is None or seen > group["last_seen"]:
                 group["last_seen"] = seen
-        if len(group["failures"]) < GROUP_ITEMS:
+        if items is None or len(group["failures"]) < items:
             group["failures"].append(entry)
     return sorted(groups.values(), key=lambda g: (g["last_seen"] is not None, g["last_seen"]), reverse=True)

@@ -18,7 +18,25 @@ PER_PAGE = 50
 PAYLOAD_PREVIEW = 120
 TRACEBACK_MAX = 6000
 THROUGHPUT_MINUTES = 60
-ACTIVE_MAX = 200
+
+# What a live section shows at most, whatever the data: every section stays far below the
+# socket's bound on a message (``live.MAX_MESSAGE_BYTES``), even when each text it shows is as
+# long as the engine allows and made of characters that HTML escapes six times over (``"``).
+# What is left out is counted, with a link to where it is seen ("N more ...").
+#: Tasks in process read for the queue page (their locks are shown) and rows shown of them.
+ACTIVE_MAX, ACTIVE_SHOWN = 100, 50
+#: The failure history's groups shown on the queue page (the most recently seen), failures
+#: listed under each, and the characters of the newest one's traceback shown there (its end);
+#: the failures page (``failures``) shows every entry with its traceback, page by page.
+GROUPS_SHOWN, GROUP_FAILURES_SHOWN, GROUP_TRACEBACK_SHOWN, ERROR_SHOWN = 10, 3, 2000, 300
+#: A task page's failures (its newest ones, with the last characters of their tracebacks) and
+#: log (the last lines, up to so many characters in all; the whole log is ``task/<id>/log/``).
+TASK_FAILURES_SHOWN, TASK_TRACEBACK_SHOWN = 5, 3000
+LOG_LINES_SHOWN, LOG_CHARS_SHOWN = 200, 20000
+#: Failure history entries per page of the failures page.
+FAILURES_PER_PAGE = 20
+#: Names shown in a list of queues inside a row (a worker's queues: the others are counted).
+NAMES_SHOWN = 5
 
 
 def fmt(dt):
@@ -36,6 +54,31 @@ def preview(text, limit=PAYLOAD_PREVIEW):
         text = text.decode("utf-8", "replace")
     text = text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def tail(text, limit):
+    """The last ``limit`` characters of ``text`` ("…" first when cut)."""
+    text = text or ""
+    if len(text) <= limit:
+        return text
+    return "…" + text[-(limit - 1) :] if limit > 1 else ""
+
+
+def paged(items, page, per_page=PER_PAGE):
+    """One page of ``items``: {page (brought within 1 and pages), pages, total, first, last (1-based
+    positions shown), rows}."""
+    total = len(items)
+    pages = page_count(total, per_page)
+    page = min(max(1, page), pages)
+    rows = items[(page - 1) * per_page : page * per_page]
+    first = (page - 1) * per_page + 1 if rows else 0
+    return {"page": page, "pages": pages, "total": total, "first": first, "last": first + len(rows) - 1, "rows": rows}
+
+
+def names_shown(names):
+    """A list of names as a row shows it: {shown: the first ``NAMES_SHOWN``, more: how many else}."""
+    names = list(names)
+    return {"shown": names[:NAMES_SHOWN], "more": max(0, len(names) - NAMES_SHOWN)}
 
 
 def server_ms(client):
@@ -81,6 +124,7 @@ def _worker_row(info):
         "concurrency": info.get("concurrency", ""),
         "heartbeat_age": round(float(info.get("heartbeat_age", 0)), 1),
         "active": 0,
+        "beat_active": info.get("active", 0),
         "processed": info.get("processed", 0),
         "failed": info.get("failed", 0),
         "started": (info.get("started_at") or "")[:19].replace("T", " "),
@@ -89,13 +133,44 @@ def _worker_row(info):
     }
 
 
-def workers(client):
-    """Live workers; tasks in process counted from Redis now (the heartbeat's count lags)."""
-    rows = [_worker_row(info) for info in readmodel.workers(client)]
+#: (worker, queue) pairs whose tasks in process are counted from Redis at most; beyond (workers
+#: serving thousands of queues), the heartbeats' counts are taken (they lag a beat).
+PAIRS_COUNTED = 2000
+
+
+def _count_active(client, rows):
+    """Set each row's tasks in process, counted from Redis now (the heartbeat's count lags)."""
     pairs = [(row, q) for row in rows for q in row["queues"] if _valid_queue(q)]
+    if len(pairs) > PAIRS_COUNTED:
+        for row in rows:
+            row["active"] = row["beat_active"]
+        return rows
     for (row, _), n in zip(pairs, readmodel.workers_active(client, [(row["name"], q) for row, q in pairs])):
         row["active"] += n
     return rows
+
+
+def workers(client):
+    """Live workers; tasks in process counted from Redis now (the heartbeat's count lags)."""
+    return _count_active(client, [_worker_row(info) for info in readmodel.workers(client)])
+
+
+def workers_page(client, page=1):
+    """One page of the live workers (``paged``), each row's queues as ``names_shown`` gives them."""
+    listed = paged([_worker_row(info) for info in readmodel.workers(client)], page)
+    for row in _count_active(client, listed["rows"]):
+        row["queues"] = names_shown(row["queues"])
+    return listed
+
+
+def workers_view(client, page=1):
+    """The workers page: one page of the live workers and the workers gone lately."""
+    return {
+        "view": "workers",
+        "now_ms": server_ms(client),
+        "workers": workers_page(client, page),
+        "gone": gone_workers(client),
+    }
 
 
 def gone_workers(client, limit=100):
@@ -109,7 +184,7 @@ def gone_workers(client, limit=100):
                 "at": fmt(g.get("at")),
                 "at_ms": epoch_ms(g.get("at")),
                 "host": g.get("host", ""),
-                "queues": [q for q in g.get("queues") or [] if _valid_queue(q)],
+                "queues": names_shown(q for q in g.get("queues") or [] if _valid_queue(q)),
                 "processed": g.get("processed"),
                 "failed": g.get("failed"),
             }
@@ -127,7 +202,9 @@ def worker(client, name):
         queues = [q for q in row["queues"] if _valid_queue(q)]
         tasks = readmodel.worker_tasks(client, name, queues)
         row["active"] = len(tasks)
-        out["worker"], out["tasks"] = row, [task_row(t) for t in tasks]
+        row["queues"] = {"shown": queues[:PER_PAGE], "more": max(0, len(queues) - PER_PAGE)}
+        out["worker"], out["tasks"] = row, [task_row(t) for t in tasks[:PER_PAGE]]
+        out["tasks_total"] = len(tasks)
     else:
         out["gone"] = next((g for g in gone_workers(client) if g["name"] == name), None)
     return out
@@ -144,23 +221,48 @@ def _valid_queue(name):
 _COUNT_NAMES = ("pending", "delayed", "active", "failed", "completed", "waiting", "blocked", "failures", "enqueued")
 
 
-def overview(client):
-    """Every queue's counts, totals, throughput of all queues, and the workers online."""
+#: Queues on a page of the overview.
+QUEUES_PER_PAGE = 50
+#: Up to this many queues, the overview's totals and chart are summed over every queue at each
+#: refresh (two round trips, about 30 ms at 500); above, they are the sums the workers' sweep
+#: made on its last pass over every queue (``readmodel.summary``, at most a few minutes old).
+SUMMED_LIVE = 500
+
+
+def _queue_row(name, counts):
+    return {"name": name, "paused": counts["paused"], **{k: counts[k] for k in _COUNT_NAMES}}
+
+
+def totals_of(rows):
+    """The counts of ``rows`` (queue rows, or counts) summed, with how many are paused."""
+    totals = {k: sum(r[k] for r in rows) for k in _COUNT_NAMES}
+    totals["paused"] = sum(bool(r["paused"]) for r in rows)
+    return totals
+
+
+def overview(client, page=1):
+    """One page of the queues (by name) with their counts, the totals and throughput of every
+    queue (summed now up to ``SUMMED_LIVE`` queues, else the sweep's), and the workers online.
+    Costs a few round trips and O(page) reads, whatever the number of queues (but the names)."""
     now = server_ms(client)
     names = readmodel.known_queues(client)
-    queues = []
-    for name in names:
-        c = readmodel.queue_counts(client, name)
-        queues.append({"name": name, "paused": c["paused"], **{k: c[k] for k in _COUNT_NAMES}})
-    totals = {k: sum(q[k] for q in queues) for k in _COUNT_NAMES}
-    totals["paused"] = sum(q["paused"] for q in queues)
+    listed = paged(names, page, QUEUES_PER_PAGE)
+    listed["rows"] = [_queue_row(n, c) for n, c in zip(listed["rows"], readmodel.counts_of(client, listed["rows"]))]
+    if len(names) <= SUMMED_LIVE:
+        every = listed["rows"] if listed["total"] == len(listed["rows"]) else readmodel.counts_of(client, names)
+        totals = dict(totals_of(every), queues=len(names), summed_at=None)
+        chart = throughput(client, names, now_ms=now)
+    else:
+        summary = readmodel.summary(client)
+        totals = summary and dict(summary["totals"], queues=summary["queues"], summed_at=fmt(summary["at"]))
+        chart = summary and summary["throughput"]
     ws = workers(client)
     return {
         "view": "overview",
         "now_ms": now,
-        "queues": queues,
+        "queues": listed,
         "totals": totals,
-        "throughput": throughput(client, names, now_ms=now),
+        "throughput": chart,
         "outbox": outbox.summary(),  # tasks committed but not in Redis yet (queues.outbox)
         "workers": {
             "online": len(ws),
@@ -196,7 +298,7 @@ class FailureCache:
         return self.groups
 
 
-def _failure_json(entry):
+def _failure_json(entry, traceback_limit=TRACEBACK_MAX):
     return {
         "id": entry.get("id", ""),
         "error": entry.get("error") or "",
@@ -204,7 +306,7 @@ def _failure_json(entry):
         "worker": entry.get("worker") or "",
         "failed": fmt(entry.get("failed_at")),
         "payload": preview(entry.get("payload")),
-        "traceback": (entry.get("traceback") or "")[-TRACEBACK_MAX:],
+        "traceback": tail(entry.get("traceback"), traceback_limit),
     }
 
 
@@ -219,6 +321,27 @@ def _group_json(group):
         "example": preview(group["example"], 300),
         "failures": [_failure_json(e) for e in group["failures"]],
     }
+
+
+def _failure_shown(failure, traceback_limit):
+    """A failure as a live section lists it: its error previewed, its traceback's end (or none)."""
+    return dict(
+        failure, error=preview(failure["error"], ERROR_SHOWN), traceback=tail(failure["traceback"], traceback_limit)
+    )
+
+
+def failure_groups_shown(groups):
+    """What the queue page shows of the grouped history: {total: groups, groups: the first
+    ``GROUPS_SHOWN``, each with its newest ``GROUP_FAILURES_SHOWN`` failures (the newest one's
+    traceback's end only) and how many more it has, more: groups left out}."""
+    shown = []
+    for g in groups[:GROUPS_SHOWN]:
+        listed = [
+            _failure_shown(f, GROUP_TRACEBACK_SHOWN if i == 0 else 0)
+            for i, f in enumerate(g["failures"][:GROUP_FAILURES_SHOWN])
+        ]
+        shown.append(dict(g, type=preview(g["type"], 100), failures=listed, more=g["count"] - len(listed)))
+    return {"total": len(groups), "groups": shown, "more": max(0, len(groups) - GROUPS_SHOWN)}
 
 
 def queue(client, name, page=1, cache=None):
@@ -240,13 +363,27 @@ def queue(client, name, page=1, cache=None):
         },
         "delayed": {"total": counts["delayed"], "tasks": [task_row(t) for t in read["delayed"]]},
         "blocked": {"total": counts["blocked"], "tasks": [_blocked_row(client, t) for t in read["blocked"]]},
-        "active": {"total": counts["active"], "tasks": [task_row(t) for t in read["active"]]},
+        "active": {"total": counts["active"], "tasks": [task_row(t) for t in read["active"][:ACTIVE_SHOWN]]},
         "failed": {"total": counts["failed"], "tasks": [task_row(t) for t in read["failed"]]},
         "locks": read["locks"],
         "limits": limits_view(readmodel.limits(client, name)),
-        "failure_groups": (cache or FailureCache()).groups_for(client, name),
+        "failure_groups": failure_groups_shown((cache or FailureCache()).groups_for(client, name)),
         "throughput": throughput(client, [name], now_ms=now),
     }
+
+
+def failures(client, name, page=1, task_id=None, shape=None):
+    """The failures page (not live): the failure history of a queue, newest first, page by page
+    (``paged``), each entry with its error and traceback (its last ``TRACEBACK_MAX``
+    characters); only those of one task (``task_id``), or of one group (``shape``: its key)."""
+    entries = readmodel.failures(client, name)
+    if task_id:
+        entries = [e for e in entries if e.get("id") == task_id]
+    if shape:
+        entries = next((g["failures"] for g in group_failures(entries, items=None) if g["key"] == shape), [])
+    listed = paged(entries, page, FAILURES_PER_PAGE)
+    listed["rows"] = [_failure_json(e) for e in listed["rows"]]
+    return {"view": "failures", "queue": name, "now_ms": server_ms(client), "failures": listed}
 
 
 def _blocked_row(client, task):
@@ -374,14 +511,17 @@ def task(client, task_id, full=False, payload_limit=4000):
     """The task page: the task (None once finished) and its entries in the failure history."""
     found = readmodel.task(client, task_id)
     queue_name = keys.queue_from_task_id(task_id)
-    history = [_failure_json(e) for e in readmodel.failures(client, queue_name) if e.get("id") == task_id]
+    history = [e for e in readmodel.failures(client, queue_name) if e.get("id") == task_id]
     out = {
         "view": "task",
         "id": task_id,
         "queue": queue_name,
         "now_ms": server_ms(client),
         "task": None,
-        "failures": history,
+        "failures": {
+            "total": len(history),
+            "shown": [_failure_json(e, TASK_TRACEBACK_SHOWN) for e in history[:TASK_FAILURES_SHOWN]],
+        },
         "parents": [],
         "children": [],
     }
@@ -401,7 +541,7 @@ def task(client, task_id, full=False, payload_limit=4000):
             retries=d["retries"],
             timeout=d["timeout"],
             error=d["error"] or "",
-            traceback=found.traceback or "",
+            traceback=tail(found.traceback, TRACEBACK_MAX),
             unique_key=found.unique_key or "",
             callback=found.callback or "",
             batch=found.batch_id or "",
@@ -409,8 +549,22 @@ def task(client, task_id, full=False, payload_limit=4000):
             is_bytes=isinstance(found.payload, bytes),
         )
         out["task"] = row
-    out["log"] = readmodel.task_log(client, task_id) if found is not None else []
+    out["log"] = log_shown(readmodel.task_log(client, task_id) if found is not None else [])
     return out
+
+
+def log_shown(lines):
+    """What a task page shows of its log: {total: lines, lines: the last ones, at most
+    ``LOG_LINES_SHOWN`` and ``LOG_CHARS_SHOWN`` characters in all (a longer last line cut)}."""
+    shown, size = [], 0
+    for line in reversed(lines[-LOG_LINES_SHOWN:]):
+        if size + len(line) > LOG_CHARS_SHOWN:
+            if not shown:
+                shown.append(tail(line, LOG_CHARS_SHOWN))
+            break
+        shown.append(line)
+        size += len(line)
+    return {"total": len(lines), "lines": shown[::-1]}
 
 
 def history(client, name, span):

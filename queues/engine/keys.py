@@ -210,6 +210,12 @@ EVENTS = "events"
 
 # Global keys (never used inside a Lua script).
 KNOWN_QUEUES = f"{PREFIX}:queues"
+#: The sums over every queue of the workers' sweep's last pass (JSON; ``engine.sweep``).
+SUMMARY = f"{PREFIX}:summary"
+#: The queues the sweep found empty, and when (``engine.sweep``: forgotten once idle long enough).
+QUEUES_IDLE = f"{PREFIX}:queues-idle"
+#: Who sweeps the queues now (one worker at a time; its name, with an expiry).
+SWEEPER = f"{PREFIX}:sweeper"
 WORKER_REGISTRY = f"{PREFIX}:workers"
 #: Every schedule's queue (a hash name -> queue; only ever read and written from Python): the
 #: schedule of that name in another queue (left by a concurrent sync) is ignored.

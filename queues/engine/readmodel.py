@@ -43,8 +43,24 @@ def overview(client):
     """[{name, counts...}] for every known queue, in two round trips whatever their number
     (each queue's counts read atomically)."""
     names = known_queues(client)
-    replies = commands.run_pipelined(client, [commands.counts(name) for name in names])
-    return [dict(reply.counts, name=name) for name, reply in zip(names, replies)]
+    return [dict(counts, name=name) for name, counts in zip(names, counts_of(client, names))]
+
+
+def counts_of(client, names):
+    """The counts (as ``queue_counts``) of each of ``names``, in one round trip."""
+    return [reply.counts for reply in commands.run_pipelined(client, [commands.counts(name) for name in names])]
+
+
+def summary(client):
+    """What the workers' sweep summed on its last pass over every queue (``engine.sweep``):
+    {at (a datetime), queues, totals {pending, delayed, ...}, throughput (as ``throughput``),
+    took_ms}, or None before the first pass."""
+    raw = client.get(keys.SUMMARY)
+    if raw is None:
+        return None
+    out = json.loads(raw)
+    out["at"] = ms_to_datetime(out["at"])
+    return out
 
 
 def _tasks(client, queue, ids, state=None):
