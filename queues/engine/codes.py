@@ -33,6 +33,7 @@ class Code(IntEnum):
     NOT_FAILED = -4  # only a failed task can be retried
     FINISHED = -5  # failed or completed: delete it instead
     NOT_REGISTERED = -6  # the worker is not registered in the queue (it was presumed dead)
+    NO_QUEUE = -7  # the queue does not exist, and the call was not to make it
 
 
 def lua_placeholders():
