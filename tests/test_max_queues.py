@@ -5,13 +5,15 @@ the outbox still make the queues they serve or hold."""
 
 import io
 import os
+import time
 
 import pytest
 from django.core.management import CommandError, call_command
 
-from queues import Queue, TooManyQueues
+from queues import Queue, TooManyQueues, outbox
 from queues.conf import build_config
 from queues.engine import Batch, connection, keys
+from queues.models import OutboxTask
 from tests.conftest import wait_for, wait_registered
 from tests.test_api import Api, make_token
 
@@ -105,13 +107,28 @@ def test_a_forgotten_or_dropped_queue_makes_room(at_most, client):
     assert sorted(m.decode() for m in client.smembers(keys.KNOWN_QUEUES)) == ["new", "q0"]
 
 
-def test_workers_and_the_outbox_still_make_their_queues(at_most, client, workers, transactional_db):
-    """At the limit a worker still serves a new queue (then enqueues go in), and a durable enqueue is pushed."""
+def test_a_worker_still_makes_the_queue_it_serves(at_most, client, workers):
+    """At the limit a worker still serves a new queue, which then takes enqueues."""
     at_most(2)
     worker = workers(["t1"], name="beyond")
     wait_registered(client, "beyond")
     wait_for(lambda: client.sismember(keys.KNOWN_QUEUES, "t1"), message="the worker to list its queue")
-    assert Queue("t1").enqueue('{"ok": 1}')  # a queue a worker serves exists: it takes tasks
-    (task_id,) = Queue("t3").enqueue_many(["kept"], durable=True)  # accepted (committed): never dropped
-    assert Queue("t3").get(task_id) is not None
+    assert Queue("t1").enqueue('{"ok": 1}')
     worker.kill()
+
+
+def test_the_outbox_is_checked_at_the_call_and_never_drops_what_it_holds(
+    at_most, client, transactional_db, monkeypatch
+):
+    """A durable enqueue into a new queue at the limit is refused; one accepted before is pushed anyway."""
+    at_most(2)
+    with pytest.raises(TooManyQueues):
+        Queue("new").enqueue("x", durable=True)
+    assert not OutboxTask.objects.exists()
+    Queue("q1").drop()
+    monkeypatch.setattr(outbox, "_down_until", time.monotonic() + 60)  # Redis seen away: kept in the outbox
+    (task_id,) = Queue("kept").enqueue_many(["kept"], durable=True)
+    Queue("q1").enqueue("x")  # meanwhile the limit is reached
+    monkeypatch.setattr(outbox, "_down_until", 0.0)
+    assert outbox.relay_once("default", min_age=0) == 1
+    assert Queue("kept").get(task_id) is not None and client.scard(keys.KNOWN_QUEUES) == 3

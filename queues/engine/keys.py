@@ -119,7 +119,10 @@ Channels: ``worqr:{<queue>}:events`` (every transition, for dashboards) and
 Global keys: ``worqr:queues`` (known queues), ``worqr:workers`` (the worker registry),
 ``worqr:heartbeat:<worker>``, ``worqr:schedules`` (schedule name -> queue),
 ``worqr:schedule-queues`` (the queues that have had schedules), ``worqr:workers:gone`` (the
-last ``GONE_WORKERS_MAX`` workers that stopped or were found dead, newest first) and the
+last ``GONE_WORKERS_MAX`` workers that stopped or were found dead, newest first), the
+workers' queue sweep's (``sweep.py``): ``worqr:summary`` (its sums over every queue, JSON),
+``worqr:queues-idle`` (a hash: queue -> when it was found empty and its ``enqueued`` counter
+then) and ``worqr:sweeper`` (the sweeping worker's name, a lease with an expiry), and the
 channel ``worqr:schedule-changes`` (schedules added, changed, paused or resumed: sleeping
 schedulers re-read them).
 """
