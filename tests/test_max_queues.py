@@ -22,7 +22,8 @@ URL = os.environ["WORQR_REDIS_URL"]
 
 @pytest.fixture
 def at_most(_engine):
-    """The engine's connection with ``MAX_QUEUES`` = n, and queues q0..q{n-1} made."""
+    """``at_most(n)``: the engine's connection (returned) with ``MAX_QUEUES`` = n, and queues
+    q0..q{n-1} made. (The test's ``client`` was closed with the connection it came from.)"""
 
     def limit(n):
         conn = connection.configure(build_config().with_(max_queues=n), URL)
@@ -43,9 +44,9 @@ def commands_run(client):
     return {name[len("cmdstat_") :]: v["calls"] for name, v in stats.items()}
 
 
-def test_every_engine_enqueue_into_a_new_queue_beyond_the_limit_is_refused(at_most, client):
+def test_every_engine_enqueue_into_a_new_queue_beyond_the_limit_is_refused(at_most):
     """At MAX_QUEUES, each way the engine enqueues into a new queue raises TooManyQueues and adds nothing."""
-    at_most(3)
+    client = at_most(3).client
     attempts = {
         "enqueue": lambda q: q.enqueue("x"),
         "enqueue with options": lambda q: q.enqueue("x", delay=5, tags=["t"]),
@@ -64,9 +65,9 @@ def test_every_engine_enqueue_into_a_new_queue_beyond_the_limit_is_refused(at_mo
     assert Queue("q1").counts()["pending"] == 3
 
 
-def test_an_enqueue_into_an_existing_queue_costs_one_round_trip_as_before(at_most, client):
+def test_an_enqueue_into_an_existing_queue_costs_one_round_trip_as_before(at_most, redis_server):
     """Into a queue that exists, an enqueue is one script call: no look at the known queues."""
-    at_most(2)
+    client = at_most(2).client
     before = commands_run(client)
     for _ in range(10):
         Queue("q0").enqueue("x")
@@ -75,9 +76,9 @@ def test_an_enqueue_into_an_existing_queue_costs_one_round_trip_as_before(at_mos
     assert all(after.get(c, 0) == before.get(c, 0) for c in ("sismember", "scard", "sadd"))
 
 
-def test_the_http_api_refuses_a_new_queue_beyond_the_limit_with_409(at_most, client, db):
+def test_the_http_api_refuses_a_new_queue_beyond_the_limit_with_409(at_most, db):
     """POST /api/tasks, /api/create and a batch's tasks into a new queue answer 409 naming MAX_QUEUES."""
-    at_most(2)
+    client = at_most(2).client
     api = Api(make_token("enqueue_task"))
     batch = api.post("/api/batches", {}).json()["id"]
     for path, body in (
@@ -99,17 +100,17 @@ def test_the_enqueue_command_says_why(at_most):
         call_command("enqueue", "new", "x", stdout=io.StringIO())
 
 
-def test_a_forgotten_or_dropped_queue_makes_room(at_most, client):
+def test_a_forgotten_or_dropped_queue_makes_room(at_most):
     """Dropping a queue at the limit lets a new one be made."""
-    at_most(2)
+    client = at_most(2).client
     Queue("q1").drop()
     Queue("new").enqueue("x")
     assert sorted(m.decode() for m in client.smembers(keys.KNOWN_QUEUES)) == ["new", "q0"]
 
 
-def test_a_worker_still_makes_the_queue_it_serves(at_most, client, workers):
+def test_a_worker_still_makes_the_queue_it_serves(at_most, workers):
     """At the limit a worker still serves a new queue, which then takes enqueues."""
-    at_most(2)
+    client = at_most(2).client
     worker = workers(["t1"], name="beyond")
     wait_registered(client, "beyond")
     wait_for(lambda: client.sismember(keys.KNOWN_QUEUES, "t1"), message="the worker to list its queue")
@@ -117,11 +118,9 @@ def test_a_worker_still_makes_the_queue_it_serves(at_most, client, workers):
     worker.kill()
 
 
-def test_the_outbox_is_checked_at_the_call_and_never_drops_what_it_holds(
-    at_most, client, transactional_db, monkeypatch
-):
+def test_the_outbox_is_checked_at_the_call_and_never_drops_what_it_holds(at_most, transactional_db, monkeypatch):
     """A durable enqueue into a new queue at the limit is refused; one accepted before is pushed anyway."""
-    at_most(2)
+    client = at_most(2).client
     with pytest.raises(TooManyQueues):
         Queue("new").enqueue("x", durable=True)
     assert not OutboxTask.objects.exists()

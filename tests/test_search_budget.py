@@ -19,6 +19,8 @@ from tests.test_dashboard_sockets import staff
 from tests.test_queue_scale import commands_processed, queues_of_one_task
 
 URL = os.environ["WORQR_REDIS_URL"]
+#: Counted on the single test Redis (its URL opens the counting client; INFO stats of one server).
+pytestmark = pytest.mark.usefixtures("redis_server")
 
 
 class CountingConnection(redis.Connection):

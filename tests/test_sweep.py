@@ -2,19 +2,16 @@
 queue into the summary the overview shows above 500 queues, and forgets the queues left empty
 and unused for ``QUEUE_FORGET_AFTER``, never one in use (checked again atomically)."""
 
-import os
-
 import pytest
 from django.test import Client
 
 from queues import Queue
 from queues.conf import build_config
-from queues.engine import commands, connection, keys, readmodel, sweep
+from queues.engine import commands, keys, readmodel, sweep
 from tests.conftest import wait_for, wait_registered
 from tests.test_dashboard_bounds import make_queue_names
 from tests.test_dashboard_sockets import staff
 
-URL = os.environ["WORQR_REDIS_URL"]
 HOUR_MS = 3600 * 1000
 
 
@@ -173,4 +170,3 @@ def test_the_setting_is_checked(client):
     for bad in ({"max_queues": 0}, {"queue_forget_after": 60}, {"queue_forget_after": 400 * 86400}):
         with pytest.raises(ConfigurationError):
             build_config().with_(**bad)
-    connection.configure(build_config(), URL)
