@@ -5,7 +5,8 @@ live feed and nothing else."""
 from cron_descriptor import CasingTypeEnum, Options, get_description
 
 from ..engine import readmodel, ticks
-from .queries import epoch_ms, fmt, paged, preview
+from .bounds import paged, preview
+from .queries import epoch_ms, fmt
 
 #: What the last run's task state says of its outcome; a task that is gone has finished
 #: (completed, or cancelled) unless it failed (then it stays in the failed set).
@@ -64,7 +65,7 @@ def row(schedule, outcome):
 
 
 def snapshot(client, page=1):
-    """The Schedules page: {view, now_ms, schedules: one page of rows (``queries.paged``)}."""
+    """The Schedules page: {view, now_ms, schedules: one page of rows (``bounds.paged``)}."""
     listed = paged(readmodel.schedules(client), page)
     found = listed["rows"]
     states = readmodel.task_states(client, [s.last_task_id for s in found if s.last_task_id])
