@@ -6,9 +6,9 @@ imports nothing from Django. ``Queue`` is the engine's Queue plus ``on_commit=Tr
 imports Django.
 """
 
-from .engine import Batch, RedisUnavailable, RetryLater, Task, chain, handler
+from .engine import Batch, RedisUnavailable, RetryLater, Task, TooManyQueues, chain, handler
 
-__all__ = ["Batch", "Queue", "RedisUnavailable", "RetryLater", "Task", "chain", "handler"]
+__all__ = ["Batch", "Queue", "RedisUnavailable", "RetryLater", "Task", "TooManyQueues", "chain", "handler"]
 
 
 def __getattr__(name):

@@ -22,7 +22,7 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 
 from .conf import get_connection
 from .dashboard import access, feeds, sections
-from .dashboard.live import LivePump
+from .dashboard.live import LivePump, encode
 from .dashboard.revocation import Watch
 from .engine.errors import InvalidInput, TaskNotFound
 
@@ -109,8 +109,11 @@ class DashboardConsumer(AsyncWebsocketConsumer):
     async def send_json(self, message):
         if time.monotonic() - self.checked_at >= self.recheck_every and not await self._recheck():
             return
-        if not self.closed:
-            await self.send(text_data=json.dumps(message))
+        # The one place messages leave: none longer than live.MAX_MESSAGE_BYTES (live.encode).
+        for text in encode(message):
+            if self.closed:
+                return
+            await self.send(text_data=text)
 
     async def receive(self, text_data=None, bytes_data=None):
         """The page may ask for a resync: ``{"resync": true}``. Anything else (a binary frame, a

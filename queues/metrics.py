@@ -1,6 +1,9 @@
 """``/metrics``: worqr's state in Prometheus' text format, read from Redis on each scrape.
 
-``WorqrCollector`` reads the read model (never the task hashes) and yields, per queue:
+``WorqrCollector`` reads the read model (never the task hashes) and yields, per queue (for at
+most ``METRICS_QUEUES`` queues: those a live worker serves first, then the others by name; the
+gauges ``worqr_queues`` and ``worqr_queues_exported`` say how many there are and how many
+have their series here):
 
 - gauges ``worqr_queue_pending`` (including tasks waiting for a lock), ``worqr_queue_delayed``,
   ``worqr_queue_active``, ``worqr_queue_failed`` (the failed set), ``worqr_queue_paused``,
@@ -34,6 +37,8 @@ The outbox (``queues.outbox``, tasks committed but not pushed to Redis yet): the
 the relay watches.
 """
 
+import itertools
+
 from django.http import HttpResponse
 from django.views.decorators.csrf import csrf_exempt
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
@@ -47,6 +52,10 @@ from .dashboard import access
 from .engine import readmodel
 
 VIEW_PERMISSION = "view_dashboard"
+#: Queues whose own series a scrape gives at most: each has about 17, and Prometheus stores every
+#: series it is given (and a scrape reads each queue's counts): queues made by the thousand (an
+#: enqueue token's) must cost neither a series each nor a read each.
+METRICS_QUEUES = 500
 
 _GAUGES = (
     ("pending", "Tasks waiting to run now (including those waiting for a lock)."),
@@ -75,9 +84,10 @@ class WorqrCollector:
         return []  # unknown until Redis is read; keeps registration free of Redis calls
 
     def collect(self):
-        queues = readmodel.overview(self.client)
+        known = readmodel.known_queues(self.client)
         workers = readmodel.workers(self.client)
-        names = [q["name"] for q in queues]
+        names = exported(known, workers)
+        queues = [dict(c, name=n) for n, c in zip(names, readmodel.counts_of(self.client, names))]
         for state, doc in _GAUGES:
             family = GaugeMetricFamily(f"worqr_queue_{state}", doc, labels=["queue"])
             for q in queues:
@@ -103,8 +113,23 @@ class WorqrCollector:
         yield histogram
         yield from limit_metrics(self.client, names)
         yield GaugeMetricFamily("worqr_workers_online", "Workers with a live heartbeat.", value=len(workers))
+        yield GaugeMetricFamily("worqr_queues", "Queues there are (see worqr_queues_exported).", value=len(known))
+        yield GaugeMetricFamily(
+            "worqr_queues_exported",
+            f"Queues whose own series are given here (at most {METRICS_QUEUES}: served ones first, then by name).",
+            value=len(names),
+        )
         yield from schedule_metrics(readmodel.schedules(self.client))
         yield from outbox_metrics(outbox.summary())
+
+
+def exported(known, workers):
+    """The queues (of the sorted ``known``) whose series a scrape gives: at most
+    ``METRICS_QUEUES``, those a live worker serves first, then the others by name."""
+    served = {q for w in workers for q in w.get("queues") or ()} & set(known)
+    others = (q for q in known if q not in served)
+    first = sorted(served)[:METRICS_QUEUES]
+    return first + list(itertools.islice(others, METRICS_QUEUES - len(first)))
 
 
 def outbox_metrics(summary):

@@ -193,8 +193,13 @@ def push(queue, items, using, background=False, retry_for=None):
     for group in _groups(items):
         when, opts = group[0].when, list(group[0].options)
         batch = (when, opts, [(e.payload, e.unique, e.kind) for e in group])
+        # create: a task in the outbox was accepted (its transaction committed): it is pushed
+        # even if its queue is new and MAX_QUEUES queues exist, never dropped.
         enqueued = queue._enqueue(
-            batch, [e.task_id for e in group], retry_for=PUSH_RETRY_FOR if retry_for is None else retry_for
+            batch,
+            [e.task_id for e in group],
+            retry_for=PUSH_RETRY_FOR if retry_for is None else retry_for,
+            create=True,
         )
     ids = [e.task_id for e in items]
     if background:

@@ -16,6 +16,9 @@ names) adds two options to ``enqueue`` and ``enqueue_many``:
 Ids before commit: the ids are made at the call with ``new_task_id`` and pushed with exactly
 those ids, so the id returned is the id the task gets; pushing is idempotent by id.
 
+``WORQR["MAX_QUEUES"]`` is checked at the call (TooManyQueues, nothing written), when Redis can
+be asked; a task in the outbox was accepted, and is pushed even if its queue is new by then.
+
 Limits: ``unique`` cannot be combined with the outbox (the id is promised before it is known
 whether a holder of the unique key exists at commit), nor can ``after=`` (its parents are
 linked in Redis at the call; a parent enqueued in the same transaction is not there yet):
@@ -71,8 +74,13 @@ class Queue(engine_queue.Queue):
                 f"queue {self.name}: unique cannot be combined with on_commit inside a transaction or "
                 "durable (the task id is returned before it is known); enqueue after commit instead"
             )
-        ids = [engine_queue.new_task_id(self.name) for _ in payloads]
-        return self.through_outbox(outbox.entries(self, payloads, ids, options), using)
+        items = outbox.entries(self, payloads, [engine_queue.new_task_id(self.name) for _ in payloads], options)
+        if not outbox.redis_down():
+            try:  # MAX_QUEUES, checked now: once committed, a task is pushed even into a new queue
+                self._check_room(self.connection.enqueue_client, self.connection.config.max_queues)
+            except NETWORK_ERRORS:
+                pass  # Redis away: the outbox is for that; its tasks are pushed when it is back
+        return self.through_outbox(items, using)
 
     def through_outbox(self, items, using=None, after=None):
         """Write outbox entries in the transaction open on ``using`` (or at once), and push them

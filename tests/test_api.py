@@ -454,7 +454,7 @@ def test_unknown_and_invalid_queues(api):
     error(api.post("/api/queues/nosuch/pause"), 404)
     error(api.get("/api/queues/bad{name"), 400, "queue")
     error(api.post("/api/queues/bad{name/resume"), 400, "queue")
-    assert api.get("/api/queues").json() == {"queues": []}
+    assert api.get("/api/queues").json() == {"queues": [], "next": None, "total": 0}
 
 
 def test_pause_and_resume(api):

@@ -75,6 +75,15 @@ class Ctx:
     def big(self):
         return {"queue": "t1", "payload": "x" * 80000}
 
+    def beyond_max_queues(self, request):
+        """``request`` while MAX_QUEUES is 1: a new queue is refused (409)."""
+        conn = connection.get_default()
+        connection.configure(conn.config.with_(max_queues=1), conn.url)
+        try:
+            return request()
+        finally:
+            connection.configure(conn.config, conn.url)
+
 
 def specific(c):
     """(path, method, status) -> a request producing it (401, 403 and 503 are generic)."""
@@ -83,6 +92,9 @@ def specific(c):
         ("/api/tasks", "post", 201): lambda: a.post("/api/tasks", GOOD),
         ("/api/tasks", "post", 400): lambda: a.post("/api/tasks", {"queue": "t1"}),
         ("/api/tasks", "post", 404): lambda: a.post("/api/tasks", {**GOOD, "after": [UNKNOWN]}),
+        ("/api/tasks", "post", 409): lambda: c.beyond_max_queues(
+            lambda: a.post("/api/tasks", {**GOOD, "queue": "new"})
+        ),
         ("/api/batches", "post", 201): lambda: a.post("/api/batches", {"description": "d"}),
         ("/api/batches", "post", 400): lambda: a.post("/api/batches", {"on_success": ["t1", "x"]}),
         ("/api/batches", "post", 413): lambda: a.post("/api/batches", c.big()),
@@ -120,6 +132,7 @@ def specific(c):
         ("/api/tasks/{id}", "delete", 404): lambda: a.delete(f"/api/tasks/{UNKNOWN}"),
         ("/api/tasks/{id}", "delete", 409): lambda: a.delete(f"/api/tasks/{c.stale()}"),
         ("/api/queues", "get", 200): lambda: a.get("/api/queues"),
+        ("/api/queues", "get", 400): lambda: a.get("/api/queues?limit=0"),
         ("/api/queues/{name}", "get", 200): lambda: a.get("/api/queues/t1"),
         ("/api/queues/{name}", "get", 400): lambda: a.get("/api/queues/bad{q"),
         ("/api/queues/{name}", "get", 404): lambda: a.get("/api/queues/nosuch"),
@@ -152,6 +165,9 @@ def specific(c):
         },
         ("/api/create", "post", 200): lambda: a.post("/api/create", {"topic": "t1", "content": "x"}),
         ("/api/create", "post", 400): lambda: a.post("/api/create", {"topic": "t1", "content": 5}),
+        ("/api/create", "post", 409): lambda: c.beyond_max_queues(
+            lambda: a.post("/api/create", {"topic": "new", "content": "x"})
+        ),
         ("/api/create", "post", 413): lambda: a.post("/api/create", c.big()),
         ("/api/create", "post", 415): lambda: a.post("/api/create", "x", content_type="text/plain"),
         ("/api/query", "post", 200): lambda: a.post("/api/query", {"id": c.tid}),

@@ -48,6 +48,8 @@ QUEUE_SCHEMA = {"type": "string", "pattern": QUEUE_PATTERN, "minLength": 1, "max
 TASK_ID_SCHEMA = {"type": "string", "pattern": TASK_ID_PATTERN, "minLength": 18, "maxLength": keys.QUEUE_NAME_MAX + 17}
 BATCH_ID_PATTERN = "^b-[0-9a-f]{16}$"
 BATCH_ID_SCHEMA = {"type": "string", "pattern": BATCH_ID_PATTERN}
+#: Queues per page of ``GET /api/queues``: when not said (``limit``), and at most.
+QUEUES_PAGE, QUEUES_PAGE_MAX = 100, 1000
 MAX_PARENTS = 1000
 MAX_BATCH_PAYLOADS = 10000
 MAX_DESCRIPTION = 1000
@@ -81,6 +83,20 @@ def queue_name(value, field="queue"):
         return keys.check_queue_name(value)
     except InvalidQueueName:
         raise BadRequest(f"{field}: {shown(value)} is not a queue name ({QUEUE_NAME_RULE})", field) from None
+
+
+def queues_page(params):
+    """(after, limit) of ``GET /api/queues?after=<name>&limit=<n>``: the queues named after
+    ``after`` (None: from the first), ``limit`` of them; else BadRequest naming the parameter."""
+    after = params.get("after")
+    if after is not None:
+        after = queue_name(after, "after")
+    raw = params.get("limit")
+    if raw is None:
+        return after, QUEUES_PAGE
+    if not (raw.isascii() and raw.isdigit() and len(raw) <= 7 and 1 <= int(raw) <= QUEUES_PAGE_MAX):
+        raise BadRequest(f"limit: must be an integer from 1 to {QUEUES_PAGE_MAX}, not {shown(raw, 20)}", "limit")
+    return after, int(raw)
 
 
 def task_id(value, field="id"):

@@ -7,7 +7,8 @@
     ├── Forbidden             403  the token lacks the permission
     ├── NotFound              404  unknown task, queue or route
     ├── MethodNotAllowed      405  (carries the allowed methods)
-    ├── Conflict              409  the task's state changed under the request
+    ├── Conflict              409  the task's state changed under the request; or a new queue
+    │                              refused (MAX_QUEUES queues exist)
     ├── RequestTooLarge       413  a body no valid request could have
     ├── UnsupportedMediaType  415  a body that is not JSON
     └── Unavailable           503  Redis cannot be reached
@@ -23,6 +24,7 @@ from ..engine.errors import (
     PayloadTooLarge,
     RedisUnavailable,
     TaskNotFound,
+    TooManyQueues,
 )
 
 
@@ -97,6 +99,8 @@ def from_engine(exc, field=None):
         return NotFound(str(exc))
     if isinstance(exc, InvalidState):
         return Conflict(str(exc))
+    if isinstance(exc, TooManyQueues):
+        return Conflict(str(exc), "queue")
     if isinstance(exc, RedisUnavailable):  # enqueue's retries ran out
         return Unavailable(str(exc))
     return None

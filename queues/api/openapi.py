@@ -21,6 +21,7 @@ from .bodies import (
     CREATE_BATCH,
     CREATE_TASK,
     QUEUE_SCHEMA,
+    QUEUES_PAGE_MAX,
     SEED_CREATE,
     TASK_ID_SCHEMA,
     limits_schema,
@@ -35,7 +36,7 @@ _STATUS = {
     401: "No valid bearer token",
     403: "The token lacks the permission",
     404: "Not found",
-    409: "The task changed state meanwhile; read it again",
+    409: "The task changed state meanwhile (read it again), or a new queue beyond MAX_QUEUES",
     413: "Body larger than any valid request",
     415: "The body is not JSON",
     503: "Redis is unavailable; try again",
@@ -71,9 +72,9 @@ def _op(summary, permission, codes, schema=None, body=None, params=()):
 _PATHS = {
     "/api/tasks": {
         "post": _op(
-            "Create a task (404: a task of `after` is unknown)",
+            "Create a task (404: a task of `after` is unknown; 409: a new queue beyond MAX_QUEUES)",
             "enqueue_task",
-            (201, 404, *_WRITE),
+            (201, 404, 409, *_WRITE),
             _ref("Created"),
             "CreateTask",
         ),
@@ -93,7 +94,7 @@ _PATHS = {
     },
     "/api/batches/{batch_id}/tasks": {
         "post": _op(
-            "Add tasks to an open batch (409 once it is closed)",
+            "Add tasks to an open batch (409 once it is closed, or for a new queue beyond MAX_QUEUES)",
             "enqueue_task",
             (201, 404, 409, *_WRITE),
             _object({"ids": {"type": "array", "items": {"type": "string"}}}),
@@ -122,16 +123,32 @@ _PATHS = {
         ),
     },
     "/api/queues": {
-        "get": _op(
-            "List queues with counts, paused state and workers",
-            "view_dashboard",
-            (200, *_READ),
-            {
-                "type": "object",
-                "required": ["queues"],
-                "properties": {"queues": {"type": "array", "items": _ref("Queue")}},
-            },
-        ),
+        "get": {
+            **_op(
+                "List queues with counts, paused state and workers, by name, a page at a time (`next`: "
+                "the `after` of the next page, null on the last)",
+                "view_dashboard",
+                (200, 400, *_READ),
+                {
+                    "type": "object",
+                    "required": ["queues", "next", "total"],
+                    "properties": {
+                        "queues": {"type": "array", "items": _ref("Queue")},
+                        "next": {"type": ["string", "null"]},
+                        "total": {"type": "integer", "minimum": 0},
+                    },
+                },
+            ),
+            "parameters": [
+                {"name": "after", "in": "query", "required": False, "schema": QUEUE_SCHEMA},
+                {
+                    "name": "limit",
+                    "in": "query",
+                    "required": False,
+                    "schema": {"type": "integer", "minimum": 1, "maximum": QUEUES_PAGE_MAX},
+                },
+            ],
+        },
     },
     "/api/queues/{name}": {
         "get": _op("Read a queue", "view_dashboard", (200, 400, 404, *_READ), _ref("Queue"), params=("name",)),
@@ -208,7 +225,7 @@ _PATHS = {
         "post": _op(
             "The seed's create, in the seed's field names (answers 200)",
             "enqueue_task",
-            (200, *_WRITE),
+            (200, 409, *_WRITE),
             _ref("Created"),
             "SeedCreate",
         ),

@@ -6,6 +6,7 @@ row with the token in the same database transaction as the change is made, so a 
 fails leaves no audit row (the Redis side of each change is one atomic script).
 """
 
+import bisect
 import json
 import re
 from contextlib import contextmanager
@@ -18,7 +19,7 @@ from ..engine import Queue, keys, readmodel
 from ..models import AuditLog
 from ..quoting import shown
 from .auth import permissions_of
-from .bodies import CREATE_TASK, create_options, limits_body, queue_name
+from .bodies import CREATE_TASK, create_options, limits_body, queue_name, queues_page
 from .errors import Forbidden, NotFound
 from .http import endpoint, json_body, respond
 
@@ -208,9 +209,18 @@ def known_queue(name):
 
 @endpoint(GET="view_dashboard")
 def queues(request, token):
+    """One page of the queues, by name: ``?after=<name>`` (the last of the page before: the
+    answer's ``next``) and ``?limit=`` (100 by default, 1,000 at most), with ``total``. Reads the
+    names and the counts of the page's queues only."""
+    after, limit = queues_page(request.GET)
     client = get_connection().client
+    names = readmodel.known_queues(client)
+    start = bisect.bisect_right(names, after) if after is not None else 0
+    page = names[start : start + limit]
     workers = readmodel.workers(client)
-    return respond({"queues": [queue_json(c, workers) for c in readmodel.overview(client)]})
+    listed = [queue_json(dict(c, name=n), workers) for n, c in zip(page, readmodel.counts_of(client, page))]
+    more = start + limit < len(names)
+    return respond({"queues": listed, "next": page[-1] if more and page else None, "total": len(names)})
 
 
 @endpoint(GET="view_dashboard")

@@ -41,25 +41,32 @@ class Feed:
         raise NotImplementedError
 
 
-class OverviewFeed(Feed):
+class PagedFeed(Feed):
+    """A feed of a page of a list (``?page=``): views of other pages share nothing with it."""
+
+    def __init__(self, client, page=1):
+        super().__init__(client)
+        self.page = page
+
+    @property
+    def key(self):
+        return (type(self).__name__, self.page)
+
+
+class OverviewFeed(PagedFeed):
     patterns = (keys.ALL_QUEUE_EVENTS,)
     settle = 1.5
 
     def snapshot(self):
-        return queries.overview(self.client)
+        return queries.overview(self.client, self.page)
 
 
-class WorkersFeed(Feed):
+class WorkersFeed(PagedFeed):
     patterns = (keys.ALL_QUEUE_EVENTS,)
     settle = 1.5
 
     def snapshot(self):
-        return {
-            "view": "workers",
-            "now_ms": queries.server_ms(self.client),
-            "workers": queries.workers(self.client),
-            "gone": queries.gone_workers(self.client),
-        }
+        return queries.workers_view(self.client, self.page)
 
 
 class WorkerFeed(Feed):
@@ -80,7 +87,7 @@ class WorkerFeed(Feed):
         return queries.worker(self.client, self.name)
 
 
-class SchedulesFeed(Feed):
+class SchedulesFeed(PagedFeed):
     """The Schedules page: schedule changes, and every queue's events (runs enqueued, started,
     finished: the last runs' outcomes)."""
 
@@ -90,7 +97,7 @@ class SchedulesFeed(Feed):
     def snapshot(self):
         from .schedules import snapshot
 
-        return snapshot(self.client)
+        return snapshot(self.client, self.page)
 
 
 class QueueFeed(Feed):
@@ -109,37 +116,30 @@ class QueueFeed(Feed):
 
 
 class TaskFeed(Feed):
-    """One task: only events naming it, or bulk events (more ids than listed, or none)."""
+    """One task: only events naming it, or bulk events (more ids than listed, or none). Its
+    payload is not live (it never changes): the page shows it, in full if asked."""
 
-    def __init__(self, client, task_id, full=False):
+    def __init__(self, client, task_id):
         super().__init__(client)
-        self.task_id, self.full = task_id, full
+        self.task_id = task_id
         self.channels = (keys.queue_events_channel(keys.queue_from_task_id(task_id)),)
         self._needle = f'"{task_id}"'.encode()
 
     @property
     def key(self):
-        return ("task", self.task_id, self.full)
+        return ("task", self.task_id)
 
     def wants(self, data):
         return self._needle in data or b'"ids"' not in data or b'"more"' in data
 
     def snapshot(self):
-        return queries.task(self.client, self.task_id, full=self.full)
+        return queries.task(self.client, self.task_id)
 
 
-class BatchesFeed(Feed):
+class BatchesFeed(PagedFeed):
     """The Batches page: every batch's progress (the batches' channel)."""
 
     channels = (keys.BATCH_EVENTS,)
-
-    def __init__(self, client, page=1):
-        super().__init__(client)
-        self.page = page
-
-    @property
-    def key(self):
-        return ("batches", self.page)
 
     def snapshot(self):
         return queries.batches(self.client, self.page)
@@ -182,11 +182,11 @@ def feed_for(client, view, arg=None, params=None):
     """
     params = params or {}
     if view == "overview":
-        return OverviewFeed(client)
+        return OverviewFeed(client, parse_page(params.get("page")))
     if view == "workers":
-        return WorkersFeed(client)
+        return WorkersFeed(client, parse_page(params.get("page")))
     if view == "schedules":
-        return SchedulesFeed(client)
+        return SchedulesFeed(client, parse_page(params.get("page")))
     if view == "worker":
         return WorkerFeed(client, keys.check_worker_name(arg))
     if view == "queue":
@@ -203,5 +203,5 @@ def feed_for(client, view, arg=None, params=None):
     if view == "task":
         if keys.queue_from_task_id(arg) is None:
             raise InvalidInput(f"{shown(arg)} is not a task id")
-        return TaskFeed(client, arg, full=params.get("full") == "1")
+        return TaskFeed(client, arg)
     raise InvalidInput(f"unknown view {shown(view)}")

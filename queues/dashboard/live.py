@@ -8,9 +8,16 @@ Messages sent: ``{"type": "update", "full": bool, "now_ms": int, "sections": {na
 with the HTML of the page's sections showing a snapshot key that changed since the last
 message (every section when ``full``), made by ``render(snapshot, changed keys)``; and
 ``{"type": "status", "redis": "down" | "up"}`` when the link to Redis drops or comes back.
+
+No message is longer than ``MAX_MESSAGE_BYTES``: ``encode``, which the socket sends every message
+through, splits an update too large for one into several (its sections shared out), and leaves
+a section too large alone out, naming it in ``"omitted": {name: bytes}`` (the page keeps what it
+shows of it and says it could not be updated). Every section is bounded by what it shows (pages,
+caps, previews) far below that; this is the rule that holds whatever a future section shows.
 """
 
 import asyncio
+import json
 import logging
 
 from asgiref.sync import sync_to_async
@@ -31,6 +38,37 @@ MAX_INTERVAL = 1.0
 #: Seconds the first event after a quiet spell waits for the events that come with it (a task's
 #: enqueue, start and end are often a few ms apart).
 DEBOUNCE = 0.02
+#: The longest message sent, in bytes (of its JSON text, which is ASCII): half of what Daphne
+#: sends at most by default (1 MiB; above, it refuses and the socket closes).
+MAX_MESSAGE_BYTES = 512 * 1024
+
+
+def encode(message, limit=MAX_MESSAGE_BYTES):
+    """The JSON texts to send for ``message``, each at most ``limit`` bytes (see the module
+    docstring): an update's sections are shared out over as few messages as hold them, in their
+    order; a section that can't fit in a message of its own is left out, under ``omitted``."""
+    text = json.dumps(message)
+    if len(text) <= limit or message.get("type") != "update":
+        return [text]
+    head = {k: v for k, v in message.items() if k != "sections"}
+    entries = [(name, html, len(json.dumps({name: html}))) for name, html in message["sections"].items()]
+    # Room for the head, and for naming every section as omitted (with 13 digits of size).
+    base = len(json.dumps({**head, "sections": {}, "omitted": {name: 10**12 for name, _, _ in entries}}))
+    omitted = {name: len(html.encode()) for name, html, cost in entries if base + cost > limit}
+    parts, size = [{}], base
+    for name, html, cost in entries:
+        if name in omitted:
+            continue
+        if parts[-1] and size + cost > limit:
+            parts.append({})
+            size = base
+        parts[-1][name] = html
+        size += cost
+    texts = [json.dumps({**head, "sections": part}) for part in parts]
+    if omitted:
+        log.warning("worqr dashboard: sections too large to send live, left out: %s", omitted)
+        texts[0] = json.dumps({**head, "sections": parts[0], "omitted": omitted})
+    return texts
 
 
 class LivePump:

@@ -7,18 +7,29 @@ Times are strings in UTC (``YYYY-MM-DD HH:MM:SS``) with epoch milliseconds besid
 the browser needs to compute (elapsed times, due in).
 """
 
-import math
 import re
 
 from .. import outbox
 from ..engine import keys, readmodel
+from .bounds import (
+    ACTIVE_MAX,
+    ACTIVE_SHOWN,
+    FAILURES_PER_PAGE,
+    PER_PAGE,
+    TASK_FAILURES_SHOWN,
+    TASK_TRACEBACK_SHOWN,
+    TRACEBACK_MAX,
+    failure_groups_shown,
+    log_shown,
+    names_shown,
+    page_count,
+    paged,
+    preview,
+    tail,
+)
 from .failures import group_failures
 
-PER_PAGE = 50
-PAYLOAD_PREVIEW = 120
-TRACEBACK_MAX = 6000
 THROUGHPUT_MINUTES = 60
-ACTIVE_MAX = 200
 
 
 def fmt(dt):
@@ -27,15 +38,6 @@ def fmt(dt):
 
 def epoch_ms(dt):
     return int(dt.timestamp() * 1000) if dt else None
-
-
-def preview(text, limit=PAYLOAD_PREVIEW):
-    if text is None:
-        return ""
-    if isinstance(text, bytes):
-        text = text.decode("utf-8", "replace")
-    text = text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def server_ms(client):
@@ -81,6 +83,7 @@ def _worker_row(info):
         "concurrency": info.get("concurrency", ""),
         "heartbeat_age": round(float(info.get("heartbeat_age", 0)), 1),
         "active": 0,
+        "beat_active": info.get("active", 0),
         "processed": info.get("processed", 0),
         "failed": info.get("failed", 0),
         "started": (info.get("started_at") or "")[:19].replace("T", " "),
@@ -89,13 +92,44 @@ def _worker_row(info):
     }
 
 
-def workers(client):
-    """Live workers; tasks in process counted from Redis now (the heartbeat's count lags)."""
-    rows = [_worker_row(info) for info in readmodel.workers(client)]
+#: (worker, queue) pairs whose tasks in process are counted from Redis at most; beyond (workers
+#: serving thousands of queues), the heartbeats' counts are taken (they lag a beat).
+PAIRS_COUNTED = 2000
+
+
+def _count_active(client, rows):
+    """Set each row's tasks in process, counted from Redis now (the heartbeat's count lags)."""
     pairs = [(row, q) for row in rows for q in row["queues"] if _valid_queue(q)]
+    if len(pairs) > PAIRS_COUNTED:
+        for row in rows:
+            row["active"] = row["beat_active"]
+        return rows
     for (row, _), n in zip(pairs, readmodel.workers_active(client, [(row["name"], q) for row, q in pairs])):
         row["active"] += n
     return rows
+
+
+def workers(client):
+    """Live workers; tasks in process counted from Redis now (the heartbeat's count lags)."""
+    return _count_active(client, [_worker_row(info) for info in readmodel.workers(client)])
+
+
+def workers_page(client, page=1):
+    """One page of the live workers (``paged``), each row's queues as ``names_shown`` gives them."""
+    listed = paged([_worker_row(info) for info in readmodel.workers(client)], page)
+    for row in _count_active(client, listed["rows"]):
+        row["queues"] = names_shown(row["queues"])
+    return listed
+
+
+def workers_view(client, page=1):
+    """The workers page: one page of the live workers and the workers gone lately."""
+    return {
+        "view": "workers",
+        "now_ms": server_ms(client),
+        "workers": workers_page(client, page),
+        "gone": gone_workers(client),
+    }
 
 
 def gone_workers(client, limit=100):
@@ -109,7 +143,7 @@ def gone_workers(client, limit=100):
                 "at": fmt(g.get("at")),
                 "at_ms": epoch_ms(g.get("at")),
                 "host": g.get("host", ""),
-                "queues": [q for q in g.get("queues") or [] if _valid_queue(q)],
+                "queues": names_shown(q for q in g.get("queues") or [] if _valid_queue(q)),
                 "processed": g.get("processed"),
                 "failed": g.get("failed"),
             }
@@ -127,7 +161,9 @@ def worker(client, name):
         queues = [q for q in row["queues"] if _valid_queue(q)]
         tasks = readmodel.worker_tasks(client, name, queues)
         row["active"] = len(tasks)
-        out["worker"], out["tasks"] = row, [task_row(t) for t in tasks]
+        row["queues"] = {"shown": queues[:PER_PAGE], "more": max(0, len(queues) - PER_PAGE)}
+        out["worker"], out["tasks"] = row, [task_row(t) for t in tasks[:PER_PAGE]]
+        out["tasks_total"] = len(tasks)
     else:
         out["gone"] = next((g for g in gone_workers(client) if g["name"] == name), None)
     return out
@@ -144,23 +180,48 @@ def _valid_queue(name):
 _COUNT_NAMES = ("pending", "delayed", "active", "failed", "completed", "waiting", "blocked", "failures", "enqueued")
 
 
-def overview(client):
-    """Every queue's counts, totals, throughput of all queues, and the workers online."""
+#: Queues on a page of the overview.
+QUEUES_PER_PAGE = 50
+#: Up to this many queues, the overview's totals and chart are summed over every queue at each
+#: refresh (two round trips, about 30 ms at 500); above, they are the sums the workers' sweep
+#: made on its last pass over every queue (``readmodel.summary``, at most a few minutes old).
+SUMMED_LIVE = 500
+
+
+def _queue_row(name, counts):
+    return {"name": name, "paused": counts["paused"], **{k: counts[k] for k in _COUNT_NAMES}}
+
+
+def totals_of(rows):
+    """The counts of ``rows`` (queue rows, or counts) summed, with how many are paused."""
+    totals = {k: sum(r[k] for r in rows) for k in _COUNT_NAMES}
+    totals["paused"] = sum(bool(r["paused"]) for r in rows)
+    return totals
+
+
+def overview(client, page=1):
+    """One page of the queues (by name) with their counts, the totals and throughput of every
+    queue (summed now up to ``SUMMED_LIVE`` queues, else the sweep's), and the workers online.
+    Costs a few round trips and O(page) reads, whatever the number of queues (but the names)."""
     now = server_ms(client)
     names = readmodel.known_queues(client)
-    queues = []
-    for name in names:
-        c = readmodel.queue_counts(client, name)
-        queues.append({"name": name, "paused": c["paused"], **{k: c[k] for k in _COUNT_NAMES}})
-    totals = {k: sum(q[k] for q in queues) for k in _COUNT_NAMES}
-    totals["paused"] = sum(q["paused"] for q in queues)
+    listed = paged(names, page, QUEUES_PER_PAGE)
+    listed["rows"] = [_queue_row(n, c) for n, c in zip(listed["rows"], readmodel.counts_of(client, listed["rows"]))]
+    if len(names) <= SUMMED_LIVE:
+        every = listed["rows"] if listed["total"] == len(listed["rows"]) else readmodel.counts_of(client, names)
+        totals = dict(totals_of(every), queues=len(names), summed_at=None)
+        chart = throughput(client, names, now_ms=now)
+    else:
+        summary = readmodel.summary(client)
+        totals = summary and dict(summary["totals"], queues=summary["queues"], summed_at=fmt(summary["at"]))
+        chart = summary and summary["throughput"]
     ws = workers(client)
     return {
         "view": "overview",
         "now_ms": now,
-        "queues": queues,
+        "queues": listed,
         "totals": totals,
-        "throughput": throughput(client, names, now_ms=now),
+        "throughput": chart,
         "outbox": outbox.summary(),  # tasks committed but not in Redis yet (queues.outbox)
         "workers": {
             "online": len(ws),
@@ -172,10 +233,6 @@ def overview(client):
 
 def queue_exists(client, name):
     return readmodel.queue_exists(client, name)
-
-
-def page_count(total, per_page=PER_PAGE):
-    return max(1, math.ceil(total / per_page))
 
 
 class FailureCache:
@@ -196,7 +253,7 @@ class FailureCache:
         return self.groups
 
 
-def _failure_json(entry):
+def _failure_json(entry, traceback_limit=TRACEBACK_MAX):
     return {
         "id": entry.get("id", ""),
         "error": entry.get("error") or "",
@@ -204,7 +261,7 @@ def _failure_json(entry):
         "worker": entry.get("worker") or "",
         "failed": fmt(entry.get("failed_at")),
         "payload": preview(entry.get("payload")),
-        "traceback": (entry.get("traceback") or "")[-TRACEBACK_MAX:],
+        "traceback": tail(entry.get("traceback"), traceback_limit),
     }
 
 
@@ -240,13 +297,27 @@ def queue(client, name, page=1, cache=None):
         },
         "delayed": {"total": counts["delayed"], "tasks": [task_row(t) for t in read["delayed"]]},
         "blocked": {"total": counts["blocked"], "tasks": [_blocked_row(client, t) for t in read["blocked"]]},
-        "active": {"total": counts["active"], "tasks": [task_row(t) for t in read["active"]]},
+        "active": {"total": counts["active"], "tasks": [task_row(t) for t in read["active"][:ACTIVE_SHOWN]]},
         "failed": {"total": counts["failed"], "tasks": [task_row(t) for t in read["failed"]]},
         "locks": read["locks"],
         "limits": limits_view(readmodel.limits(client, name)),
-        "failure_groups": (cache or FailureCache()).groups_for(client, name),
+        "failure_groups": failure_groups_shown((cache or FailureCache()).groups_for(client, name)),
         "throughput": throughput(client, [name], now_ms=now),
     }
+
+
+def failures(client, name, page=1, task_id=None, shape=None):
+    """The failures page (not live): the failure history of a queue, newest first, page by page
+    (``paged``), each entry with its error and traceback (its last ``TRACEBACK_MAX``
+    characters); only those of one task (``task_id``), or of one group (``shape``: its key)."""
+    entries = readmodel.failures(client, name)
+    if task_id:
+        entries = [e for e in entries if e.get("id") == task_id]
+    if shape:
+        entries = next((g["failures"] for g in group_failures(entries, items=None) if g["key"] == shape), [])
+    listed = paged(entries, page, FAILURES_PER_PAGE)
+    listed["rows"] = [_failure_json(e) for e in listed["rows"]]
+    return {"view": "failures", "queue": name, "now_ms": server_ms(client), "failures": listed}
 
 
 def _blocked_row(client, task):
@@ -374,14 +445,17 @@ def task(client, task_id, full=False, payload_limit=4000):
     """The task page: the task (None once finished) and its entries in the failure history."""
     found = readmodel.task(client, task_id)
     queue_name = keys.queue_from_task_id(task_id)
-    history = [_failure_json(e) for e in readmodel.failures(client, queue_name) if e.get("id") == task_id]
+    history = [e for e in readmodel.failures(client, queue_name) if e.get("id") == task_id]
     out = {
         "view": "task",
         "id": task_id,
         "queue": queue_name,
         "now_ms": server_ms(client),
         "task": None,
-        "failures": history,
+        "failures": {
+            "total": len(history),
+            "shown": [_failure_json(e, TASK_TRACEBACK_SHOWN) for e in history[:TASK_FAILURES_SHOWN]],
+        },
         "parents": [],
         "children": [],
     }
@@ -401,7 +475,7 @@ def task(client, task_id, full=False, payload_limit=4000):
             retries=d["retries"],
             timeout=d["timeout"],
             error=d["error"] or "",
-            traceback=found.traceback or "",
+            traceback=tail(found.traceback, TRACEBACK_MAX),
             unique_key=found.unique_key or "",
             callback=found.callback or "",
             batch=found.batch_id or "",
@@ -409,7 +483,7 @@ def task(client, task_id, full=False, payload_limit=4000):
             is_bytes=isinstance(found.payload, bytes),
         )
         out["task"] = row
-    out["log"] = readmodel.task_log(client, task_id) if found is not None else []
+    out["log"] = log_shown(readmodel.task_log(client, task_id) if found is not None else [])
     return out
 
 

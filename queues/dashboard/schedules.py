@@ -5,7 +5,8 @@ live feed and nothing else."""
 from cron_descriptor import CasingTypeEnum, Options, get_description
 
 from ..engine import readmodel, ticks
-from .queries import epoch_ms, fmt, preview
+from .bounds import paged, preview
+from .queries import epoch_ms, fmt
 
 #: What the last run's task state says of its outcome; a task that is gone has finished
 #: (completed, or cancelled) unless it failed (then it stays in the failed set).
@@ -63,9 +64,10 @@ def row(schedule, outcome):
     }
 
 
-def snapshot(client):
-    """The Schedules page: {view, now_ms, schedules: [row]}."""
-    found = readmodel.schedules(client)
+def snapshot(client, page=1):
+    """The Schedules page: {view, now_ms, schedules: one page of rows (``bounds.paged``)}."""
+    listed = paged(readmodel.schedules(client), page)
+    found = listed["rows"]
     states = readmodel.task_states(client, [s.last_task_id for s in found if s.last_task_id])
-    rows = [row(s, OUTCOMES.get(states.get(s.last_task_id), "unknown")) for s in found]
-    return {"view": "schedules", "now_ms": readmodel.server_ms(client), "schedules": rows}
+    listed["rows"] = [row(s, OUTCOMES.get(states.get(s.last_task_id), "unknown")) for s in found]
+    return {"view": "schedules", "now_ms": readmodel.server_ms(client), "schedules": listed}

@@ -19,6 +19,7 @@ from .errors import (
     RetryLater,
     StaleLease,
     TaskNotFound,
+    TooManyQueues,
     WorkerCrashed,
     WorkerLost,
     WorqrError,
@@ -53,5 +54,6 @@ __all__ = [
     "NotReplicated",
     "RedisUnavailable",
     "RetryLater",
+    "TooManyQueues",
     "WorkerCrashed",
 ]

@@ -134,6 +134,8 @@ class Batch:
         if "after" in options or "on_parent_failure" in options:
             raise InvalidTask("a batch's tasks can't wait for other tasks (after=)")
         checked = q._prepare(payloads, **options)  # everything checked before anything is written
+        if payloads:
+            q._check_room(q.client, q.connection.config.max_queues)  # MAX_QUEUES, before the batch counts them
         ids = [new_task_id(q.name) for _ in payloads]
         for i in range(0, max(len(ids), 1), _ADD_CHUNK):
             code = commands.batch_add(self.id, q.name, ids[i : i + _ADD_CHUNK]).run(self.client)

@@ -34,6 +34,7 @@ class Code(IntEnum):
     FINISHED = -5  # failed or completed: delete it instead
     NOT_REGISTERED = -6  # the worker is not registered in the queue (it was presumed dead)
     NOT_FINISHED = -7  # not failed or completed, and only those were to be deleted: cancel it instead
+    NO_QUEUE = -8  # the queue does not exist, and the call was not to make it
 
 
 def lua_placeholders():

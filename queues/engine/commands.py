@@ -148,9 +148,13 @@ class Enqueued:
     is_new_queue: bool
     now_ms: int
     ids: list
+    #: The queue does not exist and the call was not to make it (``create=False``): nothing added.
+    no_queue: bool = False
 
 
 def _enqueued(reply):
+    if reply[0] == Code.NO_QUEUE:
+        return Enqueued(False, int(reply[1]), [], no_queue=True)
     return Enqueued(bool(reply[0]), int(reply[1]), [i.decode() for i in reply[2:]])
 
 
@@ -171,6 +175,7 @@ ENQUEUE_OPTIONS = {
     "batch": "",
     "batch_callback": "",
     "once": "",
+    "create": True,
 }
 
 
@@ -185,13 +190,16 @@ def enqueue(queue, items, **options):
     are idempotent); ``parents`` the JSON ``{"p": [[parent id, 'w' or its outcome], ...], "ob":
     "run"}`` of tasks with ``after=`` (what ``link`` answered); ``batch`` the batch they belong
     to; ``batch_callback`` the batch they are a callback of; ``once`` a key used once ever (the
-    call adds nothing if it was used). Returns ``Enqueued``; an id whose task exists already is
+    call adds nothing if it was used); ``create``: whether the call may make the queue (False:
+    a queue that does not exist is left so, and the reply says ``no_queue``; ``Queue`` checks
+    ``MAX_QUEUES`` then calls again). Returns ``Enqueued``; an id whose task exists already is
     left as it is."""
     unknown = options.keys() - ENQUEUE_OPTIONS.keys()
     if unknown:
         raise TypeError(f"enqueue() got unknown options: {', '.join(sorted(unknown))}")
     given = {**ENQUEUE_OPTIONS, **options}
     given["tags"], given["remember"] = "\n".join(given["tags"]), _ms(given["remember"])
+    given["create"] = "1" if given["create"] else ""
     flat = [x for item in items for x in item]
     return Call("enqueue", queue, (len(items), *given.values(), *flat), _enqueued, durable="strict")
 
@@ -200,24 +208,24 @@ def _pushed(reply):
     return None if reply is None else _enqueued(reply)
 
 
-def push(queue, task_id, payload, trace="", *, binary=False):
+def push(queue, task_id, payload, trace="", *, binary=False, create=True):
     """Add one task now with no options (``payload`` bytes; ``binary``: it was bytes, not text;
-    ``trace`` its trace context, '' for none), unless a worker of the queue is idle or the queue
-    has limits: then ``None``, nothing written (call ``enqueue`` instead). Otherwise ``Enqueued``;
-    an id whose task exists already is left as it is. Waits for no replica: the caller
-    (``enqueue_one``) uses it only without ``MIN_REPLICAS_ACK``."""
-    return Call("push", queue, _push_args(task_id, payload, trace, binary), _pushed)
+    ``trace`` its trace context, '' for none; ``create`` as ``enqueue``'s), unless a worker of the
+    queue is idle or the queue has limits: then ``None``, nothing written (call ``enqueue``
+    instead). Otherwise ``Enqueued``; an id whose task exists already is left as it is. Waits for
+    no replica: the caller (``enqueue_one``) uses it only without ``MIN_REPLICAS_ACK``."""
+    return Call("push", queue, _push_args(task_id, payload, trace, binary, create), _pushed)
 
 
-def _push_args(task_id, payload, trace="", binary=False):
+def _push_args(task_id, payload, trace="", binary=False, create=True):
     """``push``'s arguments, in its ARGV order (for ``push`` and ``enqueue_one``)."""
-    return (task_id, payload, "b" if binary else "", trace)
+    return (task_id, payload, "b" if binary else "", trace, "1" if create else "")
 
 
-#: ``enqueue``'s arguments after n for one task now, with no options but a trace context
-#: (``enqueue_one``): before it, and after it.
+#: ``enqueue``'s arguments after n for one task now, with no options but a trace context and
+#: whether it may make the queue (``enqueue_one``): before the trace, between it and ``create``.
 _TRACE_AT = list(ENQUEUE_OPTIONS).index("trace")
-_PLAIN = ("",) * _TRACE_AT, ("",) * (len(ENQUEUE_OPTIONS) - _TRACE_AT - 1)
+_PLAIN = ("",) * _TRACE_AT, ("",) * (len(ENQUEUE_OPTIONS) - _TRACE_AT - 2)
 
 
 #: Queues whose last ``push`` declined (an idle worker, or limits), and when: ``enqueue_one`` goes
@@ -227,29 +235,32 @@ _declined = {}
 _DECLINED_FOR = 1.0
 
 
-def enqueue_one(client, queue, task_id, payload, trace=""):
+def enqueue_one(client, queue, task_id, payload, trace="", create=False):
     """``enqueue`` of one task now, with no options but its trace context, run at once on a
     synchronous client (the common call, kept short; as durable as ``enqueue``): returns
-    (whether the queue was new, the task's id). The short script ``push`` does it when it can
+    (whether the queue was new, the task's id), or (None, None) when the queue does not exist
+    and ``create`` is False (nothing added). The short script ``push`` does it when it can
     (no idle worker to hand the task to, no limits to count, no replicas to wait for),
     ``enqueue`` when ``push`` declines (and, for a second, for the queue's next calls)."""
     # The hottest call of a producer: scripts.run straight, without a Call and its parsed reply
     # (measured 5-7 us more per enqueue through them, ~13 % of an enqueue's CPU).
     reply = None
     if not getattr(client, "worqr_replicas", None) and time.monotonic() - _declined.get(queue, -1e9) > _DECLINED_FOR:
-        reply = scripts.run(client, "push", queue, *_push_args(task_id, payload, trace))
+        reply = scripts.run(client, "push", queue, *_push_args(task_id, payload, trace, create=create))
         if reply is None:
             if len(_declined) > 4096:  # queues made on the fly: keep it bounded
                 _declined.clear()
             _declined[queue] = time.monotonic()
     if reply is None:
         before, after = _PLAIN
-        args = (1, *before, trace, *after, task_id, payload, "", "")
+        args = (1, *before, trace, *after, "1" if create else "", task_id, payload, "", "")
         try:
             reply = scripts.run(client, "enqueue", queue, *args, durable="strict")
         except NotReplicated as exc:
             exc.reply = _enqueued(exc.reply)
             raise
+    if reply[0] == Code.NO_QUEUE:
+        return None, None
     return reply[0] == 1, reply[2].decode()
 
 
@@ -505,6 +516,12 @@ def set_limits(queue, overrides=None, *, reset=False):
 def purge(queue, limit):
     """Delete up to ``limit`` waiting-to-run tasks: returns (deleted, more)."""
     return Call("purge", queue, (limit,), lambda r: (int(r[0]), bool(r[1])))
+
+
+def forget(queue, enqueued):
+    """Forget the queue if it is still idle and empty, and nothing was enqueued since its
+    ``enqueued`` counter read ``enqueued`` (``engine.sweep``): True if it was."""
+    return Call("forget", queue, (int(enqueued),), bool)
 
 
 def drop(queue, limit):

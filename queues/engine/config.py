@@ -55,6 +55,15 @@ class Config:
     #: How long ids enqueued from the outbox are remembered, so that pushing one again is a no-op
     #: even after its task finished (1 h: far past any relay delay; costs ~100 bytes per id).
     enqueue_dedup_for: float = 3600.0
+    #: The most queues there may be: an enqueue that would make one more is refused
+    #: (TooManyQueues), so that producers (an API token that may enqueue) can't make queues
+    #: without end, each costing every page and scrape that lists them. Workers and schedules
+    #: still make the queues they serve.
+    max_queues: int = 10_000
+    #: A queue with nothing in it (no task in any state) and no worker, paused state or limits,
+    #: unused this long (seconds; 7 days, what its history shows), is forgotten by the workers'
+    #: sweep: its keys deleted, and it no longer counts under MAX_QUEUES. 0: never.
+    queue_forget_after: float = 7 * 86400.0
 
     def __post_init__(self):
         if self.heartbeat_interval <= 0 or self.heartbeat_ttl <= 0:
@@ -77,6 +86,10 @@ class Config:
             )
         if not 0 <= self.kill_grace <= 3600:
             raise ConfigurationError("KILL_GRACE must be between 0 and 3600 seconds")
+        if not 1 <= self.max_queues <= 10_000_000:
+            raise ConfigurationError("MAX_QUEUES must be an integer from 1 to 10000000")
+        if self.queue_forget_after != 0 and not 3600 <= self.queue_forget_after <= 366 * 86400:
+            raise ConfigurationError("QUEUE_FORGET_AFTER must be 0 (never) or between 3600 s and 366 days")
 
     @classmethod
     def from_mapping(cls, mapping):

@@ -17,6 +17,7 @@ WorqrError
 ├── WorkerNameTaken           a live worker already runs under that name
 ├── NotReplicated             a write not on MIN_REPLICAS_ACK replicas in time (it may be lost)
 ├── NoHandler                 a worker was asked to serve a queue with no handler
+├── TooManyQueues             an enqueue would make a queue beyond MAX_QUEUES: nothing added
 ├── WorkerCrashed             an isolated handler's process died by itself (a failed attempt)
 ├── RetryLater                raised by a handler: run again later, no attempt used
 └── RedisUnavailable          Redis unreachable for ENQUEUE_RETRY_FOR: the enqueue added nothing
@@ -99,6 +100,19 @@ class NotReplicated(WorqrError):
 
 class NoHandler(WorqrError):
     pass
+
+
+class TooManyQueues(WorqrError):
+    """An enqueue into a queue that does not exist, when ``WORQR["MAX_QUEUES"]`` queues exist
+    already: nothing was added (``queue``, ``limit``)."""
+
+    def __init__(self, queue, limit):
+        super().__init__(
+            f"queue {queue!r} does not exist and can't be made: there are {limit} queues already, the most "
+            f"WORQR['MAX_QUEUES'] allows (enqueue into an existing queue; a queue left empty, with no worker, is "
+            f"forgotten after WORQR['QUEUE_FORGET_AFTER']; Queue.drop() removes one now)"
+        )
+        self.queue, self.limit = queue, limit
 
 
 class WorkerCrashed(WorqrError):

@@ -119,7 +119,10 @@ Channels: ``worqr:{<queue>}:events`` (every transition, for dashboards) and
 Global keys: ``worqr:queues`` (known queues), ``worqr:workers`` (the worker registry),
 ``worqr:heartbeat:<worker>``, ``worqr:schedules`` (schedule name -> queue),
 ``worqr:schedule-queues`` (the queues that have had schedules), ``worqr:workers:gone`` (the
-last ``GONE_WORKERS_MAX`` workers that stopped or were found dead, newest first) and the
+last ``GONE_WORKERS_MAX`` workers that stopped or were found dead, newest first), the
+workers' queue sweep's (``sweep.py``): ``worqr:summary`` (its sums over every queue, JSON),
+``worqr:queues-idle`` (a hash: queue -> when it was found empty and its ``enqueued`` counter
+then) and ``worqr:sweeper`` (the sweeping worker's name, a lease with an expiry), and the
 channel ``worqr:schedule-changes`` (schedules added, changed, paused or resumed: sleeping
 schedulers re-read them).
 """
@@ -210,6 +213,12 @@ EVENTS = "events"
 
 # Global keys (never used inside a Lua script).
 KNOWN_QUEUES = f"{PREFIX}:queues"
+#: The sums over every queue of the workers' sweep's last pass (JSON; ``engine.sweep``).
+SUMMARY = f"{PREFIX}:summary"
+#: The queues the sweep found empty, and when (``engine.sweep``: forgotten once idle long enough).
+QUEUES_IDLE = f"{PREFIX}:queues-idle"
+#: Who sweeps the queues now (one worker at a time; its name, with an expiry).
+SWEEPER = f"{PREFIX}:sweeper"
 WORKER_REGISTRY = f"{PREFIX}:workers"
 #: Every schedule's queue (a hash name -> queue; only ever read and written from Python): the
 #: schedule of that name in another queue (left by a concurrent sync) is ignored.

@@ -11,7 +11,7 @@ from . import commands, keys, readmodel, tracing, workflows
 from .backoff import Backoff
 from .codes import Code
 from .connection import NETWORK_ERRORS, get_default
-from .errors import ConfigurationError, InvalidInput, InvalidTask, PayloadTooLarge, RedisUnavailable
+from .errors import ConfigurationError, InvalidInput, InvalidTask, PayloadTooLarge, RedisUnavailable, TooManyQueues
 from .limits import check_concurrency, parse_rate
 from .registry import get_handler
 from .task import Task
@@ -99,16 +99,32 @@ class Queue:
             return task_id
 
     def _enqueue_one(self, connection, task_id, raw, trace):
+        lost = False
         try:
-            is_new, task_id = commands.enqueue_one(connection.enqueue_client, self.name, task_id, raw, trace)
+            is_new, given = commands.enqueue_one(connection.enqueue_client, self.name, task_id, raw, trace)
         except NETWORK_ERRORS:
-            # The long way retries for ENQUEUE_RETRY_FOR with this id remembered: had the lost
-            # call been applied, the retry adds nothing.
+            is_new = given = None
+            lost = True
+        if given is None:
+            # The queue does not exist yet (the long way checks MAX_QUEUES first), or the call was
+            # lost: the long way retries for ENQUEUE_RETRY_FOR with this id remembered (had the
+            # lost call been applied, the retry adds nothing).
             options = dict.fromkeys(commands.TASK_OPTIONS, "")
-            return self._send("", options, [(task_id, raw, "", "")], trace, remember=True).ids[0]
+            return self._send("", options, [(task_id, raw, "", "")], trace, remember=lost).ids[0]
         if is_new:
             self._known(connection)
-        return task_id
+        return given
+
+    def _check_room(self, client, limit):
+        """Before a call that makes the queue: raise TooManyQueues if ``limit`` (MAX_QUEUES)
+        queues exist and this is not one of them (one round trip). Queues made at the same moment
+        by other producers may each pass: the limit can be passed by as many as are made at once."""
+        p = client.pipeline(transaction=False)
+        p.sismember(keys.KNOWN_QUEUES, self.name)
+        p.scard(keys.KNOWN_QUEUES)
+        known, count = p.execute()
+        if not known and count >= limit:
+            raise TooManyQueues(self.name, limit)
 
     def _known(self, connection):
         """List the queue among the known ones after its first task went in: a SADD (idempotent),
@@ -198,23 +214,30 @@ class Queue:
         *,
         retry_for=None,
         remember=None,
+        create=False,
     ):
         """Run the checked enqueue; returns ``commands.Enqueued`` (ids, and Redis time). Given
         ``ids`` are remembered (see ``enqueue_many``) unless ``remember=False``; ``retry_for``
-        overrides the setting; ``_links``: traceparents its enqueue span links to."""
+        overrides the setting; ``_links``: traceparents its enqueue span links to; ``create``: the
+        queue is made if need be without checking MAX_QUEUES (``_send``)."""
         when, opts, items = batches
         items = [((ids[i] if ids is not None else new_task_id(self.name)), *rest) for i, rest in enumerate(items)]
         extra = dict(parents=deps, batch=_batch, batch_callback=_batch_callback, once=_once)
         options = dict(zip(commands.TASK_OPTIONS, opts, strict=True))
         remember = ids is not None if remember is None else remember
         if not tracing.enabled(self.connection.config):
-            return self._send(when, options, items, remember=remember, retry_for=retry_for, extra=extra)
+            return self._send(when, options, items, remember=remember, retry_for=retry_for, extra=extra, create=create)
         with tracing.enqueue_span(self.name, len(items), links=_links) as (span, trace):
-            enqueued = self._send(when, options, items, trace, remember=remember, retry_for=retry_for, extra=extra)
+            enqueued = self._send(
+                when, options, items, trace, remember=remember, retry_for=retry_for, extra=extra, create=create
+            )
             tracing.enqueued(span, enqueued.ids)
             return enqueued
 
-    def _send(self, when, options, items, trace="", *, remember=False, retry_for=None, extra=None):
+    def _send(self, when, options, items, trace="", *, remember=False, retry_for=None, extra=None, create=False):
+        """Enqueue ``items`` in calls of ``_BATCH``, retrying through network errors. A call that
+        finds the queue does not exist is made again once MAX_QUEUES was checked (``_check_room``;
+        ``create``: without the check, for tasks already accepted: the outbox's)."""
         out, now, new = [], 0, False
         config = self.connection.config
         retry_for = config.enqueue_retry_for if retry_for is None else retry_for
@@ -226,10 +249,14 @@ class Queue:
                 # A retry remembers the ids: had the lost call been applied, this one adds nothing.
                 keep = config.enqueue_dedup_for if remember or attempt else 0
                 call = commands.enqueue(
-                    self.name, batch, when=when, trace=trace, remember=keep, **options, **(extra or {})
+                    self.name, batch, when=when, trace=trace, remember=keep, create=create, **options, **(extra or {})
                 )
                 try:
                     reply = call.run(self.connection.enqueue_client)
+                    if reply.no_queue:
+                        self._check_room(self.connection.enqueue_client, config.max_queues)
+                        create = True
+                        continue
                     break
                 except NETWORK_ERRORS as exc:
                     attempt += 1

@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 
 from . import commands, keys
 from . import durations as _durations
+from .budget import Budget
 from .connection import is_cluster
 from .task import Task, ms_to_datetime
 
@@ -43,8 +44,24 @@ def overview(client):
     """[{name, counts...}] for every known queue, in two round trips whatever their number
     (each queue's counts read atomically)."""
     names = known_queues(client)
-    replies = commands.run_pipelined(client, [commands.counts(name) for name in names])
-    return [dict(reply.counts, name=name) for name, reply in zip(names, replies)]
+    return [dict(counts, name=name) for name, counts in zip(names, counts_of(client, names))]
+
+
+def counts_of(client, names):
+    """The counts (as ``queue_counts``) of each of ``names``, in one round trip."""
+    return [reply.counts for reply in commands.run_pipelined(client, [commands.counts(name) for name in names])]
+
+
+def summary(client):
+    """What the workers' sweep summed on its last pass over every queue (``engine.sweep``):
+    {at (a datetime), queues, totals {pending, delayed, ...}, throughput (as ``throughput``),
+    took_ms}, or None before the first pass."""
+    raw = client.get(keys.SUMMARY)
+    if raw is None:
+        return None
+    out = json.loads(raw)
+    out["at"] = ms_to_datetime(out["at"])
+    return out
 
 
 def _tasks(client, queue, ids, state=None):
@@ -808,12 +825,25 @@ def parse_search(text):
 class SearchPage:
     """One request's worth of a search: the tasks found, where to go on (``cursor``, None when
     everything was looked at), how many entries were looked at, and the total when it is known
-    without scanning (a search by tag or by queue and state alone; else None)."""
+    without scanning (a search by tag or by queue and state alone, over at most
+    ``TOTAL_QUEUES`` queues; else None); the Redis round trips it took, why it stopped before
+    the end or a full page (``budget.ROUND_TRIPS``, ``TIME``, ``GONE``, ``"scan limit"``; None),
+    and how many of the queues searched it reached."""
 
     tasks: list
     cursor: str | None
     scanned: int
     total: int | None = None
+    round_trips: int = 0
+    stopped: str | None = None
+    queues_reached: int = 0
+    queues: int = 0
+
+
+#: Lists whose sizes one round trip asks for (a search skips the empty ones without reading them).
+PROBED = 1000
+#: A search's total is counted (from each queue's counts) over at most this many queues.
+TOTAL_QUEUES = 1000
 
 
 def _matches(s, t, tags):
@@ -870,9 +900,22 @@ def _read_source(client, queue, kind, key, offset, count):
     return ids, len(ids), len(ids) < count
 
 
+def _sizes(client, sources, start):
+    """{index: entries} of the ``PROBED`` sources from ``start``, in one round trip."""
+    p = client.pipeline(transaction=False)
+    at = range(start, min(start + PROBED, len(sources)))
+    for i in at:
+        _, kind, key = sources[i]
+        p.llen(key) if kind in ("front", "pending") else p.zcard(key)
+    return dict(zip(at, p.execute()))
+
+
 def search_total(client, s, queues):
     """How many tasks match ``s`` when counts alone tell (one tag and nothing else but queues,
-    or queues and states alone), else None."""
+    or queues and states alone), over at most ``TOTAL_QUEUES`` queues, in two round trips;
+    else None."""
+    if len(queues) > TOTAL_QUEUES:
+        return None
     p = client.pipeline(transaction=False)
     if _tag_only(s):
         for q in queues:
@@ -884,8 +927,7 @@ def search_total(client, s, queues):
         p.zcard(keys.queue_key(q, "results"))
     kept = p.execute()
     total = 0
-    for q, results in zip(queues, kept):
-        counts = queue_counts(client, q)
+    for results, counts in zip(kept, counts_of(client, queues)):
         per_state = {
             "pending": counts["runnable"],
             "waiting": counts["waiting"],
@@ -903,20 +945,37 @@ def _tag_only(s):
     return len(s.tags) == 1 and not (s.states or s.errors or s.workers or s.words) and s.before_ms is s.after_ms is None
 
 
-def search(client, text_or_search, cursor=None, scan_limit=10000, page_size=50, ids_only=False):
+def search(client, text_or_search, cursor=None, scan_limit=10000, page_size=50, ids_only=False, budget=None):
     """Run a search (a text for ``parse_search``, or a ``Search``) for one request: look at
     at most ``scan_limit`` entries (tasks read in pipelines of at most 500), from ``cursor`` (a
-    previous page's), and stop early once ``page_size`` tasks matched. Returns a ``SearchPage``
-    whose ``cursor`` goes on where this one stopped ("search further"). ``ids_only``: its
-    ``tasks`` are ids, and a search by queue and state (or one tag) alone reads no task."""
+    previous page's), and stop early once ``page_size`` tasks matched, or once ``budget`` (a
+    ``budget.Budget``: round trips, time, the client gone) is spent. The lists are looked at in
+    order, the empty ones skipped ``PROBED`` at a time. Returns a ``SearchPage`` whose ``cursor``
+    goes on where this one stopped ("search further"). ``ids_only``: its ``tasks`` are ids, and a
+    search by queue and state (or one tag) alone reads no task."""
     s = parse_search(text_or_search) if isinstance(text_or_search, str) else text_or_search
+    budget = budget or Budget(round_trips=10**12, seconds=float("inf"))
     blind = ids_only and (s.only_sets or _tag_only(s)) and "waiting" not in s.states
     queues = list(dict.fromkeys(s.queues)) if s.queues else known_queues(client)
+    budget.spend(0 if s.queues else 1)
     sources = _sources(s, queues)
     index, offset = _parse_cursor(cursor, len(sources))
-    found, scanned = [], 0
-    while index < len(sources) and scanned < scan_limit and len(found) < page_size:
+    found, scanned, sizes, stopped = [], 0, {}, None
+    while index < len(sources) and len(found) < page_size:
+        if scanned >= scan_limit:
+            stopped = "scan limit"
+            break
+        stopped = budget.spent()
+        if stopped:
+            break
+        if index not in sizes:
+            sizes = _sizes(client, sources, index)
+            budget.spend()
+        if offset >= sizes[index]:  # empty (or read to its end): no need to read it
+            index, offset = index + 1, 0
+            continue
         queue, kind, key = sources[index]
+        budget.spend(2 if kind == "lockwaits" else 1)
         ids, looked, done = _read_source(client, queue, kind, key, offset, min(500, scan_limit - scanned))
         if blind and kind != "lockwaits":  # every entry matches: no task to read
             ids = [_decode(i) for i in ids[: page_size - len(found)]]
@@ -931,6 +990,7 @@ def search(client, text_or_search, cursor=None, scan_limit=10000, page_size=50, 
         p = client.pipeline(transaction=False)
         for tid in ids:
             p.hgetall(keys.task_key(queue, _decode(tid)))
+        budget.spend(1 if ids else 0)
         for i, (tid, h) in enumerate(zip(ids, p.execute())):
             t = Task.from_hash(_decode(tid), queue, h)
             if t is not None and _matches(s, t, set(t.tags or ())):
@@ -942,9 +1002,13 @@ def search(client, text_or_search, cursor=None, scan_limit=10000, page_size=50, 
         offset += looked
         if done:
             index, offset = index + 1, 0
-    total = search_total(client, s, queues) if not cursor else None
+    total = None
+    if not cursor and not budget.spent() and (_tag_only(s) or s.only_sets):
+        total = search_total(client, s, queues)
+        budget.spend(0 if total is None else 1 if _tag_only(s) else 2)
     next_cursor = f"{index}.{offset}" if index < len(sources) else None
-    return SearchPage(found, next_cursor, scanned, total)
+    reached = len({q for q, _, _ in sources[: index + 1]}) if sources else 0
+    return SearchPage(found, next_cursor, scanned, total, budget.used, stopped, min(reached, len(queues)), len(queues))
 
 
 #: A search cursor: "<source>.<offset>", ASCII digits, the offset far below Redis's 64-bit

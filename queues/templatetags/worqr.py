@@ -8,7 +8,7 @@ and URLconf, with the argument quoted the way ``reverse`` quotes it (an argument
 would refuse, empty or holding a slash, goes through ``reverse`` itself, which raises).
 """
 
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 from django import template
 from django.urls import get_script_prefix, get_urlconf, reverse
@@ -101,3 +101,15 @@ def wq_progress(task):
     from ..dashboard import rows
 
     return mark_safe(rows.progress(task))
+
+
+@register.simple_tag
+def wq_more(shown, total, what, href=None, search=None):
+    """Under a list cut short: "N more <what>: see them", linking to ``href`` or to the search
+    for ``search``; nothing when all ``total`` are shown."""
+    more = (total or 0) - shown
+    if more <= 0:
+        return ""
+    if href is None:
+        href = reverse("queues:search") + "?" + urlencode({"q": search})
+    return format_html('<p class="wq-more">{} more {} not shown here: <a href="{}">see them</a></p>', more, what, href)

@@ -1,16 +1,22 @@
 /* The dashboard's live link: one websocket per page. The server sends the HTML of the
- * sections that changed (rendered by the same templates as the page), which are swapped in;
- * a "disconnected" banner shows while the link is down; it reconnects with backoff and gets a
- * full resync on every (re)connection. Action forms are posted with fetch and answered in the
- * flash area. The only other thing drawn here: elapsed and due-in times, ticking each second.
- * Addresses come from the page (data-live, form actions), never from this file. */
+ * sections that changed (rendered by the same templates as the page), which are swapped in
+ * (a section whose HTML is what was swapped in last is left alone: a resync that changed
+ * nothing redraws nothing); a "disconnected" banner shows while the link is down; it reconnects
+ * with backoff (1 s doubling to 30 s; back to 1 s only after a link that stayed up 30 s, so a
+ * server that closes every new link is not asked again and again) and gets a full resync on
+ * every (re)connection. Action forms are posted with fetch and answered in the flash area. The
+ * only other thing drawn here: elapsed and due-in times, ticking each second. Addresses come
+ * from the page (data-live, form actions), never from this file. */
 "use strict";
 (function () {
   let root, banner, status, flash;
   let clockOffset = 0; // server ms minus browser ms
   let socket = null;
-  let attempts = 0;
+  let attempts = 0; // reconnections since the link was last up long enough (STABLE_MS)
+  let openedAt = 0;
   let stopped = false;
+  const STABLE_MS = 30000;
+  const applied = new Map(); // section name -> the HTML swapped in last
 
   function duration(ms) {
     const s = Math.max(0, ms) / 1000;
@@ -49,13 +55,25 @@
       requestAnimationFrame(flush);
     }
     Object.assign(due, msg.sections || {});
+    // Sections too large to send (the server's bound on a message): kept as they are, marked.
+    const omitted = Object.keys(msg.omitted || {});
+    for (const name of omitted) {
+      applied.delete(name);
+      for (const el of root.querySelectorAll(`[data-section="${name}"]`)) el.classList.add("wq-too-large");
+    }
+    if (omitted.length) showFlash("Part of this page is too large to update live: reload the page to see it.", false);
   }
 
   function flush() {
     const sections = due;
     due = null;
     for (const [name, html] of Object.entries(sections)) {
-      for (const el of root.querySelectorAll(`[data-section="${name}"]`)) replace(el, html);
+      if (applied.get(name) === html) continue;
+      applied.set(name, html);
+      for (const el of root.querySelectorAll(`[data-section="${name}"]`)) {
+        replace(el, html);
+        el.classList.remove("wq-too-large");
+      }
     }
     tick();
   }
@@ -70,7 +88,7 @@
   function connect() {
     const scheme = location.protocol === "https:" ? "wss://" : "ws://";
     socket = new WebSocket(scheme + location.host + root.dataset.live);
-    socket.onopen = () => { attempts = 0; setLive(true, "live"); };
+    socket.onopen = () => { openedAt = Date.now(); setLive(true, "live"); };
     socket.onmessage = (ev) => {
       const msg = JSON.parse(ev.data);
       if (msg.type === "update") apply(msg);
@@ -81,8 +99,10 @@
       if (ev.code === 4403) banner.textContent = "Disconnected: your session no longer allows this page. Log in again.";
       if (ev.code === 4404 || ev.code === 4400) { stopped = true; banner.textContent = "This page no longer exists."; }
       if (stopped) return;
+      if (openedAt && Date.now() - openedAt >= STABLE_MS) attempts = 0;
+      openedAt = 0;
       attempts += 1;
-      const delay = Math.min(15000, 500 * 2 ** Math.min(attempts - 1, 5)) * (0.75 + Math.random() / 2);
+      const delay = Math.min(30000, 1000 * 2 ** Math.min(attempts - 1, 5)) * (0.75 + Math.random() / 2);
       setTimeout(connect, delay);
     };
   }

@@ -9,8 +9,10 @@ from django.urls import reverse
 
 from ...conf import get_connection
 from ...engine import keys, readmodel
+from ...engine.errors import InvalidInput
 from ...quoting import QUEUE_NAME_RULE, TASK_ID_RULE, shown
 from .. import access, sections
+from ..feeds import parse_page
 
 
 class BadInput(Exception):
@@ -70,6 +72,14 @@ def handles_bad_input(view):
 
     wrapper.__name__, wrapper.__doc__ = view.__name__, view.__doc__
     return wrapper
+
+
+def page_of(request):
+    """The ``?page=`` of a paged page (1 when absent), else BadInput."""
+    try:
+        return parse_page(request.GET.get("page"))
+    except InvalidInput as exc:
+        raise BadInput(str(exc)) from None
 
 
 def live_path(view, arg=None, **params):

@@ -1,22 +1,19 @@
-"""The queue page: pending (paged), delayed, in process, failed, locks, failure history."""
+"""The queue page: pending (paged), delayed, in process, failed, locks, failure history; its
+history page, and its failures page (every entry of the failure history, with its traceback)."""
+
+from urllib.parse import urlencode
 
 from ...engine import readmodel
-from ...engine.errors import InvalidInput
 from .. import queries, sections
 from ..access import staff_required
-from ..feeds import parse_page
-from .common import BadInput, check_queue, client, handles_bad_input, live_path, render_page
+from .common import BadInput, check_queue, check_task_id, client, handles_bad_input, live_path, page_of, render_page
 
 
 @staff_required
 @handles_bad_input
 def queue(request, name):
     check_queue(name)
-    try:
-        page = parse_page(request.GET.get("page"))
-    except InvalidInput as exc:
-        raise BadInput(str(exc)) from None
-    snapshot = queries.queue(client(), name, page)
+    snapshot = queries.queue(client(), name, page_of(request))
     page = snapshot["pending"]["page"]
     return render_page(
         request,
@@ -51,5 +48,30 @@ def history(request, name):
             "spans": list(readmodel.HISTORY_SPANS),
             "bars": sections.chart(snapshot["history"]),
             "depth": sections.depth_line(snapshot["history"]),
+        },
+    )
+
+
+@staff_required
+@handles_bad_input
+def failures(request, name):
+    """The failure history, newest first, page by page, each failure with its traceback (not
+    live); ``?task=<id>``: that task's only; ``?shape=<key>``: one group's (the queue page's)."""
+    check_queue(name)
+    task_id = request.GET.get("task") or None
+    if task_id:
+        check_task_id(task_id)
+    shape = (request.GET.get("shape") or "")[:2500] or None
+    snapshot = queries.failures(client(), name, page_of(request), task_id=task_id, shape=shape)
+    return render_page(
+        request,
+        "queues/failures.html",
+        {
+            "title": f"Failures of {name}",
+            "queue": name,
+            "snap": snapshot,
+            "task_id": task_id,
+            "shape": shape,
+            "extra": "".join(f"{urlencode({k: v})}&" for k, v in (("task", task_id), ("shape", shape)) if v),
         },
     )

@@ -3,17 +3,20 @@ last run and its outcome, paused state, and the pause / resume / trigger actions
 
 from .. import schedules as page
 from ..access import staff_required
-from .common import client, live_path, render_page
+from .common import client, handles_bad_input, live_path, page_of, render_page
 
 
 @staff_required
+@handles_bad_input
 def schedules(request):
+    snapshot = page.snapshot(client(), page_of(request))
+    number = snapshot["schedules"]["page"]
     return render_page(
         request,
         "queues/schedules.html",
         {
             "title": "Schedules",
-            "snap": page.snapshot(client()),
-            "live": live_path("schedules"),
+            "snap": snapshot,
+            "live": live_path("schedules", page=number if number > 1 else None),
         },
     )

@@ -1,8 +1,10 @@
 """Search (the box on every page) and bulk actions on what it finds.
 
 ``GET search/?q=...&cursor=...``: one bounded step of the search (``readmodel.search``, at most
-``WORQR["SEARCH_SCAN_LIMIT"]`` entries looked at), its tasks with checkboxes, and "Search
-further" (the next cursor) while there is more to look at. A task id alone goes to its page.
+``WORQR["SEARCH_SCAN_LIMIT"]`` entries looked at, ``SEARCH_ROUND_TRIPS`` Redis round trips and
+``SEARCH_SECONDS``; it stops when the client leaves), its tasks with checkboxes, why it stopped
+where it did, and "Search further" (the next cursor) while there is more to look at. A task id
+alone goes to its page. A process runs ``SEARCHES_AT_ONCE`` searches at once.
 
 ``POST search/bulk/``: ``action`` (cancel, retry, delete), ``confirm=yes``, and either ``ids``
 (the boxes ticked) or ``all=1`` with ``q`` (every task the search finds). The permissions of the
@@ -13,6 +15,10 @@ CSRF-checked; answered with the job's page (or JSON ``{ok, job, url}``).
 it).
 """
 
+import asyncio
+import threading
+
+from asgiref.sync import sync_to_async
 from django.contrib import messages
 from django.http import JsonResponse
 from django.shortcuts import redirect
@@ -20,6 +26,7 @@ from django.urls import reverse
 
 from ...conf import search_scan_limit
 from ...engine import keys, readmodel
+from ...engine.budget import Budget
 from ...engine.readmodel import SearchError
 from .. import access, bulk, queries
 from ..access import post_only, staff_required, wants_json
@@ -27,22 +34,45 @@ from .common import BadInput, client, handles_bad_input, render_page
 
 #: Ids a bulk form may name (more: use "all matching").
 MAX_IDS = 1000
+#: What one step of a search may spend: Redis round trips (each reads up to 500 entries, or the
+#: sizes of 1,000 lists) and seconds. Then it stops and says where ("search further").
+SEARCH_ROUND_TRIPS, SEARCH_SECONDS = 100, 2.0
+#: Searches a server process runs at once: one more waits for its turn up to SEARCH_SECONDS, then
+#: is told to try again (503), so that searches never hold every thread of the server.
+SEARCHES_AT_ONCE = 2
+_turns = threading.BoundedSemaphore(SEARCHES_AT_ONCE)
+
+
+async def search(request):
+    """The search page. Async so that a client that leaves is seen: Django cancels the view, and
+    the search is told to stop (its budget's ``stop``) at its next round trip."""
+    stop = threading.Event()
+    try:
+        return await sync_to_async(_search)(request, stop)
+    except asyncio.CancelledError:
+        stop.set()
+        raise
 
 
 @staff_required
 @handles_bad_input
-def search(request):
+def _search(request, stop):
     text = (request.GET.get("q") or "").strip()
     cursor = request.GET.get("cursor") or None
     if keys.queue_from_task_id(text) is not None:
         return redirect(reverse("queues:task", args=[text]))
     c = client()
-    page = None
+    page = budget = None
     if text:
+        budget = Budget(SEARCH_ROUND_TRIPS, SEARCH_SECONDS, stop)
+        if not _turns.acquire(timeout=SEARCH_SECONDS):
+            raise BadInput("The server is running other searches: try again in a moment.", status=503)
         try:
-            page = readmodel.search(c, text, cursor=cursor, scan_limit=search_scan_limit())
+            page = readmodel.search(c, text, cursor=cursor, scan_limit=search_scan_limit(), budget=budget)
         except SearchError as exc:
             raise BadInput(f"Search: {exc}.") from None
+        finally:
+            _turns.release()
     snapshot = {"view": "search", "now_ms": queries.server_ms(c)}
     return render_page(
         request,
@@ -55,6 +85,8 @@ def search(request):
             "results": [queries.task_row(t) for t in page.tasks] if page else [],
             "page": page,
             "scan_limit": search_scan_limit(),
+            "budget": {"round_trips": SEARCH_ROUND_TRIPS, "seconds": SEARCH_SECONDS},
+            "took": round(budget.elapsed, 2) if budget else None,
             "bulk_actions": [
                 a for a in ("retry", "cancel", "delete") if access.can_act(request.user, bulk.PERMISSIONS[a])
             ],

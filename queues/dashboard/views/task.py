@@ -1,8 +1,10 @@
-"""The task page and the look-up by id."""
+"""The task page, its whole log (as text) and the look-up by id."""
 
+from django.http import HttpResponse
 from django.shortcuts import redirect
 from django.urls import reverse
 
+from ...engine import readmodel
 from .. import queries
 from ..access import staff_required
 from .common import BadInput, check_task_id, client, handles_bad_input, live_path, render_page
@@ -25,7 +27,7 @@ def task(request, task_id):
     check_task_id(task_id)
     full = request.GET.get("full") == "1"
     snapshot = queries.task(client(), task_id, full=full)
-    if snapshot["task"] is None and not snapshot["failures"] and not snapshot["ended"]:
+    if snapshot["task"] is None and not snapshot["failures"]["total"] and not snapshot["ended"]:
         raise BadInput(
             f"There is no task {task_id} (finished tasks are deleted, unless their result is kept).", status=404
         )
@@ -37,7 +39,19 @@ def task(request, task_id):
             "task_id": task_id,
             "queue": snapshot["queue"],
             "snap": snapshot,
-            "live": live_path("task", task_id, full="1" if full else None),
+            "live": live_path("task", task_id),
             "full": full,
         },
     )
+
+
+@staff_required
+@handles_bad_input
+def log(request, task_id):
+    """The task's whole log (the last ``keys.TASK_LOG_MAX`` lines Redis keeps), as plain text: the
+    task page shows its last lines."""
+    check_task_id(task_id)
+    lines = readmodel.task_log(client(), task_id)
+    response = HttpResponse("".join(f"{line}\n" for line in lines), content_type="text/plain; charset=utf-8")
+    response["X-Content-Type-Options"] = "nosniff"
+    return response

@@ -5,25 +5,21 @@ from ...engine import keys
 from ...quoting import shown
 from .. import queries
 from ..access import staff_required
-from .common import BadInput, client, handles_bad_input, live_path, render_page
+from .common import BadInput, client, handles_bad_input, live_path, page_of, render_page
 
 
 @staff_required
+@handles_bad_input
 def workers(request):
-    c = client()
-    snapshot = {
-        "view": "workers",
-        "now_ms": queries.server_ms(c),
-        "workers": queries.workers(c),
-        "gone": queries.gone_workers(c),
-    }
+    snapshot = queries.workers_view(client(), page_of(request))
+    page = snapshot["workers"]["page"]
     return render_page(
         request,
         "queues/workers.html",
         {
             "title": "Workers",
             "snap": snapshot,
-            "live": live_path("workers"),
+            "live": live_path("workers", page=page if page > 1 else None),
         },
     )
 

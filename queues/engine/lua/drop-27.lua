@@ -4,7 +4,7 @@
 -- through the outbox, which the caller drains between calls (the links of those in it stay
 -- until then). Callers loop until it returns 0 (it returns 1 while the outbox holds any).
 -- Keys: pending front delayed active deadlines failed failures stats throughput meta workers idle unique lockwaits lockheads results durations outbox blocked batchruns once limits starts partitions ring pactive pwait
--- @include limits
+-- @include erase
 -- @include links
 -- Input: ARGV[3] limit
 -- Output: 1 while tasks are left, 0 when the queue is gone
@@ -73,8 +73,5 @@ for _, w in ipairs(rcall('ZRANGE', K.workers, 0, -1)) do
   end
   rcall('DEL', worker_tasks_key(w), held_key(w))
 end
-rcall('UNLINK', K.pending, K.front, K.delayed, K.active, K.deadlines, K.failed, K.failures, K.stats,
-  K.throughput, K.meta, K.workers, K.idle, K.unique, K.lockwaits, K.lockheads, K.results, K.durations,
-  K.limits, K.starts, K.ring, K.pactive, K.pwait, K.blocked, K.outbox, K.batchruns, K.once, PREFIX .. '@@ended@@', KEPT)
-publish({e = 'dropped'})
+erase_queue('dropped')
 return 0

@@ -14,11 +14,13 @@
 --   task finished is a no-op, ARGV[15] parents (JSON {p: [[parent id, 'w' (still live) or its
 --   outcome], ...], ob: 'run' or absent}), ARGV[16] batch id, ARGV[17] the batch this task is
 --   the callback of, ARGV[18] a once key: if it was used before (7 days), nothing is added --
---   each '' when not given -- then n quadruples: id, payload, unique key ('' for none), 'b' if
---   the payload was bytes.
+--   each '' when not given --, ARGV[19] '1' if the call may make the queue (else a queue that
+--   does not exist yet is not made: the caller checks MAX_QUEUES first), then n quadruples: id,
+--   payload, unique key ('' for none), 'b' if the payload was bytes.
 -- A task with parents still live is 'blocked' (parents:<id> lists them) until each is told
 -- (resolve); one with a parent that ended badly is cancelled at once unless ob = 'run'.
--- Output: {queue_was_new (0/1), now (ms), id1, id2, ...}. A unique key already held gives the
+-- Output: {queue_was_new (0/1), now (ms), id1, id2, ...}, or {NO_QUEUE, now} when the queue
+--   does not exist and ARGV[19] is not '1' (nothing written). A unique key already held gives the
 --   holder's id; an id that already exists, or was remembered in `seen` within the window, is
 --   left as it is (enqueue is idempotent by id).
 -- Events: 'enqueued' {n, ids, delayed}, 'waiting' {ids}, 'blocked' {ids}, 'cancelled' {ids, reason}, and 'started' for tasks handed
@@ -47,10 +49,11 @@ if ARGV[16] ~= '' then opts[#opts + 1] = 'bt'; opts[#opts + 1] = ARGV[16] end
 if ARGV[17] ~= '' then opts[#opts + 1] = 'bc'; opts[#opts + 1] = ARGV[17] end
 local deps = false
 if ARGV[15] ~= '' then deps = cjson.decode(ARGV[15]) end
+if ARGV[19] ~= '1' and rcall('HEXISTS', K.meta, 'created') == 0 then return {@@NO_QUEUE@@, now} end
 if ARGV[18] ~= '' then
   if rcall('ZSCORE', K.once, ARGV[18]) then
     local out = {0, now}
-    for i = 0, n - 1 do out[#out + 1] = ARGV[19 + 4 * i] end
+    for i = 0, n - 1 do out[#out + 1] = ARGV[20 + 4 * i] end
     return out
   end
   rcall('ZREMRANGEBYSCORE', K.once, '-inf', now - 7 * 86400000)
@@ -89,7 +92,7 @@ local turn_taken = not lk  -- with a lock: whether the lock's turn was settled (
 local state = 'pending'
 if due > 0 then state = 'delayed' end
 for i = 0, n - 1 do
-  local j = 19 + 4 * i
+  local j = 20 + 4 * i
   local id, payload, uk, kind = ARGV[j], ARGV[j + 1], ARGV[j + 2], ARGV[j + 3]
   local holder = false
   if uk ~= '' then holder = rcall('HGET', K.unique, uk) end

@@ -4,16 +4,18 @@
 -- Keys: pending stats meta idle limits
 -- @include base
 -- Input: ARGV[3] id, ARGV[4] payload, ARGV[5] 'b' if the payload was bytes, ARGV[6] the trace
---   context (as enqueue's) -- each '' when not given.
+--   context (as enqueue's) -- each '' when not given --, ARGV[7] '1' if the call may make the
+--   queue (as enqueue's ARGV[19]).
 -- Output: false when a worker of the queue is idle (enqueue hands it the task in its wake-up)
 --   or the queue has limits (enqueue counts them): nothing was written, call enqueue instead.
---   Otherwise as enqueue's: {queue_was_new (0/1), now (ms), id}; an id that already exists is
---   left as it is.
+--   Otherwise as enqueue's: {queue_was_new (0/1), now (ms), id}, or {NO_QUEUE, now} (nothing
+--   written); an id that already exists is left as it is.
 -- Events: 'enqueued' {n, ids, delayed}, as enqueue's.
 -- (an idle set or a limits hash exists only while not empty)
 if rcall('EXISTS', K.idle, K.limits) > 0 then return false end
 local now = now_ms()
 local now_s = tostring(now)  -- once: each number handed to Redis costs it a printf
+if ARGV[7] ~= '1' and rcall('HEXISTS', K.meta, 'created') == 0 then return {@@NO_QUEUE@@, now} end
 local is_new = rcall('HSETNX', K.meta, 'created', now_s)
 local id = ARGV[3]
 local tk = task_key(id)

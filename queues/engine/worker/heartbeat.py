@@ -23,6 +23,7 @@ from ..backoff import Backoff
 from ..codes import Code
 from ..connection import NETWORK_ERRORS, raise_if_cancelling
 from ..errors import WorkerNameTaken
+from ..sweep import Sweep
 from .child import rss_mb
 from .reporter import default
 
@@ -42,6 +43,7 @@ class Heart:
         self.sampled_at = 0.0  # when the queues' depth was last sampled (monotonic)
         self.side = None  # the beats' side work under way (``_side``), an asyncio task
         self.reaped_seen = False  # workers were reaped: the gone ones are to be noted
+        self.sweep = Sweep(worker.name, worker.config)  # the queue sweep (one worker at a time)
 
     @property
     def ttl(self):
@@ -221,7 +223,8 @@ class Heart:
 
     async def _side(self, r):
         """What a beat does besides beating, in a task of its own (one at a time), so that none of
-        it holds the next beat up: note the workers reaped, sample the queues' depth and, through
+        it holds the next beat up: note the workers reaped, sample the queues' depth, take a step of
+        the queue sweep (``engine.sweep``: a thread's work when this worker holds its lease) and, through
         Sentinel with MIN_REPLICAS_ACK, ask the Sentinels where the master is. (After a SENTINEL
         FAILOVER the old master keeps serving, and taking this worker's heartbeats, until it is
         demoted, up to 10 s later, while producers, refused there for want of replicas, move to
@@ -238,6 +241,7 @@ class Heart:
             if time.monotonic() - self.sampled_at >= DEPTH_EVERY:
                 self.sampled_at = time.monotonic()
                 await self.sample_depth()
+            await asyncio.to_thread(self.sweep.step, self.w.connection.client)
             if self.w.config.min_replicas_ack > 0:
                 await scripts.arecheck_master(self.w.redis)
                 await scripts.arecheck_master(r)
