@@ -10,7 +10,8 @@
     ├── Conflict              409  the task's state changed under the request
     ├── RequestTooLarge       413  a body no valid request could have
     ├── UnsupportedMediaType  415  a body that is not JSON
-    └── Unavailable           503  Redis cannot be reached
+    └── Unavailable           503  Redis cannot be reached (an enqueue's: with the ids ``added``,
+                                   ``unknown`` (may have been added) and ``not_added``)
 
 Engine errors are turned into these in one place, ``from_engine``.
 """
@@ -97,6 +98,8 @@ def from_engine(exc, field=None):
         return NotFound(str(exc))
     if isinstance(exc, InvalidState):
         return Conflict(str(exc))
-    if isinstance(exc, RedisUnavailable):  # enqueue's retries ran out
-        return Unavailable(str(exc))
+    if isinstance(exc, RedisUnavailable):  # enqueue's retries ran out: which tasks may be in
+        err = Unavailable(str(exc))
+        err.extra = {"added": exc.added, "unknown": exc.unknown, "not_added": exc.not_added}
+        return err
     return None

@@ -170,6 +170,7 @@ ENQUEUE_OPTIONS = {
     "batch": "",
     "batch_callback": "",
     "once": "",
+    "window": 0,
 }
 
 
@@ -184,13 +185,17 @@ def enqueue(queue, items, **options):
     are idempotent); ``parents`` the JSON ``{"p": [[parent id, 'w' or its outcome], ...], "ob":
     "run"}`` of tasks with ``after=`` (what ``link`` answered); ``batch`` the batch they belong
     to; ``batch_callback`` the batch they are a callback of; ``once`` a key used once ever (the
-    call adds nothing if it was used). Returns ``Enqueued``; an id whose task exists already is
+    call adds nothing if it was used); ``window`` (seconds, 0 for none): the call may be sent
+    again within it (a retry after a lost reply), so the tasks that end meanwhile are kept in the
+    record of ended tasks that long. Returns ``Enqueued``; an id whose task exists already, or
+    ended lately (the last ``keys.ENDED_MAX``, and all within the queue's longest window), is
     left as it is."""
     unknown = options.keys() - ENQUEUE_OPTIONS.keys()
     if unknown:
         raise TypeError(f"enqueue() got unknown options: {', '.join(sorted(unknown))}")
     given = {**ENQUEUE_OPTIONS, **options}
     given["tags"], given["remember"] = "\n".join(given["tags"]), _ms(given["remember"])
+    given["window"] = _ms(given["window"])
     flat = [x for item in items for x in item]
     return Call("enqueue", queue, (len(items), *given.values(), *flat), _enqueued, durable="strict")
 
@@ -199,24 +204,25 @@ def _pushed(reply):
     return None if reply is None else _enqueued(reply)
 
 
-def push(queue, task_id, payload, trace="", *, binary=False):
+def push(queue, task_id, payload, trace="", *, binary=False, window=0):
     """Add one task now with no options (``payload`` bytes; ``binary``: it was bytes, not text;
-    ``trace`` its trace context, '' for none), unless a worker of the queue is idle or the queue
-    has limits: then ``None``, nothing written (call ``enqueue`` instead). Otherwise ``Enqueued``;
-    an id whose task exists already is left as it is. Waits for no replica: the caller
-    (``enqueue_one``) uses it only without ``MIN_REPLICAS_ACK``."""
-    return Call("push", queue, _push_args(task_id, payload, trace, binary), _pushed)
+    ``trace`` its trace context, '' for none; ``window`` as ``enqueue``'s), unless a worker of
+    the queue is idle or the queue has limits: then ``None``, nothing written (call ``enqueue``
+    instead). Otherwise ``Enqueued``; an id whose task exists already, or ended lately, is left
+    as it is. Waits for no replica: the caller (``enqueue_one``) uses it only without
+    ``MIN_REPLICAS_ACK``."""
+    return Call("push", queue, _push_args(task_id, payload, trace, binary, window), _pushed)
 
 
-def _push_args(task_id, payload, trace="", binary=False):
+def _push_args(task_id, payload, trace="", binary=False, window=0):
     """``push``'s arguments, in its ARGV order (for ``push`` and ``enqueue_one``)."""
-    return (task_id, payload, "b" if binary else "", trace)
+    return (task_id, payload, "b" if binary else "", trace, _ms(window))
 
 
-#: ``enqueue``'s arguments after n for one task now, with no options but a trace context
-#: (``enqueue_one``): before it, and after it.
+#: ``enqueue``'s arguments after n for one task now, with no options but a trace context and a
+#: window (``enqueue_one``): before the trace, between it and the window (the last option).
 _TRACE_AT = list(ENQUEUE_OPTIONS).index("trace")
-_PLAIN = ("",) * _TRACE_AT, ("",) * (len(ENQUEUE_OPTIONS) - _TRACE_AT - 1)
+_PLAIN = ("",) * _TRACE_AT, ("",) * (len(ENQUEUE_OPTIONS) - _TRACE_AT - 2)
 
 
 #: Queues whose last ``push`` declined (an idle worker, or limits), and when: ``enqueue_one`` goes
@@ -226,24 +232,24 @@ _declined = {}
 _DECLINED_FOR = 1.0
 
 
-def enqueue_one(client, queue, task_id, payload, trace=""):
-    """``enqueue`` of one task now, with no options but its trace context, run at once on a
-    synchronous client (the common call, kept short; as durable as ``enqueue``): returns
-    (whether the queue was new, the task's id). The short script ``push`` does it when it can
-    (no idle worker to hand the task to, no limits to count, no replicas to wait for),
+def enqueue_one(client, queue, task_id, payload, trace="", window=0):
+    """``enqueue`` of one task now, with no options but its trace context and window, run at
+    once on a synchronous client (the common call, kept short; as durable as ``enqueue``):
+    returns (whether the queue was new, the task's id). The short script ``push`` does it when
+    it can (no idle worker to hand the task to, no limits to count, no replicas to wait for),
     ``enqueue`` when ``push`` declines (and, for a second, for the queue's next calls)."""
     # The hottest call of a producer: scripts.run straight, without a Call and its parsed reply
     # (measured 5-7 us more per enqueue through them, ~13 % of an enqueue's CPU).
     reply = None
     if not getattr(client, "worqr_replicas", None) and time.monotonic() - _declined.get(queue, -1e9) > _DECLINED_FOR:
-        reply = scripts.run(client, "push", queue, *_push_args(task_id, payload, trace))
+        reply = scripts.run(client, "push", queue, *_push_args(task_id, payload, trace, window=window))
         if reply is None:
             if len(_declined) > 4096:  # queues made on the fly: keep it bounded
                 _declined.clear()
             _declined[queue] = time.monotonic()
     if reply is None:
         before, after = _PLAIN
-        args = (1, *before, trace, *after, task_id, payload, "", "")
+        args = (1, *before, trace, *after, _ms(window), task_id, payload, "", "")
         try:
             reply = scripts.run(client, "enqueue", queue, *args, durable="strict")
         except NotReplicated as exc:

@@ -1,33 +1,25 @@
 """Queue: enqueue tasks and manage them (cancel, retry, delete, pause, drop, purge, read)."""
 
 import hashlib
-import logging
 import math
 import os
-import time
 from datetime import UTC, datetime
+from functools import partial
 
 from . import commands, keys, readmodel, tracing, workflows
-from .backoff import Backoff
 from .codes import Code
-from .connection import NETWORK_ERRORS, get_default
-from .errors import ConfigurationError, InvalidInput, InvalidTask, PayloadTooLarge, RedisUnavailable
+from .connection import get_default
+from .errors import ConfigurationError, InvalidInput, InvalidTask, PayloadTooLarge
 from .limits import check_concurrency, parse_rate
 from .registry import get_handler
+from .sending import Sending
 from .task import Task
-
-log = logging.getLogger("worqr")
 
 #: Tasks per enqueue call (each call is atomic), and entries per purge, drop or retry call: so
 #: that no script call holds Redis for long (under a few ms each, measured with 300,000 tasks).
 _BATCH = 500
 #: Where the lock key and the partition key stand in a prepared option list.
 _LOCK, _PARTITION = commands.TASK_OPTIONS.index("lock"), commands.TASK_OPTIONS.index("partition")
-
-
-#: An enqueue's calls are retried through network errors after pauses of 50 ms doubling to 0.5 s,
-#: for at most ENQUEUE_RETRY_FOR.
-_FIRST_PAUSE, _MAX_PAUSE = 0.05, 0.5
 
 
 #: set_limits: an option not given (None means "no limit").
@@ -99,30 +91,17 @@ class Queue:
             return task_id
 
     def _enqueue_one(self, connection, task_id, raw, trace):
-        try:
-            is_new, task_id = commands.enqueue_one(connection.enqueue_client, self.name, task_id, raw, trace)
-        except NETWORK_ERRORS:
-            # The long way retries for ENQUEUE_RETRY_FOR with this id remembered: had the lost
-            # call been applied, the retry adds nothing.
-            options = dict.fromkeys(commands.TASK_OPTIONS, "")
-            return self._send("", options, [(task_id, raw, "", "")], trace, remember=True).ids[0]
+        """Send the common call (retried as every enqueue is: ``sending``; a retry after a lost
+        reply adds nothing, the task be pending or ended)."""
+        sending = Sending(connection, self.name, [task_id])
+        attempt = partial(
+            commands.enqueue_one, connection.enqueue_client, self.name, task_id, raw, trace, sending.window
+        )
+        is_new, task_id = sending.send(attempt, 1)
+        sending.done([task_id])
         if is_new:
-            self._known(connection)
+            sending.known()
         return task_id
-
-    def _known(self, connection):
-        """List the queue among the known ones after its first task went in: a SADD (idempotent),
-        retried as the enqueue is. The task is in either way, so a Redis gone for longer only
-        logs a warning (a worker of the queue lists it when it registers)."""
-        backoff, deadline = Backoff(_FIRST_PAUSE, _MAX_PAUSE), time.monotonic() + connection.config.enqueue_retry_for
-        while True:
-            try:
-                connection.enqueue_client.sadd(keys.KNOWN_QUEUES, self.name)
-                return
-            except NETWORK_ERRORS as exc:
-                if not backoff.sleep(deadline):
-                    log.warning("worqr: queue %s: could not list it among the known queues: %s", self.name, exc)
-                    return
 
     def enqueue_many(self, payloads, *, ids=None, after=None, on_parent_failure="cancel", **options):
         """Add tasks, atomically in steps of 500 (``_BATCH``); returns their ids in order.
@@ -136,9 +115,11 @@ class Queue:
         already enqueued (even if its task has finished since, within ``ENQUEUE_DEDUP_FOR``) is
         then not enqueued again.
 
-        Redis unreachable: retried for ``WORQR["ENQUEUE_RETRY_FOR"]`` seconds (2 by default),
-        then ``RedisUnavailable`` is raised (the tasks of that call not acknowledged by Redis
-        were not added). A retry after an unanswered call cannot add a task twice.
+        Enqueue is idempotent by id: a call whose reply was lost is sent again and adds nothing
+        (its tasks be pending, running or ended since). Redis unreachable: retried for
+        ``WORQR["ENQUEUE_RETRY_FOR"]`` seconds (2 by default), then ``RedisUnavailable`` is
+        raised, within ``ENQUEUE_RETRY_FOR`` + ``ENQUEUE_SOCKET_TIMEOUT``; it lists the ids
+        added, those that may have been (no reply came) and those not added (``sending``).
 
         ``after`` (task ids, of any queues, at most 1,000) makes the tasks ``blocked`` until every
         one of those parents has completed; if a parent ends otherwise (failed for good,
@@ -158,7 +139,6 @@ class Queue:
         if batches is None:  # the handler's lock or partition function gave different keys
             grouped = dict(options, after=after, on_parent_failure=on_parent_failure, _remember=remember, **extra)
             return self._enqueue_grouped(payloads, ids, grouped)
-        remember = None if ids is not None else False  # ids made here are new: nothing to remember
         ids = ids if ids is not None else [new_task_id(self.name) for _ in payloads]
         deps = ""
         if parents:
@@ -215,36 +195,28 @@ class Queue:
             return enqueued
 
     def _send(self, when, options, items, trace="", *, remember=False, retry_for=None, extra=None):
-        out, now, new = [], 0, False
-        config = self.connection.config
-        retry_for = config.enqueue_retry_for if retry_for is None else retry_for
-        deadline = time.monotonic() + retry_for
+        """Send ``items`` in calls of ``_BATCH`` (``sending``): ``commands.Enqueued`` of them all."""
+        sending = Sending(self.connection, self.name, [item[0] for item in items], retry_for)
+        keep = self.connection.config.enqueue_dedup_for if remember else 0
+        client, now, new = self.connection.enqueue_client, 0, False
         for start in range(0, len(items), _BATCH):
             batch = items[start : start + _BATCH]
-            backoff, attempt = Backoff(_FIRST_PAUSE, _MAX_PAUSE), 0
-            while True:
-                # A retry remembers the ids: had the lost call been applied, this one adds nothing.
-                keep = config.enqueue_dedup_for if remember or attempt else 0
-                call = commands.enqueue(
-                    self.name, batch, when=when, trace=trace, remember=keep, **options, **(extra or {})
-                )
-                try:
-                    reply = call.run(self.connection.enqueue_client)
-                    break
-                except NETWORK_ERRORS as exc:
-                    attempt += 1
-                    if not backoff.sleep(deadline):
-                        raise RedisUnavailable(
-                            f"queue {self.name}: Redis unreachable, gave up after retrying for "
-                            f"{retry_for:g} s (WORQR['ENQUEUE_RETRY_FOR']): {exc}; "
-                            f"{len(items) - start} of {len(items)} tasks not added"
-                        ) from exc
-            new = new or reply.is_new_queue
-            out += reply.ids
-            now = reply.now_ms
+            call = commands.enqueue(
+                self.name,
+                batch,
+                when=when,
+                trace=trace,
+                remember=keep,
+                window=sending.window,
+                **options,
+                **(extra or {}),
+            )
+            reply = sending.send(partial(call.run, client), len(batch))
+            sending.done(reply.ids)
+            new, now = new or reply.is_new_queue, reply.now_ms
         if new:
-            self._known(self.connection)
-        return commands.Enqueued(new, now, out)
+            sending.known()
+        return commands.Enqueued(new, now, sending.added)
 
     def validate(self, payloads, *, after=None, on_parent_failure="cancel", **options):
         """Raise what ``enqueue_many`` would raise for these payloads and options; adds nothing."""

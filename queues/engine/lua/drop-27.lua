@@ -75,6 +75,6 @@ for _, w in ipairs(rcall('ZRANGE', K.workers, 0, -1)) do
 end
 rcall('UNLINK', K.pending, K.front, K.delayed, K.active, K.deadlines, K.failed, K.failures, K.stats,
   K.throughput, K.meta, K.workers, K.idle, K.unique, K.lockwaits, K.lockheads, K.results, K.durations,
-  K.limits, K.starts, K.ring, K.pactive, K.pwait, K.blocked, K.outbox, K.batchruns, K.once, PREFIX .. '@@ended@@', KEPT)
+  K.limits, K.starts, K.ring, K.pactive, K.pwait, K.blocked, K.outbox, K.batchruns, K.once, ENDED, RESEND, KEPT)
 publish({e = 'dropped'})
 return 0
