@@ -407,8 +407,8 @@ def _finish_kept(client, task):
     return commands.finish(task.queue, WORKER, [(task.id, task.lease, "", True)], result_ttl=60).run(client)[0]
 
 
-def test_a_kept_slot_holds_until_released_and_drop_forgets_it(client):
-    """finish with keep holds a concurrency=1 slot until release; an unlimited queue keeps none; drop forgets it."""
+def test_a_kept_slot_holds_until_released_even_across_a_drop(client):
+    """finish with keep holds a concurrency=1 slot until release, a drop included; an unlimited queue keeps none."""
     q = Queue("lim-kept")
     register(client, "lim-kept", concurrency=1)
     q.enqueue_many(["1", "2"])
@@ -425,8 +425,14 @@ def test_a_kept_slot_holds_until_released_and_drop_forgets_it(client):
     assert _finish_kept(client, second) == Code.COMPLETED and q.limits()["kept"] == 1
     while commands.drop("lim-kept", 100).run(client):
         pass
+    # The handler still runs and its worker serves the queue still: the drop keeps its slot.
+    assert q.limits()["kept"] == 1 and q.limits()["concurrency"] == 1
+    q.enqueue("3")
+    assert start(client, "lim-kept", 2).tasks == []
+    commands.release("lim-kept", WORKER, [(second.id, str(second.lease))]).run(client)
     assert not client.exists(keys.queue_key("lim-kept", "kept"))
     assert not client.exists(keys.held_locks_key("lim-kept", WORKER))
+    assert [t.payload for t in start(client, "lim-kept", 2).tasks] == ["3"]
 
     free = Queue("lim-none")
     register(client, "lim-none")

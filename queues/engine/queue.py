@@ -479,10 +479,14 @@ class Queue:
         return total
 
     def drop(self):
-        """Delete the queue: every task and key, counters included; running tasks are stopped.
-        The children (``after=``) and batches of its tasks, in other queues, are told they were
-        deleted, after each step of ``_BATCH`` tasks."""
+        """Delete the queue: every task and key, counters and the operator's limits included;
+        running tasks are stopped. A handler that runs on (a sync one can't be stopped) keeps its
+        lock and its slots under the limits until it returns, as a cancelled one does. The workers
+        serving the queue stay registered (with their handlers' limits); with none, nothing of
+        the queue is left. The children (``after=``) and batches of its tasks, in other queues,
+        are told they were deleted, after each step of ``_BATCH`` tasks."""
         while commands.drop(self.name, _BATCH).run(self.client):
             workflows.drain_all(self.client, self.name, dropping=True)
         self.client.delete(keys.queue_key(self.name, "depth"))  # samples taken from Python
-        self.client.srem(keys.KNOWN_QUEUES, self.name)
+        if not self.client.exists(keys.queue_key(self.name, "workers")):  # served: still listed
+            self.client.srem(keys.KNOWN_QUEUES, self.name)
