@@ -411,7 +411,8 @@ class QueueModel:
             out.append(tid)
         runnable = min(runnable, self.room())
         pushed = 0
-        if runnable and not self.paused:
+        rated = self.limits["rn"] is not None or self.limits["prn"] is not None  # woken, not handed tasks
+        if runnable and not self.paused and not rated:
             for worker, tid, lease in handed:
                 if worker not in self.idle:
                     raise ModelError(f"handed a task to {worker}, which was not idle")

@@ -305,6 +305,9 @@ class Started:
     due_in_ms: int
     tasks: list
     codes: list
+    #: The start grace of the queue's rates (ms; 0: no rate): the tasks' handlers start within it
+    #: of the call, or their tasks are given back unstarted (``limits.START_GRACE_FRACTION``).
+    grace_ms: int = 0
 
 
 #: Fields per delivery, in ``start``'s reply and in a hand-over message (``includes/take.lua``).
@@ -358,16 +361,16 @@ def start(queue, worker, count, *, lock_ttl, grace, default_timeout, result_ttl,
     """Acknowledge ``acks`` ((id, lease, result, keep[, run traceparent]) each) and take up to
     ``count`` tasks.
     Returns ``Started``: status OK, PAUSED, MORE (call again) or NOT_REGISTERED, the ms until the
-    next delayed task is due (-1: none), the Tasks taken and one code per ack."""
+    next delayed task is due (-1: none), the Tasks taken, one code per ack and the start grace."""
     acks = list(acks)
 
     def parse(reply):
         n = len(acks)
         head, codes = (reply[:-n], reply[-n:]) if n else (reply, [])
-        fields = head[2:]
+        fields = head[3:]
         size = DELIVERY_FIELDS
         tasks = [task_from_fields(queue, fields[i : i + size]) for i in range(0, len(fields), size)]
-        return Started(Code(head[0]), int(head[1]), tasks, _codes(codes))
+        return Started(Code(head[0]), int(head[1]), tasks, _codes(codes), int(head[2]))
 
     args = (
         worker,
@@ -428,9 +431,15 @@ def fail(
 
 
 def stop(queue, worker, items):
-    """Give tasks back first in line, in the order given: (id, lease, keep) each."""
+    """Give tasks back first in line, in the order given: (id, lease, keep) each; ``keep``: True
+    (the handler still runs: its lock stays held until ``release``), False, or ``"unstarted"``
+    (its handler never started: its start is not counted under the queue's rates either)."""
     items = list(items)
-    flat = tuple(x for task_id, lease, keep in items for x in (task_id, lease, "k" if keep else ""))
+    flat = tuple(
+        x
+        for task_id, lease, keep in items
+        for x in (task_id, lease, "u" if keep == "unstarted" else "k" if keep else "")
+    )
     return Call("stop", queue, (worker, len(items), *flat), _codes, durable="log")
 
 
