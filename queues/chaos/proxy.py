@@ -1,7 +1,8 @@
 """A small TCP proxy, written with asyncio, between the chaos run's processes (or a test's) and
 Redis: it forwards bytes both ways and, when told, cuts every open connection, refuses new ones
-for a while, delays every chunk it forwards, or loses the replies to requests Redis applied
-(``lose_replies``). It runs on its own thread (``Proxy.start``); ``stop`` ends it."""
+for a while (it stops listening: a connect is refused, as by a Redis that is down), delays every
+chunk it forwards, or loses the replies to requests Redis applied (``lose_replies``). It runs on
+its own thread (``Proxy.start``); ``stop`` ends it."""
 
 import asyncio
 import random
@@ -36,6 +37,7 @@ class Proxy:
         self._seen = 0  # requests that matched since ``lose_replies``
         self._links = set()
         self._loop = None
+        self._server = None
         self._stopped = None  # set (on the proxy's loop) to end it
         self._thread = None
         self._ready = threading.Event()
@@ -62,11 +64,11 @@ class Proxy:
     async def _main(self):
         self._loop = asyncio.get_running_loop()
         self._stopped = asyncio.Event()
-        server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
-        self.port = server.sockets[0].getsockname()[1]
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        self.port = self._server.sockets[0].getsockname()[1]
         self._ready.set()
         await self._stopped.wait()
-        server.close()
+        self._server.close()
         self._close_all()  # each connection's tasks end by themselves
         others = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
         if others:
@@ -75,7 +77,22 @@ class Proxy:
     def cut(self, refuse_for=0.0):
         """Close every open connection (both ends) and refuse new ones for ``refuse_for`` s."""
         self.refuse_until = time.monotonic() + refuse_for
-        self._loop.call_soon_threadsafe(self._close_all)
+        self._loop.call_soon_threadsafe(self._cut, refuse_for)
+
+    def _cut(self, refuse_for):
+        self._close_all()
+        if refuse_for > 0 and self._server.is_serving():
+            self._server.close()  # not listening: a connect is refused
+            asyncio.ensure_future(self._listen_again(refuse_for))
+
+    async def _listen_again(self, after):
+        await asyncio.sleep(after)
+        while not self._stopped.is_set():
+            try:
+                self._server = await asyncio.start_server(self._serve, "127.0.0.1", self.port)
+                return
+            except OSError:  # the port is not free yet: try again shortly
+                await asyncio.sleep(0.05)
 
     def lose_replies(self, *, every=None, chance=None, mode="reset", match=None, limit=None, on_lost=None, seed=None):
         """From now on, lose the replies to some requests after forwarding them, so that Redis
