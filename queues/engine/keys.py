@@ -78,8 +78,8 @@ Queue keys (``QUEUE_KINDS``; the type is in brackets):
                          in whole seconds; member: the window, ms; score: until when a call
                          with that window was made recently enough to be sent again, ms); a
                          handful of entries, written at most once per window per producer
-                         setting; the key expires with its last entry (drop deletes it). Built from the prefix,
-                         as ``ended`` is
+                         setting, those past their time removed then (a quiet queue keeps its
+                         last, ~100 bytes; drop deletes it). Built from the prefix, as ``ended`` is
 - ``kept``       [hash]  the slots kept by handlers still running after their outcome was
                          recorded (a timeout, a cancel of a sync handler): ``<id>:<lease>`` ->
                          its partition key (``''``: none). Each counts under the queue's

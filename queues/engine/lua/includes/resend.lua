@@ -16,15 +16,14 @@ end
 
 -- This call may be sent again within `window` ms: tasks that end within it stay in `ended`.
 -- Written only when the window's entry would lapse within the window (then for twice it), so a
--- busy producer writes once per window, not once per call.
+-- busy producer writes once per window, not once per call; entries past their time go then
+-- (the key has no expiry: a quiet queue keeps its last entry, ~100 bytes, as it keeps `meta`).
 local function note_resend(window, now)
   if window <= 0 then return end
   local till = tonumber(rcall('ZSCORE', RESEND, window) or '0')
   if till >= now + window then return end
   rcall('ZREMRANGEBYSCORE', RESEND, '-inf', now)
   rcall('ZADD', RESEND, now + 2 * window, window)
-  local last = rcall('ZRANGE', RESEND, -1, -1, 'WITHSCORES')
-  rcall('PEXPIREAT', RESEND, last[2])  -- the key goes with its last entry
 end
 
 -- The longest window (ms) within which a call of the queue may still be sent again (0: none).
