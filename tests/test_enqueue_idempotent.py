@@ -205,3 +205,31 @@ def test_enqueue_socket_timeout_out_of_range_is_a_clear_error():
     conn = Connection("redis://127.0.0.1:1/0", config)
     assert conn.enqueue_client.connection_pool.connection_kwargs["socket_timeout"] == 2.5
     assert conn.enqueue_client.connection_pool.connection_kwargs["socket_connect_timeout"] == 0.5
+
+
+def test_lost_replies_to_an_after_enqueue_link_and_add_the_child_once(client, proxy):
+    """enqueue(after=): the replies to its link and to its enqueue are both lost; the child is added and runs once."""
+    conn = _through(proxy, enqueue_retry_for=5.0)
+    _warm(conn, "lost6")
+    parent = Queue("lost6p").enqueue("parent")
+    engine_calls.finish(client, engine_calls.take(client, "lost6p")[0])
+
+    def then_the_enqueue_s():  # the link's reply is lost first, then the enqueue's, the child run meanwhile
+        run = _run_to_the_end(client, "lost6")
+        proxy.lose_replies(every=1, limit=2, match=b"{lost6}:pending", on_lost=run)
+
+    proxy.lose_replies(every=1, limit=1, match=b"{lost6p}", on_lost=then_the_enqueue_s)
+    child = Queue("lost6", conn).enqueue("child", after=[parent])
+    counts = Queue("lost6").counts()
+    assert proxy.lost == 2 and (counts["enqueued"], counts["completed"]) == (1, 1), (counts, child)
+
+
+def test_an_after_enqueue_with_redis_down_says_nothing_was_added(client):
+    """Redis unreachable at the link step: RedisUnavailable lists every id as not added, within the retry window."""
+    parent = Queue("down2p").enqueue("parent")
+    config = build_config().with_(enqueue_retry_for=0.3)
+    q = Queue("down2", Connection(f"redis://127.0.0.1:{free_port()}/0", config))
+    start = time.monotonic()
+    with pytest.raises(RedisUnavailable) as caught:
+        q.enqueue_many(["a", "b"], after=[parent])
+    assert len(caught.value.not_added) == 2 and caught.value.unknown == [] and time.monotonic() - start < 3

@@ -1,6 +1,7 @@
 """Queue: enqueue tasks and manage them (cancel, retry, delete, pause, drop, purge, read)."""
 
 import hashlib
+import logging
 import math
 import os
 from datetime import UTC, datetime
@@ -8,12 +9,14 @@ from functools import partial
 
 from . import commands, keys, readmodel, tracing, workflows
 from .codes import Code
-from .connection import get_default
+from .connection import NETWORK_ERRORS, get_default
 from .errors import ConfigurationError, InvalidInput, InvalidTask, PayloadTooLarge
 from .limits import check_concurrency, parse_rate
 from .registry import get_handler
 from .sending import Sending
 from .task import Task
+
+log = logging.getLogger("worqr")
 
 #: Tasks per enqueue call (each call is atomic), and entries per purge, drop or retry call: so
 #: that no script call holds Redis for long (under a few ms each, measured with 300,000 tasks).
@@ -140,12 +143,17 @@ class Queue:
             grouped = dict(options, after=after, on_parent_failure=on_parent_failure, _remember=remember, **extra)
             return self._enqueue_grouped(payloads, ids, grouped)
         ids = ids if ids is not None else [new_task_id(self.name) for _ in payloads]
-        deps = ""
-        if parents:
-            deps = workflows.link(self.client, parents, ids, on_parent_failure)
-        enqueued = self._enqueue(batches, ids, deps=deps, remember=remember, **extra)
-        if parents:
-            workflows.drain(self.client, self.name)  # tasks cancelled at once: their batch is told
+        if not parents:
+            return self._enqueue(batches, ids, remember=remember, **extra).ids
+        # Linked in the parents' queues first (idempotent), under the same retries and deadline.
+        sending = Sending(self.connection, self.name, ids)
+        client = self.connection.enqueue_client
+        deps = sending.send(partial(workflows.link, client, parents, ids, on_parent_failure), 0)
+        enqueued = self._enqueue(batches, ids, deps=deps, remember=remember, sending=sending, **extra)
+        try:
+            workflows.drain(client, self.name)  # tasks cancelled at once: their batch is told
+        except NETWORK_ERRORS as exc:  # they are in: the workers' sweep tells it
+            log.warning("worqr: queue %s: the batches of tasks cancelled at once are told later: %s", self.name, exc)
         return enqueued.ids
 
     def _enqueue_grouped(self, payloads, ids, options):
@@ -178,25 +186,28 @@ class Queue:
         *,
         retry_for=None,
         remember=None,
+        sending=None,
     ):
         """Run the checked enqueue; returns ``commands.Enqueued`` (ids, and Redis time). Given
         ``ids`` are remembered (see ``enqueue_many``) unless ``remember=False``; ``retry_for``
-        overrides the setting; ``_links``: traceparents its enqueue span links to."""
+        overrides the setting; ``_links``: traceparents its enqueue span links to; ``sending``:
+        the ``Sending`` of the enqueue these calls belong to (a new one if None)."""
         when, opts, items = batches
         items = [((ids[i] if ids is not None else new_task_id(self.name)), *rest) for i, rest in enumerate(items)]
         extra = dict(parents=deps, batch=_batch, batch_callback=_batch_callback, once=_once)
         options = dict(zip(commands.TASK_OPTIONS, opts, strict=True))
         remember = ids is not None if remember is None else remember
+        if sending is None:
+            sending = Sending(self.connection, self.name, [item[0] for item in items], retry_for)
         if not tracing.enabled(self.connection.config):
-            return self._send(when, options, items, remember=remember, retry_for=retry_for, extra=extra)
+            return self._send(sending, when, options, items, remember=remember, extra=extra)
         with tracing.enqueue_span(self.name, len(items), links=_links) as (span, trace):
-            enqueued = self._send(when, options, items, trace, remember=remember, retry_for=retry_for, extra=extra)
+            enqueued = self._send(sending, when, options, items, trace, remember=remember, extra=extra)
             tracing.enqueued(span, enqueued.ids)
             return enqueued
 
-    def _send(self, when, options, items, trace="", *, remember=False, retry_for=None, extra=None):
+    def _send(self, sending, when, options, items, trace="", *, remember=False, extra=None):
         """Send ``items`` in calls of ``_BATCH`` (``sending``): ``commands.Enqueued`` of them all."""
-        sending = Sending(self.connection, self.name, [item[0] for item in items], retry_for)
         keep = self.connection.config.enqueue_dedup_for if remember else 0
         client, now, new = self.connection.enqueue_client, 0, False
         for start in range(0, len(items), _BATCH):
