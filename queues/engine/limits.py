@@ -130,3 +130,22 @@ def check_limits(queue, concurrency=None, rate=None, partition=None, partition_c
 
 
 NO_LIMITS = Limits()
+
+
+def override_args(queue, given):
+    """The six values ``set_limits`` takes (as ``Limits.script_args``, '-' for "no limit", '' for
+    "leave as is") of the overrides ``given`` ({option: value or None}); ConfigurationError naming
+    the queue and option for a bad value."""
+    args = [""] * 6
+    for name, at in (("concurrency", 0), ("partition_concurrency", 3)):
+        if name in given:
+            value = given[name]
+            args[at] = "-" if value is None else str(check_concurrency(queue, name, value))
+    for name, at in (("rate", 1), ("partition_rate", 4)):
+        if name in given:
+            if given[name] is None:
+                args[at], args[at + 1] = "-", "-"
+            else:
+                r = parse_rate(queue, name, given[name])
+                args[at], args[at + 1] = str(r.starts), str(r.window_ms)
+    return args

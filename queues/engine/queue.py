@@ -11,7 +11,7 @@ from . import commands, keys, readmodel, tracing, workflows
 from .codes import Code
 from .connection import NETWORK_ERRORS, get_default
 from .errors import ConfigurationError, InvalidInput, InvalidTask, PayloadTooLarge
-from .limits import check_concurrency, parse_rate
+from .limits import override_args
 from .registry import get_handler
 from .sending import Sending
 from .task import Task
@@ -409,22 +409,8 @@ class Queue:
             raise InvalidInput(f"queue {self.name!r}: reset must be True or False, not {reset!r}")
         if not given and not reset:
             raise InvalidInput(f"queue {self.name!r}: set_limits needs a limit to set, or reset=True")
-        args = [""] * 6
         try:
-            for name, at, check in (
-                ("concurrency", 0, check_concurrency),
-                ("partition_concurrency", 3, check_concurrency),
-            ):
-                if name in given:
-                    value = given[name]
-                    args[at] = "-" if value is None else str(check(self.name, name, value))
-            for name, at in (("rate", 1), ("partition_rate", 4)):
-                if name in given:
-                    if given[name] is None:
-                        args[at], args[at + 1] = "-", "-"
-                    else:
-                        r = parse_rate(self.name, name, given[name])
-                        args[at], args[at + 1] = str(r.starts), str(r.window_ms)
+            args = override_args(self.name, given)
         except ConfigurationError as exc:
             raise InvalidInput(str(exc).replace("handler ", "queue ", 1)) from None
         commands.set_limits(self.name, args, reset=reset).run(self.client)
