@@ -248,6 +248,9 @@ def test_a_slot_kept_for_a_delivery_the_worker_never_got_is_released(client, wor
     wait_registered(client, "lkl0")
     q.enqueue(json.dumps({"n": -1}))  # once it has run, the worker is up, has taken stock, and idles
     wait_for(lambda: records(client, "lim-keep"), timeout=10, message="the first task to run")
+    # acknowledged: the call that did it also put the worker in the idle set (it will not look
+    # again until woken), so taking it out below is not undone by that call coming later
+    wait_for(lambda: q.counts()["completed"] == 1, timeout=10, message="the first task's acknowledgement")
     idle = keys.queue_key("lim-keep", "idle")
     wait_for(lambda: client.srem(idle, "lkl0"), timeout=5, message="the worker to idle")  # no hand-over now
     q.enqueue(json.dumps({"n": 0}), timeout=1)
