@@ -67,6 +67,7 @@ class QueueModel:
         self.stats = dict(enqueued=0, completed=0, failed=0, cancelled=0, deleted=0)
         self.links = {}  # parent id -> set of child ids linked to it
         self.ended = {}  # id -> its recorded end (links '='), for tasks with links or a reason
+        self.ended_lately = set()  # the `ended` record: every task that ended (a run ends < 10,000)
         self.outbox = set()  # ids whose children are still to be told
         self.take_seq = 0
         self.leases = 0  # the queue's lease counter: every delivery and fencing takes the next
@@ -258,7 +259,9 @@ class QueueModel:
             self.task_ended(t.id, outcome, reason)
 
     def task_ended(self, tid, outcome, reason=False):
-        """Mirror of includes/links.lua: only the first end counts, only with links or a reason."""
+        """Mirror of includes/links.lua: every end is recorded (an id enqueued again is left as it
+        is); the first end counts, and is told only with links or a reason."""
+        self.ended_lately.add(tid)
         if tid not in self.links and tid not in self.ended and not reason:
             return
         if tid in self.ended:
@@ -370,14 +373,14 @@ class QueueModel:
 
     def enqueue(self, ids, lock, unique, delayed, retries, handed, part=None, remember=False, deps=None):
         """``handed``: the (worker, id, lease) hand-overs Redis published, in order. Returns the
-        ids replied. An id that exists, or was remembered, is left as it is. ``deps``: ([(parent,
+        ids replied. An id that exists, ended, or was remembered, is left as it is. ``deps``: ([(parent,
         'w' or its end)], run_anyway) for tasks with after=."""
         out, runnable = [], 0
         for tid in ids:
             if unique is not None and unique in self.unique:
                 out.append(self.unique[unique])
                 continue
-            if tid in self.tasks or (remember and tid in self.remembered):
+            if tid in self.tasks or tid in self.ended_lately or (remember and tid in self.remembered):
                 if remember:
                     self.remembered.add(tid)
                 out.append(tid)
@@ -408,7 +411,8 @@ class QueueModel:
             out.append(tid)
         runnable = min(runnable, self.room())
         pushed = 0
-        if runnable and not self.paused:
+        rated = self.limits["rn"] is not None or self.limits["prn"] is not None  # woken, not handed tasks
+        if runnable and not self.paused and not rated:
             for worker, tid, lease in handed:
                 if worker not in self.idle:
                     raise ModelError(f"handed a task to {worker}, which was not idle")
@@ -429,10 +433,10 @@ class QueueModel:
     def push(self, tid):
         """``push`` (Queue.enqueue's short road for one plain task): None when it declines (an
         idle worker to hand the task to, or limits stored: nothing written), else the id; an id
-        whose task exists is left as it is (``remember`` plays no part)."""
+        whose task exists or ended is left as it is (``remember`` plays no part)."""
         if self.idle or self.overrides:
             return None
-        if tid not in self.tasks:
+        if tid not in self.tasks and tid not in self.ended_lately:
             t = self.tasks[tid] = Task(tid, None, None, 0)
             self.stats["enqueued"] += 1
             t.state = "pending"
@@ -580,6 +584,7 @@ class QueueModel:
             return Code.NOT_FAILED
         t.attempts = 0
         self.ended.pop(tid, None)
+        self.ended_lately.discard(tid)
         if t.unique is not None and t.unique not in self.unique:
             self.unique[t.unique] = tid
         if self.make_runnable(t, "tail"):

@@ -277,3 +277,37 @@ def test_kill_grace_defaults_to_5_seconds():
     """WORQR["KILL_GRACE"] unset: an isolated handler gets 5 s between SIGTERM and SIGKILL."""
     assert Config().kill_grace == 5.0
     assert Config.from_mapping({}).kill_grace == 5.0
+
+
+def test_a_handler_process_given_a_task_past_its_start_by_answers_late_and_runs_nothing(client):
+    """A rate-limited task that reaches its handler process after its start_by is not run there ('late'); in time, it is."""
+    import pickle
+    import socket
+
+    from queues.engine.task import Task
+    from queues.engine.worker import child
+
+    ours, theirs = socket.socketpair()
+    pid = os.fork()
+    if pid == 0:  # the handler process, as the fork server makes it
+        ours.close()
+        child.serve(theirs, os.getppid(), {"p1": registry.get_handler("p1")})
+    theirs.close()
+    stream = ours.makefile("rb")
+
+    def read():
+        (size,) = child.HEADER.unpack(stream.read(child.HEADER.size))
+        return pickle.loads(stream.read(size))
+
+    try:
+        assert read()[0] == "ready"
+        late, in_time = (Task(id=f"p1-{os.urandom(8).hex()}", queue="p1", payload="{}") for _ in range(2))
+        ours.sendall(child.frame(("p1", late, "", time.monotonic() - 0.001)))
+        assert read()[0] == "late"
+        ours.sendall(child.frame(("p1", in_time, "", time.monotonic() + 30)))
+        assert read()[0] == "ok"
+        assert pids(client, late.id) == [] and pids(client, in_time.id) == [pid]
+    finally:
+        stream.close()
+        ours.close()  # the process reads the end of its socket and exits
+        os.waitpid(pid, 0)

@@ -261,6 +261,45 @@ def test_drop_stops_running_tasks(client, workers):
     assert records(client, "t5")[0]["outcome"] == "cancelled"
 
 
+def _most_at_once(runs):
+    """The most runs (records with start and end) that overlapped at one moment."""
+    edges = sorted([(r["start"], 1) for r in runs] + [(r["end"], -1) for r in runs], key=lambda e: (e[0], e[1]))
+    most = now = 0
+    for _, step in edges:
+        now += step
+        most = max(most, now)
+    return most
+
+
+def test_drop_keeps_a_running_sync_handler_s_lock_until_it_returns(client, workers):
+    """A sync handler that ignores the drop's cancel keeps lock X: the next task with X runs only after it returns."""
+    q = Queue("t1")
+    w = workers(["t1"], concurrency=3, name="drop-lock")
+    wait_registered(client, "drop-lock")
+    q.enqueue('{"sleep": 2, "deaf": true}', lock="X")
+    wait_for(lambda: q.counts()["active"] == 1, message="the first task to start")
+    q.drop()
+    q.enqueue('{"sleep": 0}', lock="X")
+    wait_for(lambda: len(records(client, "t1")) == 2, timeout=15, message="both tasks to run")
+    first, second = sorted(records(client, "t1"), key=lambda r: r["start"])
+    assert second["start"] >= first["end"], (first, second, w.output()[-2000:])
+
+
+def test_drop_keeps_running_sync_handlers_slots_until_they_return(client, workers):
+    """concurrency=2: two sync handlers run on through a drop; two tasks enqueued after it never make it four at once."""
+    q = Queue("lim-conc")
+    workers(["lim-conc"], concurrency=4, name="drop-slots")
+    wait_registered(client, "drop-slots")
+    q.enqueue_many(['{"sleep": 2, "deaf": true}'] * 2)
+    wait_for(lambda: q.counts()["active"] == 2, message="both to start")
+    q.drop()
+    q.enqueue_many(['{"sleep": 0.5}'] * 2)
+    wait_for(lambda: len(records(client, "lim-conc")) == 4, timeout=15, message="the four runs")
+    runs = records(client, "lim-conc")
+    assert _most_at_once(runs) <= 2, runs
+    assert Queue("lim-conc").limits()["kept"] == 0  # released as the handlers returned
+
+
 def test_bad_lifecycle_input_is_refused_and_writes_nothing(client):
     """Bad enqueue options and actions on tasks in the wrong state raise, and write nothing."""
     q = Queue("t1")

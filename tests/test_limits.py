@@ -83,20 +83,50 @@ def test_concurrency_caps_starts_and_a_freed_slot_wakes_an_idle_worker(client):
 
 
 def test_rate_is_a_sliding_window_by_redis_time(client):
-    """rate=(3, 0.4): 3 starts, then none until the oldest leaves the window (the due time given)."""
+    """rate=(3, 0.4): 3 starts, then none until the oldest leaves the window and its start grace (the due time given)."""
     q = Queue("lim-r")
     register(client, "lim-r", rate=(3, 0.4))
     q.enqueue_many([str(i) for i in range(10)])
     first = start(client, "lim-r", 10)
     assert len(first.tasks) == 3
     held = start(client, "lim-r", 10)
-    assert held.tasks == [] and 0 <= held.due_in_ms <= 400
+    # starts are counted over the window and its start grace, 40 ms (limits.START_GRACE_FRACTION)
+    assert first.grace_ms == 40 and held.tasks == [] and 0 <= held.due_in_ms <= 440
     assert q.limits()["starts_in_window"] == 3
     time.sleep(held.due_in_ms / 1000 + 0.02)
     assert len(start(client, "lim-r", 10).tasks) == 3
     # the log never holds more than the window's starts, and expires with it
     assert client.zcard(keys.queue_key("lim-r", "starts")) == 3
-    assert 0 < client.pttl(keys.queue_key("lim-r", "starts")) <= 400
+    assert 0 < client.pttl(keys.queue_key("lim-r", "starts")) <= 440
+
+
+def test_a_task_given_back_unstarted_gives_its_start_back(client):
+    """rate=(1, 60): a task given back unstarted frees its start for the next take; one stopped after it ran does not."""
+    q = Queue("lim-u")
+    register(client, "lim-u", partition=_customer, rate=(1, 60), partition_rate=(1, 60))
+    q.enqueue_many(["A:1", "A:2"])
+    first = start(client, "lim-u", 2)
+    (task,) = first.tasks
+    assert first.grace_ms == 1000  # the start grace of a 60 s window: its handler starts within 1 s of the call
+    assert commands.stop("lim-u", WORKER, [(task.id, task.lease, "unstarted")]).run(client) == [Code.REQUEUED]
+    (again,) = start(client, "lim-u", 2).tasks  # its start was never counted: the rates let it go
+    assert again.id == task.id and again.attempt == 1
+    assert commands.stop("lim-u", WORKER, [(again.id, again.lease, False)]).run(client) == [Code.REQUEUED]
+    assert start(client, "lim-u", 2).tasks == []  # it ran (a shutdown gave it back): its start counts
+
+
+@pytest.mark.parametrize("rate", [None, (5, 60)])
+def test_a_rate_limited_queue_wakes_its_idle_worker_rather_than_handing_it_a_task(client, rate):
+    """With a rate the wake-up carries no task (the worker could not tell when Redis counted that start); without, it does."""
+    register(client, "lim-h", **({"rate": rate} if rate else {}))
+    assert start(client, "lim-h", 1).tasks == []  # nothing to do: idle
+    p = client.pubsub()
+    p.subscribe(keys.worker_channel(WORKER))
+    assert p.get_message(timeout=5)["type"] == "subscribe"
+    Queue("lim-h").enqueue("x")
+    message = p.get_message(timeout=5)
+    p.close()
+    assert message["data"].startswith(b"w " if rate else b"t "), message
 
 
 def test_partitions_are_served_round_robin(client):
@@ -139,7 +169,7 @@ def test_partition_rate_parks_the_partition_until_its_window_opens(client):
     got = start(client, "lim-pr", 10)
     assert sorted(t.payload for t in got.tasks) == ["A:1", "A:2", "B:1"]
     again = start(client, "lim-pr", 10)
-    assert again.tasks == [] and 59_000 < again.due_in_ms <= 60_000
+    assert again.tasks == [] and 60_000 < again.due_in_ms <= 61_000  # the window and its 1 s start grace
     assert client.zscore(keys.queue_key("lim-pr", "pwait"), "A") is not None
     Queue("lim-pr").set_limits(partition_rate=None)  # lifted: A is looked at again at once
     assert [t.payload for t in start(client, "lim-pr", 10).tasks] == ["A:3"]
@@ -407,8 +437,8 @@ def _finish_kept(client, task):
     return commands.finish(task.queue, WORKER, [(task.id, task.lease, "", True)], result_ttl=60).run(client)[0]
 
 
-def test_a_kept_slot_holds_until_released_and_drop_forgets_it(client):
-    """finish with keep holds a concurrency=1 slot until release; an unlimited queue keeps none; drop forgets it."""
+def test_a_kept_slot_holds_until_released_even_across_a_drop(client):
+    """finish with keep holds a concurrency=1 slot until release, a drop included; an unlimited queue keeps none."""
     q = Queue("lim-kept")
     register(client, "lim-kept", concurrency=1)
     q.enqueue_many(["1", "2"])
@@ -425,8 +455,14 @@ def test_a_kept_slot_holds_until_released_and_drop_forgets_it(client):
     assert _finish_kept(client, second) == Code.COMPLETED and q.limits()["kept"] == 1
     while commands.drop("lim-kept", 100).run(client):
         pass
+    # The handler still runs and its worker serves the queue still: the drop keeps its slot.
+    assert q.limits()["kept"] == 1 and q.limits()["concurrency"] == 1
+    q.enqueue("3")
+    assert start(client, "lim-kept", 2).tasks == []
+    commands.release("lim-kept", WORKER, [(second.id, str(second.lease))]).run(client)
     assert not client.exists(keys.queue_key("lim-kept", "kept"))
     assert not client.exists(keys.held_locks_key("lim-kept", WORKER))
+    assert [t.payload for t in start(client, "lim-kept", 2).tasks] == ["3"]
 
     free = Queue("lim-none")
     register(client, "lim-none")

@@ -11,7 +11,7 @@ from collections import Counter
 import pytest
 
 from queues import Queue
-from queues.engine import readmodel
+from queues.engine import keys, readmodel
 from queues.engine.queue import new_task_id
 from tests.conftest import wait_for
 from tests.stress import MARKS, events, runs, wait_ready
@@ -70,8 +70,10 @@ def test_a_task_handed_over_while_its_id_still_runs_in_a_stuck_thread_runs(clien
     wait_for(lambda: _starts(client, "st1", tid), message="the first task to start")
     assert q.cancel(tid) is True
     wait_for(lambda: q.get(tid) is None, message="the cancel to be acknowledged")
-    # A caller's ids are remembered (ENQUEUE_DEDUP_FOR: a second push is a no-op), so the same id
-    # comes back the way only an unremembered enqueue makes it (the Tasks backend's ids, say).
+    # Enqueue is idempotent by id: an id is not added again while its task is remembered as ended
+    # (the queue's last 10,000 ended tasks, and all that ended within its resend window). The same
+    # id comes back only once that record has let it go: as if 10,000 tasks had ended since.
+    client.zrem(keys.queue_key("st1", "ended"), tid[-16:])
     q._enqueue(q._prepare([json.dumps({"sleep": 0.1})]), [tid], remember=False)
     t0 = time.monotonic()
     ran = None

@@ -11,7 +11,8 @@
     │                              refused (MAX_QUEUES queues exist)
     ├── RequestTooLarge       413  a body no valid request could have
     ├── UnsupportedMediaType  415  a body that is not JSON
-    └── Unavailable           503  Redis cannot be reached
+    └── Unavailable           503  Redis cannot be reached (an enqueue's: with the ids ``added``,
+                                   ``unknown`` (may have been added) and ``not_added``)
 
 Engine errors are turned into these in one place, ``from_engine``.
 """
@@ -101,6 +102,8 @@ def from_engine(exc, field=None):
         return Conflict(str(exc))
     if isinstance(exc, TooManyQueues):
         return Conflict(str(exc), "queue")
-    if isinstance(exc, RedisUnavailable):  # enqueue's retries ran out
-        return Unavailable(str(exc))
+    if isinstance(exc, RedisUnavailable):  # enqueue's retries ran out: which tasks may be in
+        err = Unavailable(str(exc))
+        err.extra = {"added": exc.added, "unknown": exc.unknown, "not_added": exc.not_added}
+        return err
     return None

@@ -27,11 +27,13 @@ batch's counts (nor fire its callbacks again).
 import json
 import os
 import time
+from functools import partial
 
 from . import commands, keys, readmodel, tracing
 from .codes import Code
 from .connection import get_default
 from .errors import InvalidInput, InvalidState, InvalidTask, WorqrError
+from .sending import Sending
 
 #: Ids reserved per batch_add call; tasks per enqueue call, and enqueue calls per round trip.
 _ADD_CHUNK = 5000
@@ -146,7 +148,7 @@ class Batch:
         if not payloads:
             return []
         if checked is None:  # a handler's lock function puts them under several locks
-            return q.enqueue_many(payloads, ids=ids, _batch=self.id, **options)
+            return q.enqueue_many(payloads, ids=ids, _batch=self.id, _remember=False, **options)
         if getattr(q.client, "worqr_replicas", None):  # each call waits for its replicas
             return q._enqueue(checked, ids, _batch=self.id, remember=False).ids
         if not tracing.enabled(q.connection.config):
@@ -157,23 +159,35 @@ class Batch:
             return out
 
     def _send_pipelined(self, q, checked, ids, trace=""):
-        """Enqueue in calls of 500 tasks (each atomic), 20 calls per round trip."""
+        """Enqueue in calls of 500 tasks (each atomic), 20 calls per round trip, retried as every
+        enqueue is (``sending``: a round trip whose replies were lost is sent again, adding
+        nothing)."""
         when, opts, items = checked
         options = dict(zip(commands.TASK_OPTIONS, opts, strict=True))
         items = [(ids[i], *rest) for i, rest in enumerate(items)]
+        sending = Sending(q.connection, q.name, ids)
         calls = [
-            commands.enqueue(q.name, items[s : s + _ENQUEUE_CHUNK], when=when, trace=trace, batch=self.id, **options)
+            commands.enqueue(
+                q.name,
+                items[s : s + _ENQUEUE_CHUNK],
+                when=when,
+                trace=trace,
+                batch=self.id,
+                window=sending.window,
+                **options,
+            )
             for s in range(0, len(items), _ENQUEUE_CHUNK)
         ]
-        out, new = [], False
+        client, new = q.connection.enqueue_client, False
         for g in range(0, len(calls), _PIPELINE):
             group = calls[g : g + _PIPELINE]
-            for enqueued in commands.run_pipelined(q.client, group):
+            carried = min(len(items), (g + len(group)) * _ENQUEUE_CHUNK) - g * _ENQUEUE_CHUNK
+            for enqueued in sending.send(partial(commands.run_pipelined, client, group), carried):
                 new = new or enqueued.is_new_queue
-                out += enqueued.ids
+                sending.done(enqueued.ids)
         if new:
-            q.client.sadd(keys.KNOWN_QUEUES, q.name)
-        return out
+            sending.known()
+        return sending.added
 
     # -- ending ----------------------------------------------------------------------------
 

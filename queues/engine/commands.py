@@ -176,6 +176,7 @@ ENQUEUE_OPTIONS = {
     "batch_callback": "",
     "once": "",
     "create": True,
+    "window": 0,
 }
 
 
@@ -192,7 +193,10 @@ def enqueue(queue, items, **options):
     to; ``batch_callback`` the batch they are a callback of; ``once`` a key used once ever (the
     call adds nothing if it was used); ``create``: whether the call may make the queue (False:
     a queue that does not exist is left so, and the reply says ``no_queue``; ``Queue`` checks
-    ``MAX_QUEUES`` then calls again). Returns ``Enqueued``; an id whose task exists already is
+    ``MAX_QUEUES`` then calls again); ``window`` (seconds, 0 for none): the call may be sent
+    again within it (a retry after a lost reply), so the tasks that end meanwhile are kept in the
+    record of ended tasks that long. Returns ``Enqueued``; an id whose task exists already, or
+    ended lately (the last ``keys.ENDED_MAX``, and all within the queue's longest window), is
     left as it is."""
     unknown = options.keys() - ENQUEUE_OPTIONS.keys()
     if unknown:
@@ -200,6 +204,7 @@ def enqueue(queue, items, **options):
     given = {**ENQUEUE_OPTIONS, **options}
     given["tags"], given["remember"] = "\n".join(given["tags"]), _ms(given["remember"])
     given["create"] = "1" if given["create"] else ""
+    given["window"] = _ms(given["window"])
     flat = [x for item in items for x in item]
     return Call("enqueue", queue, (len(items), *given.values(), *flat), _enqueued, durable="strict")
 
@@ -208,24 +213,26 @@ def _pushed(reply):
     return None if reply is None else _enqueued(reply)
 
 
-def push(queue, task_id, payload, trace="", *, binary=False, create=True):
+def push(queue, task_id, payload, trace="", *, binary=False, create=True, window=0):
     """Add one task now with no options (``payload`` bytes; ``binary``: it was bytes, not text;
-    ``trace`` its trace context, '' for none; ``create`` as ``enqueue``'s), unless a worker of the
-    queue is idle or the queue has limits: then ``None``, nothing written (call ``enqueue``
-    instead). Otherwise ``Enqueued``; an id whose task exists already is left as it is. Waits for
-    no replica: the caller (``enqueue_one``) uses it only without ``MIN_REPLICAS_ACK``."""
-    return Call("push", queue, _push_args(task_id, payload, trace, binary, create), _pushed)
+    ``trace`` its trace context, '' for none; ``create`` and ``window`` as ``enqueue``'s), unless
+    a worker of the queue is idle or the queue has limits: then ``None``, nothing written (call
+    ``enqueue`` instead). Otherwise ``Enqueued``; an id whose task exists already, or ended
+    lately, is left as it is. Waits for no replica: the caller (``enqueue_one``) uses it only
+    without ``MIN_REPLICAS_ACK``."""
+    return Call("push", queue, _push_args(task_id, payload, trace, binary, create, window), _pushed)
 
 
-def _push_args(task_id, payload, trace="", binary=False, create=True):
+def _push_args(task_id, payload, trace="", binary=False, create=True, window=0):
     """``push``'s arguments, in its ARGV order (for ``push`` and ``enqueue_one``)."""
-    return (task_id, payload, "b" if binary else "", trace, "1" if create else "")
+    return (task_id, payload, "b" if binary else "", trace, "1" if create else "", _ms(window))
 
 
-#: ``enqueue``'s arguments after n for one task now, with no options but a trace context and
-#: whether it may make the queue (``enqueue_one``): before the trace, between it and ``create``.
+#: ``enqueue``'s arguments after n for one task now, with no options but a trace context,
+#: whether it may make the queue and a window (``enqueue_one``): before the trace, between it
+#: and ``create`` (the last two options).
 _TRACE_AT = list(ENQUEUE_OPTIONS).index("trace")
-_PLAIN = ("",) * _TRACE_AT, ("",) * (len(ENQUEUE_OPTIONS) - _TRACE_AT - 2)
+_PLAIN = ("",) * _TRACE_AT, ("",) * (len(ENQUEUE_OPTIONS) - _TRACE_AT - 3)
 
 
 #: Queues whose last ``push`` declined (an idle worker, or limits), and when: ``enqueue_one`` goes
@@ -235,25 +242,25 @@ _declined = {}
 _DECLINED_FOR = 1.0
 
 
-def enqueue_one(client, queue, task_id, payload, trace="", create=False):
-    """``enqueue`` of one task now, with no options but its trace context, run at once on a
-    synchronous client (the common call, kept short; as durable as ``enqueue``): returns
-    (whether the queue was new, the task's id), or (None, None) when the queue does not exist
-    and ``create`` is False (nothing added). The short script ``push`` does it when it can
+def enqueue_one(client, queue, task_id, payload, trace="", create=False, window=0):
+    """``enqueue`` of one task now, with no options but its trace context and window, run at
+    once on a synchronous client (the common call, kept short; as durable as ``enqueue``):
+    returns (whether the queue was new, the task's id), or (None, None) when the queue does not
+    exist and ``create`` is False (nothing added). The short script ``push`` does it when it can
     (no idle worker to hand the task to, no limits to count, no replicas to wait for),
     ``enqueue`` when ``push`` declines (and, for a second, for the queue's next calls)."""
     # The hottest call of a producer: scripts.run straight, without a Call and its parsed reply
     # (measured 5-7 us more per enqueue through them, ~13 % of an enqueue's CPU).
     reply = None
     if not getattr(client, "worqr_replicas", None) and time.monotonic() - _declined.get(queue, -1e9) > _DECLINED_FOR:
-        reply = scripts.run(client, "push", queue, *_push_args(task_id, payload, trace, create=create))
+        reply = scripts.run(client, "push", queue, *_push_args(task_id, payload, trace, create=create, window=window))
         if reply is None:
             if len(_declined) > 4096:  # queues made on the fly: keep it bounded
                 _declined.clear()
             _declined[queue] = time.monotonic()
     if reply is None:
         before, after = _PLAIN
-        args = (1, *before, trace, *after, "1" if create else "", task_id, payload, "", "")
+        args = (1, *before, trace, *after, "1" if create else "", _ms(window), task_id, payload, "", "")
         try:
             reply = scripts.run(client, "enqueue", queue, *args, durable="strict")
         except NotReplicated as exc:
@@ -311,6 +318,9 @@ class Started:
     due_in_ms: int
     tasks: list
     codes: list
+    #: The start grace of the queue's rates (ms; 0: no rate): the tasks' handlers start within it
+    #: of the call, or their tasks are given back unstarted (``limits.START_GRACE_FRACTION``).
+    grace_ms: int = 0
 
 
 #: Fields per delivery, in ``start``'s reply and in a hand-over message (``includes/take.lua``).
@@ -364,16 +374,16 @@ def start(queue, worker, count, *, lock_ttl, grace, default_timeout, result_ttl,
     """Acknowledge ``acks`` ((id, lease, result, keep[, run traceparent]) each) and take up to
     ``count`` tasks.
     Returns ``Started``: status OK, PAUSED, MORE (call again) or NOT_REGISTERED, the ms until the
-    next delayed task is due (-1: none), the Tasks taken and one code per ack."""
+    next delayed task is due (-1: none), the Tasks taken, one code per ack and the start grace."""
     acks = list(acks)
 
     def parse(reply):
         n = len(acks)
         head, codes = (reply[:-n], reply[-n:]) if n else (reply, [])
-        fields = head[2:]
+        fields = head[3:]
         size = DELIVERY_FIELDS
         tasks = [task_from_fields(queue, fields[i : i + size]) for i in range(0, len(fields), size)]
-        return Started(Code(head[0]), int(head[1]), tasks, _codes(codes))
+        return Started(Code(head[0]), int(head[1]), tasks, _codes(codes), int(head[2]))
 
     args = (
         worker,
@@ -434,9 +444,15 @@ def fail(
 
 
 def stop(queue, worker, items):
-    """Give tasks back first in line, in the order given: (id, lease, keep) each."""
+    """Give tasks back first in line, in the order given: (id, lease, keep) each; ``keep``: True
+    (the handler still runs: its lock stays held until ``release``), False, or ``"unstarted"``
+    (its handler never started: its start is not counted under the queue's rates either)."""
     items = list(items)
-    flat = tuple(x for task_id, lease, keep in items for x in (task_id, lease, "k" if keep else ""))
+    flat = tuple(
+        x
+        for task_id, lease, keep in items
+        for x in (task_id, lease, "u" if keep == "unstarted" else "k" if keep else "")
+    )
     return Call("stop", queue, (worker, len(items), *flat), _codes, durable="log")
 
 

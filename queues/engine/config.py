@@ -8,6 +8,10 @@ from dataclasses import dataclass, fields, replace
 
 from .errors import ConfigurationError
 
+#: How long an enqueue waits for a connection to Redis to open (s; or ENQUEUE_SOCKET_TIMEOUT if
+#: shorter): a Redis host that does not answer costs a try this long at most.
+ENQUEUE_CONNECT_TIMEOUT = 1.0
+
 
 @dataclass(frozen=True)
 class Config:
@@ -52,6 +56,12 @@ class Config:
     #: How long ``Queue.enqueue`` retries while Redis is unreachable before raising
     #: RedisUnavailable: rides out a Redis restart or failover, yet a web request never hangs.
     enqueue_retry_for: float = 2.0
+    #: How long one try of an enqueue waits for Redis's reply (the enqueue client's socket
+    #: timeout; plus REPLICAS_ACK_TIMEOUT when MIN_REPLICAS_ACK waits for replicas): an enqueue
+    #: returns or raises within ENQUEUE_RETRY_FOR + this. 2 s is far above a healthy call's
+    #: milliseconds (a reply later than that is treated as lost: the call is sent again, which
+    #: adds nothing), yet keeps a stalled Redis from holding a request for long.
+    enqueue_socket_timeout: float = 2.0
     #: How long ids enqueued from the outbox are remembered, so that pushing one again is a no-op
     #: even after its task finished (1 h: far past any relay delay; costs ~100 bytes per id).
     enqueue_dedup_for: float = 3600.0
@@ -84,6 +94,8 @@ class Config:
             raise ConfigurationError(
                 "ENQUEUE_RETRY_FOR must be between 0 and 300 s and ENQUEUE_DEDUP_FOR between 60 s and 7 days"
             )
+        if not 0.05 <= self.enqueue_socket_timeout <= 60:
+            raise ConfigurationError("ENQUEUE_SOCKET_TIMEOUT must be between 0.05 and 60 seconds")
         if not 0 <= self.kill_grace <= 3600:
             raise ConfigurationError("KILL_GRACE must be between 0 and 3600 seconds")
         if not 1 <= self.max_queues <= 10_000_000:
@@ -112,6 +124,12 @@ class Config:
                 raise ConfigurationError(f"WORQR[{key!r}] must be a string")
             kwargs[names[key]] = kind(value) if kind is int else value
         return cls(**kwargs)
+
+    @property
+    def enqueue_attempt_timeout(self):
+        """How long one try of an enqueue waits for its reply (s): the socket timeout, plus the
+        wait for replicas when MIN_REPLICAS_ACK asks for one (it is part of the same call)."""
+        return self.enqueue_socket_timeout + (self.replicas_ack_timeout if self.min_replicas_ack > 0 else 0.0)
 
     def with_(self, **changes):
         return replace(self, **changes)

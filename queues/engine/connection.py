@@ -19,7 +19,7 @@ import redis.sentinel
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from .config import Config
+from .config import ENQUEUE_CONNECT_TIMEOUT, Config
 from .errors import ConfigurationError
 
 _default = None
@@ -232,8 +232,13 @@ class Connection:
         ``ENQUEUE_RETRY_FOR``) and timeouts, so an enqueue from a web request never hangs on a
         Redis that is down, stopped or cut off."""
         if self._enqueue_client is None:
+            c = self.config
             self._enqueue_client = self._sync_client(
-                {"socket_connect_timeout": 1.0, "socket_timeout": 5.0, "retry": Retry(NoBackoff(), 0)}
+                {
+                    "socket_connect_timeout": min(ENQUEUE_CONNECT_TIMEOUT, c.enqueue_socket_timeout),
+                    "socket_timeout": c.enqueue_attempt_timeout,
+                    "retry": Retry(NoBackoff(), 0),
+                }
             )
         return self._enqueue_client
 

@@ -49,6 +49,19 @@ from .connection import is_noscript
 #: Connections a road holds at most; more go back to the pool after their call.
 KEEP = 8
 
+
+def unsent(exc):
+    """Whether ``exc``, raised by a call on a synchronous road, came before the call's command was
+    written whole (a connect refused or failed, a held connection found closed and not opened
+    again, a send that failed partway, the script's load that failed): then Redis never ran it.
+    False when it may have run, and for errors of any other client (they may have)."""
+    return getattr(exc, "worqr_unsent", False)
+
+
+def _mark_unsent(exc):
+    exc.worqr_unsent = True
+
+
 _SYNC = (
     (redis.ConnectionPool,),
     (redis.Connection, redis.UnixDomainSocketConnection, redis.SSLConnection),
@@ -176,20 +189,31 @@ class Direct(_Road):
         except ResponseError as exc:
             if not is_noscript(exc):
                 raise
-        self._call(self._load(script))
+        try:
+            self._call(self._load(script))
+        except (ConnectionError, TimeoutError, OSError) as exc:
+            _mark_unsent(exc)  # the call itself was refused (NOSCRIPT) and not sent again
+            raise
         return self._call(packed)
 
     def _call(self, packed):
         self._forked()
+        sent = False  # the command was written whole, at least once: Redis may have run it
         try:
-            conn = self._held.pop()  # (threads share the road: pop, never look then pop)
-        except IndexError:
-            conn = self._pool.get_connection()  # checked by the pool
-        else:
-            self._ready(conn)
+            try:
+                conn = self._held.pop()  # (threads share the road: pop, never look then pop)
+            except IndexError:
+                conn = self._pool.get_connection()  # checked by the pool
+            else:
+                self._ready(conn)
+        except (ConnectionError, TimeoutError, OSError) as exc:
+            _mark_unsent(exc)
+            raise
 
         def call():
+            nonlocal sent
             conn.send_packed_command(packed)
+            sent = True
             return conn.read_response()
 
         try:  # retried on network errors as the client's own commands are (its Retry)
@@ -197,9 +221,11 @@ class Direct(_Road):
         except ResponseError:  # an error reply, read whole: the connection is fine
             self._put(conn)
             raise
-        except BaseException:
+        except BaseException as exc:
             conn.disconnect()
             self._put(conn)
+            if not sent and isinstance(exc, (ConnectionError, TimeoutError, OSError)):
+                _mark_unsent(exc)
             raise
         self._put(conn)
         return reply

@@ -20,7 +20,7 @@ WorqrError
 ├── TooManyQueues             an enqueue would make a queue beyond MAX_QUEUES: nothing added
 ├── WorkerCrashed             an isolated handler's process died by itself (a failed attempt)
 ├── RetryLater                raised by a handler: run again later, no attempt used
-└── RedisUnavailable          Redis unreachable for ENQUEUE_RETRY_FOR: the enqueue added nothing
+└── RedisUnavailable          Redis unreachable for ENQUEUE_RETRY_FOR: which ids were added, may have been, were not
 """
 
 
@@ -130,5 +130,18 @@ class RetryLater(WorqrError):
 
 
 class RedisUnavailable(WorqrError):
-    """``Queue.enqueue`` could not reach Redis within ``WORQR["ENQUEUE_RETRY_FOR"]`` seconds of
-    retries: the tasks were not added (``durable=True`` keeps them in the outbox instead)."""
+    """An enqueue could not reach Redis within ``WORQR["ENQUEUE_RETRY_FOR"]`` seconds of retries
+    (``durable=True`` keeps the tasks in the outbox instead). Its ids, in the order given:
+
+    - ``added``: acknowledged by Redis (their tasks are in);
+    - ``unknown``: sent, but no reply came: they may have been added (and may even have run).
+      Enqueueing them again with ``ids=`` adds only those that were not (an id is never added
+      twice while its task exists, nor once it ended lately: README "Guarantees");
+    - ``not_added``: certainly not added (never sent, or refused before Redis could run them).
+
+    ``queue`` is the queue's name. The message gives the counts and the unknown ids."""
+
+    def __init__(self, message, queue="", added=(), unknown=(), not_added=()):
+        super().__init__(message)
+        self.queue = queue
+        self.added, self.unknown, self.not_added = list(added), list(unknown), list(not_added)

@@ -69,7 +69,17 @@ Queue keys (``QUEUE_KINDS``; the type is in brackets):
                          for ``ENDED_KEEP_MS`` at most (trimmed by the scripts that end tasks).
                          The one queue key a script builds from the prefix (``PREFIX ..
                          '@@ended@@'``) rather than taking it in KEYS: every script that ends a
-                         task writes it, and adding it to their keys would rename 15 scripts
+                         task writes it, and adding it to their keys would rename 15 scripts.
+                         Beyond ``ENDED_MAX``, a task that ended within the longest window in
+                         ``resend`` stays (so that an enqueue sent again after a lost reply finds
+                         its task ended and adds nothing: enqueue is idempotent by id)
+- ``resend``     [zset]  the windows within which the queue's producers may send an enqueue again
+                         (a retry after a lost reply: ``ENQUEUE_RETRY_FOR`` + the socket timeout,
+                         in whole seconds; member: the window, ms; score: until when a call
+                         with that window was made recently enough to be sent again, ms); a
+                         handful of entries, written at most once per window per producer
+                         setting, those past their time removed then (a quiet queue keeps its
+                         last, ~100 bytes; drop deletes it). Built from the prefix, as ``ended`` is
 - ``kept``       [hash]  the slots kept by handlers still running after their outcome was
                          recorded (a timeout, a cancel of a sync handler): ``<id>:<lease>`` ->
                          its partition key (``''``: none). Each counts under the queue's
@@ -181,13 +191,16 @@ QUEUE_KINDS = (
     "seen",
     "ended",
     "kept",
+    "resend",
 )
 
 #: The record of recently ended tasks (``ended``): kept at most this long (ms; the whole key
 #: expires this long after the queue's last end), and at most this many per queue (about 120
-#: bytes of Redis memory each); outcomes by their code (score % 4).
+#: bytes of Redis memory each) beyond those that ended within the ``resend`` window; outcomes by
+#: their code (score % 4). A call that ends tasks trims at most ``ENDED_TRIM_MAX`` entries.
 ENDED_KEEP_MS = 86_400_000
 ENDED_MAX = 10_000
+ENDED_TRIM_MAX = 2_000
 ENDED_OUTCOMES = ("completed", "failed", "cancelled", "deleted")
 
 #: Kinds of a batch's keys (in its own slot, ``worqr:{batch:<id>}:<kind>``).

@@ -17,6 +17,26 @@ RATE_WINDOW_MAX = 86400
 RATE_STARTS_MAX = 1_000_000
 CONCURRENCY_MAX = 1_000_000
 
+#: A rate of N starts per window W lets at most N handlers start in any W of the handlers' own
+#: clock, though a handler starts a little after Redis counted its start (the reply travels, a
+#: thread or the event loop picks it up): a worker runs a handler of a rate-limited queue only
+#: within the rate's start grace G of asking for it (else gives it back unstarted, its start not
+#: counted), and Redis counts starts over W + G. G is a tenth of W, from 2 ms to 1 s: the price
+#: is a rate of N per W + G by Redis's clock (a tenth less at most).
+START_GRACE_FRACTION = 0.1
+START_GRACE_MIN, START_GRACE_MAX = 0.002, 1.0
+
+
+def start_grace_ms(window_ms):
+    """The start grace (ms) of a rate whose window is ``window_ms`` (as the scripts compute it)."""
+    grace = math.ceil(window_ms * START_GRACE_FRACTION)
+    return min(int(START_GRACE_MAX * 1000), max(int(START_GRACE_MIN * 1000), grace))
+
+
+class StartedLate(Exception):
+    """A handler of a rate-limited queue that could not start within the rate's start grace of
+    its worker asking for it: it is not run, and its task goes back first in line."""
+
 
 @dataclass(frozen=True)
 class Rate:
@@ -113,3 +133,22 @@ def check_limits(queue, concurrency=None, rate=None, partition=None, partition_c
 
 
 NO_LIMITS = Limits()
+
+
+def override_args(queue, given):
+    """The six values ``set_limits`` takes (as ``Limits.script_args``, '-' for "no limit", '' for
+    "leave as is") of the overrides ``given`` ({option: value or None}); ConfigurationError naming
+    the queue and option for a bad value."""
+    args = [""] * 6
+    for name, at in (("concurrency", 0), ("partition_concurrency", 3)):
+        if name in given:
+            value = given[name]
+            args[at] = "-" if value is None else str(check_concurrency(queue, name, value))
+    for name, at in (("rate", 1), ("partition_rate", 4)):
+        if name in given:
+            if given[name] is None:
+                args[at], args[at + 1] = "-", "-"
+            else:
+                r = parse_rate(queue, name, given[name])
+                args[at], args[at + 1] = str(r.starts), str(r.window_ms)
+    return args

@@ -4,16 +4,16 @@ import hashlib
 import logging
 import math
 import os
-import time
 from datetime import UTC, datetime
+from functools import partial
 
 from . import commands, keys, readmodel, tracing, workflows
-from .backoff import Backoff
 from .codes import Code
 from .connection import NETWORK_ERRORS, get_default
-from .errors import ConfigurationError, InvalidInput, InvalidTask, PayloadTooLarge, RedisUnavailable, TooManyQueues
-from .limits import check_concurrency, parse_rate
+from .errors import ConfigurationError, InvalidInput, InvalidTask, PayloadTooLarge, TooManyQueues
+from .limits import override_args
 from .registry import get_handler
+from .sending import Sending
 from .task import Task
 
 log = logging.getLogger("worqr")
@@ -23,11 +23,6 @@ log = logging.getLogger("worqr")
 _BATCH = 500
 #: Where the lock key and the partition key stand in a prepared option list.
 _LOCK, _PARTITION = commands.TASK_OPTIONS.index("lock"), commands.TASK_OPTIONS.index("partition")
-
-
-#: An enqueue's calls are retried through network errors after pauses of 50 ms doubling to 0.5 s,
-#: for at most ENQUEUE_RETRY_FOR.
-_FIRST_PAUSE, _MAX_PAUSE = 0.05, 0.5
 
 
 #: set_limits: an option not given (None means "no limit").
@@ -99,20 +94,27 @@ class Queue:
             return task_id
 
     def _enqueue_one(self, connection, task_id, raw, trace):
-        lost = False
-        try:
-            is_new, given = commands.enqueue_one(connection.enqueue_client, self.name, task_id, raw, trace)
-        except NETWORK_ERRORS:
-            is_new = given = None
-            lost = True
-        if given is None:
-            # The queue does not exist yet (the long way checks MAX_QUEUES first), or the call was
-            # lost: the long way retries for ENQUEUE_RETRY_FOR with this id remembered (had the
-            # lost call been applied, the retry adds nothing).
+        """Send the common call (retried as every enqueue is: ``sending``; a retry after a lost
+        reply adds nothing, the task be pending or ended). A queue that does not exist yet takes
+        the long way, which checks MAX_QUEUES first."""
+        sending = Sending(connection, self.name, [task_id])
+        attempt = partial(
+            commands.enqueue_one,
+            connection.enqueue_client,
+            self.name,
+            task_id,
+            raw,
+            trace,
+            create=False,
+            window=sending.window,
+        )
+        is_new, given = sending.send(attempt, 1)
+        if given is None:  # no such queue (nothing written)
             options = dict.fromkeys(commands.TASK_OPTIONS, "")
-            return self._send("", options, [(task_id, raw, "", "")], trace, remember=lost).ids[0]
+            return self._send(sending, "", options, [(task_id, raw, "", "")], trace).ids[0]
+        sending.done([given])
         if is_new:
-            self._known(connection)
+            sending.known()
         return given
 
     def _check_room(self, client, limit):
@@ -126,20 +128,6 @@ class Queue:
         if not known and count >= limit:
             raise TooManyQueues(self.name, limit)
 
-    def _known(self, connection):
-        """List the queue among the known ones after its first task went in: a SADD (idempotent),
-        retried as the enqueue is. The task is in either way, so a Redis gone for longer only
-        logs a warning (a worker of the queue lists it when it registers)."""
-        backoff, deadline = Backoff(_FIRST_PAUSE, _MAX_PAUSE), time.monotonic() + connection.config.enqueue_retry_for
-        while True:
-            try:
-                connection.enqueue_client.sadd(keys.KNOWN_QUEUES, self.name)
-                return
-            except NETWORK_ERRORS as exc:
-                if not backoff.sleep(deadline):
-                    log.warning("worqr: queue %s: could not list it among the known queues: %s", self.name, exc)
-                    return
-
     def enqueue_many(self, payloads, *, ids=None, after=None, on_parent_failure="cancel", **options):
         """Add tasks, atomically in steps of 500 (``_BATCH``); returns their ids in order.
 
@@ -152,9 +140,11 @@ class Queue:
         already enqueued (even if its task has finished since, within ``ENQUEUE_DEDUP_FOR``) is
         then not enqueued again.
 
-        Redis unreachable: retried for ``WORQR["ENQUEUE_RETRY_FOR"]`` seconds (2 by default),
-        then ``RedisUnavailable`` is raised (the tasks of that call not acknowledged by Redis
-        were not added). A retry after an unanswered call cannot add a task twice.
+        Enqueue is idempotent by id: a call whose reply was lost is sent again and adds nothing
+        (its tasks be pending, running or ended since). Redis unreachable: retried for
+        ``WORQR["ENQUEUE_RETRY_FOR"]`` seconds (2 by default), then ``RedisUnavailable`` is
+        raised, within ``ENQUEUE_RETRY_FOR`` + ``ENQUEUE_SOCKET_TIMEOUT``; it lists the ids
+        added, those that may have been (no reply came) and those not added (``sending``).
 
         ``after`` (task ids, of any queues, at most 1,000) makes the tasks ``blocked`` until every
         one of those parents has completed; if a parent ends otherwise (failed for good,
@@ -174,14 +164,18 @@ class Queue:
         if batches is None:  # the handler's lock or partition function gave different keys
             grouped = dict(options, after=after, on_parent_failure=on_parent_failure, _remember=remember, **extra)
             return self._enqueue_grouped(payloads, ids, grouped)
-        remember = None if ids is not None else False  # ids made here are new: nothing to remember
         ids = ids if ids is not None else [new_task_id(self.name) for _ in payloads]
-        deps = ""
-        if parents:
-            deps = workflows.link(self.client, parents, ids, on_parent_failure)
-        enqueued = self._enqueue(batches, ids, deps=deps, remember=remember, **extra)
-        if parents:
-            workflows.drain(self.client, self.name)  # tasks cancelled at once: their batch is told
+        if not parents:
+            return self._enqueue(batches, ids, remember=remember, **extra).ids
+        # Linked in the parents' queues first (idempotent), under the same retries and deadline.
+        sending = Sending(self.connection, self.name, ids)
+        client = self.connection.enqueue_client
+        deps = sending.send(partial(workflows.link, client, parents, ids, on_parent_failure), 0)
+        enqueued = self._enqueue(batches, ids, deps=deps, remember=remember, sending=sending, **extra)
+        try:
+            workflows.drain(client, self.name)  # tasks cancelled at once: their batch is told
+        except NETWORK_ERRORS as exc:  # they are in: the workers' sweep tells it
+            log.warning("worqr: queue %s: the batches of tasks cancelled at once are told later: %s", self.name, exc)
         return enqueued.ids
 
     def _enqueue_grouped(self, payloads, ids, options):
@@ -214,64 +208,60 @@ class Queue:
         *,
         retry_for=None,
         remember=None,
+        sending=None,
         create=False,
     ):
         """Run the checked enqueue; returns ``commands.Enqueued`` (ids, and Redis time). Given
         ``ids`` are remembered (see ``enqueue_many``) unless ``remember=False``; ``retry_for``
-        overrides the setting; ``_links``: traceparents its enqueue span links to; ``create``: the
+        overrides the setting; ``_links``: traceparents its enqueue span links to; ``sending``:
+        the ``Sending`` of the enqueue these calls belong to (a new one if None); ``create``: the
         queue is made if need be without checking MAX_QUEUES (``_send``)."""
         when, opts, items = batches
         items = [((ids[i] if ids is not None else new_task_id(self.name)), *rest) for i, rest in enumerate(items)]
         extra = dict(parents=deps, batch=_batch, batch_callback=_batch_callback, once=_once)
         options = dict(zip(commands.TASK_OPTIONS, opts, strict=True))
         remember = ids is not None if remember is None else remember
+        if sending is None:
+            sending = Sending(self.connection, self.name, [item[0] for item in items], retry_for)
         if not tracing.enabled(self.connection.config):
-            return self._send(when, options, items, remember=remember, retry_for=retry_for, extra=extra, create=create)
+            return self._send(sending, when, options, items, remember=remember, extra=extra, create=create)
         with tracing.enqueue_span(self.name, len(items), links=_links) as (span, trace):
-            enqueued = self._send(
-                when, options, items, trace, remember=remember, retry_for=retry_for, extra=extra, create=create
-            )
+            enqueued = self._send(sending, when, options, items, trace, remember=remember, extra=extra, create=create)
             tracing.enqueued(span, enqueued.ids)
             return enqueued
 
-    def _send(self, when, options, items, trace="", *, remember=False, retry_for=None, extra=None, create=False):
-        """Enqueue ``items`` in calls of ``_BATCH``, retrying through network errors. A call that
-        finds the queue does not exist is made again once MAX_QUEUES was checked (``_check_room``;
-        ``create``: without the check, for tasks already accepted: the outbox's)."""
-        out, now, new = [], 0, False
+    def _send(self, sending, when, options, items, trace="", *, remember=False, extra=None, create=False):
+        """Send ``items`` in calls of ``_BATCH`` (``sending``): ``commands.Enqueued`` of them all.
+        A call that finds the queue does not exist is made again once MAX_QUEUES was checked
+        (``_check_room``; ``create``: without the check, for tasks already accepted: the
+        outbox's)."""
         config = self.connection.config
-        retry_for = config.enqueue_retry_for if retry_for is None else retry_for
-        deadline = time.monotonic() + retry_for
+        keep = config.enqueue_dedup_for if remember else 0
+        client, now, new = self.connection.enqueue_client, 0, False
         for start in range(0, len(items), _BATCH):
             batch = items[start : start + _BATCH]
-            backoff, attempt = Backoff(_FIRST_PAUSE, _MAX_PAUSE), 0
             while True:
-                # A retry remembers the ids: had the lost call been applied, this one adds nothing.
-                keep = config.enqueue_dedup_for if remember or attempt else 0
                 call = commands.enqueue(
-                    self.name, batch, when=when, trace=trace, remember=keep, create=create, **options, **(extra or {})
+                    self.name,
+                    batch,
+                    when=when,
+                    trace=trace,
+                    remember=keep,
+                    window=sending.window,
+                    create=create,
+                    **options,
+                    **(extra or {}),
                 )
-                try:
-                    reply = call.run(self.connection.enqueue_client)
-                    if reply.no_queue:
-                        self._check_room(self.connection.enqueue_client, config.max_queues)
-                        create = True
-                        continue
+                reply = sending.send(partial(call.run, client), len(batch))
+                if not reply.no_queue:
                     break
-                except NETWORK_ERRORS as exc:
-                    attempt += 1
-                    if not backoff.sleep(deadline):
-                        raise RedisUnavailable(
-                            f"queue {self.name}: Redis unreachable, gave up after retrying for "
-                            f"{retry_for:g} s (WORQR['ENQUEUE_RETRY_FOR']): {exc}; "
-                            f"{len(items) - start} of {len(items)} tasks not added"
-                        ) from exc
-            new = new or reply.is_new_queue
-            out += reply.ids
-            now = reply.now_ms
+                sending.send(partial(self._check_room, client, config.max_queues), len(batch))
+                create = True
+            sending.done(reply.ids)
+            new, now = new or reply.is_new_queue, reply.now_ms
         if new:
-            self._known(self.connection)
-        return commands.Enqueued(new, now, out)
+            sending.known()
+        return commands.Enqueued(new, now, sending.added)
 
     def validate(self, payloads, *, after=None, on_parent_failure="cancel", **options):
         """Raise what ``enqueue_many`` would raise for these payloads and options; adds nothing."""
@@ -453,22 +443,8 @@ class Queue:
             raise InvalidInput(f"queue {self.name!r}: reset must be True or False, not {reset!r}")
         if not given and not reset:
             raise InvalidInput(f"queue {self.name!r}: set_limits needs a limit to set, or reset=True")
-        args = [""] * 6
         try:
-            for name, at, check in (
-                ("concurrency", 0, check_concurrency),
-                ("partition_concurrency", 3, check_concurrency),
-            ):
-                if name in given:
-                    value = given[name]
-                    args[at] = "-" if value is None else str(check(self.name, name, value))
-            for name, at in (("rate", 1), ("partition_rate", 4)):
-                if name in given:
-                    if given[name] is None:
-                        args[at], args[at + 1] = "-", "-"
-                    else:
-                        r = parse_rate(self.name, name, given[name])
-                        args[at], args[at + 1] = str(r.starts), str(r.window_ms)
+            args = override_args(self.name, given)
         except ConfigurationError as exc:
             raise InvalidInput(str(exc).replace("handler ", "queue ", 1)) from None
         commands.set_limits(self.name, args, reset=reset).run(self.client)
@@ -535,10 +511,14 @@ class Queue:
         return total
 
     def drop(self):
-        """Delete the queue: every task and key, counters included; running tasks are stopped.
-        The children (``after=``) and batches of its tasks, in other queues, are told they were
-        deleted, after each step of ``_BATCH`` tasks."""
+        """Delete the queue: every task and key, counters and the operator's limits included;
+        running tasks are stopped. A handler that runs on (a sync one can't be stopped) keeps its
+        lock and its slots under the limits until it returns, as a cancelled one does. The workers
+        serving the queue stay registered (with their handlers' limits); with none, nothing of
+        the queue is left. The children (``after=``) and batches of its tasks, in other queues,
+        are told they were deleted, after each step of ``_BATCH`` tasks."""
         while commands.drop(self.name, _BATCH).run(self.client):
             workflows.drain_all(self.client, self.name, dropping=True)
         self.client.delete(keys.queue_key(self.name, "depth"))  # samples taken from Python
-        self.client.srem(keys.KNOWN_QUEUES, self.name)
+        if not self.client.exists(keys.queue_key(self.name, "workers")):  # served: still listed
+            self.client.srem(keys.KNOWN_QUEUES, self.name)

@@ -15,6 +15,7 @@ from . import commands, keys
 from . import durations as _durations
 from .budget import Budget
 from .connection import is_cluster
+from .limits import start_grace_ms
 from .task import Task, ms_to_datetime
 
 
@@ -694,6 +695,7 @@ def limits(client, queue, busiest=10):
     p.hlen(keys.queue_key(queue, "kept"))
     rate = in_force["rate"]
     window = int(h.get("rw") or 0)
+    window += start_grace_ms(window) if window else 0  # what Redis counts starts over
     p.zcount(keys.queue_key(queue, "starts"), f"({now - window}", "+inf")
     p.hlen(keys.queue_key(queue, "partitions"))
     p.llen(keys.queue_key(queue, "ring"))

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from redis.exceptions import AskError, ClusterDownError, ResponseError, TryAgainError
 
-from . import direct, durations, keys, task
+from . import direct, durations, keys, limits, task
 from .codes import lua_placeholders
 from .connection import NETWORK_ERRORS, is_cluster, is_noscript
 from .errors import NotReplicated
@@ -51,8 +51,13 @@ def _placeholders():
         events=keys.EVENTS,
         ended="ended",
         kept="kept",
+        resend="resend",
         ended_keep_ms=str(keys.ENDED_KEEP_MS),
         ended_max=str(keys.ENDED_MAX),
+        ended_trim_max=str(keys.ENDED_TRIM_MAX),
+        start_grace_divisor=str(round(1 / limits.START_GRACE_FRACTION)),
+        start_grace_min_ms=str(int(limits.START_GRACE_MIN * 1000)),
+        start_grace_max_ms=str(int(limits.START_GRACE_MAX * 1000)),
         control=keys.CONTROL_PREFIX,
         duration_bounds=durations.lua_bounds(),
         batch_events=keys.BATCH_EVENTS,

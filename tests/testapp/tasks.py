@@ -6,6 +6,8 @@ Payloads are JSON objects of directives (any other payload is just recorded):
   fail   "always", or the number of first attempts that raise
   log    Redis list to RPUSH a record to: id, payload, attempt, pid, start, end (time.time())
   defer  seconds: raise RetryLater on the first attempt
+  block  seconds an async handler blocks its worker's event loop for as it starts (a handler
+         that calls blocking code: the tasks taken with it start that much later)
 Every handler also RPUSHes the record to "test:log:<queue>" (with the task's meta: a scheduled
 run's schedule, tick and kind).
 """
@@ -84,6 +86,8 @@ def run_sync(task):
 async def run_async(task):
     start = time.time()
     d = _directives(task.payload) if isinstance(task.payload, str) else {}
+    if d.get("block"):
+        time.sleep(float(d["block"]))  # blocks the event loop, as blocking code in a coroutine does
     try:
         await asyncio.sleep(float(d.get("sleep", 0)))
     except asyncio.CancelledError:
@@ -118,6 +122,7 @@ def customer_of(task):
 
 handler("lim-conc", concurrency=2)(run_sync)
 handler("lim-rate", rate=(5, 2))(run_sync)
+handler("lim-arate", rate=(2, 1))(run_async)
 handler("lim-fair", partition=customer_of, partition_concurrency=1)(run_sync)
 handler("lim-kill", concurrency=2)(run_sync)
 handler("lim-set", concurrency=1)(run_sync)

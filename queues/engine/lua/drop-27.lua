@@ -1,11 +1,15 @@
 -- Drop the queue: up to `limit` tasks per call, then, when none is left, every key of the
--- queue. Workers holding its tasks are told to stop them (their reports are then refused).
+-- queue. Workers holding its tasks are told to stop them (their reports are then refused); a
+-- handler may run on (a sync one can't be stopped), so, as a cancel's, its lock and its slots
+-- under the limits stay taken until its worker says it returned (release) or dies (the reaper).
+-- The workers serving the queue stay registered, with their handlers' limits (the operator's
+-- overrides go); with none, nothing of the queue is left.
 -- Each task ends 'deleted' (task_ended): its children in other queues and its batch are told
 -- through the outbox, which the caller drains between calls (the links of those in it stay
 -- until then). Callers loop until it returns 0 (it returns 1 while the outbox holds any).
 -- Keys: pending front delayed active deadlines failed failures stats throughput meta workers idle unique lockwaits lockheads results durations outbox blocked batchruns once limits starts partitions ring pactive pwait
+-- @include active
 -- @include erase
--- @include links
 -- Input: ARGV[3] limit
 -- Output: 1 while tasks are left, 0 when the queue is gone
 -- Events: 'dropped' once at the end
@@ -24,9 +28,10 @@ local function unlink_all(ids)
 end
 for _, id in ipairs(rcall('ZRANGE', K.active, 0, limit - 1)) do
   local f = rcall('HMGET', task_key(id), 'w', 'lk', 'l')
-  if f[1] then rcall('PUBLISH', CONTROL .. f[1], 'c ' .. QUEUE .. ' ' .. id) end
-  if f[2] and rcall('GET', lock_key(f[2])) == id .. ':' .. (f[3] or '') then rcall('DEL', lock_key(f[2])) end
-  rcall('ZREM', K.active, id)
+  local w = f[1]
+  if w then rcall('PUBLISH', CONTROL .. w, 'c ' .. QUEUE .. ' ' .. id) end
+  if w and not rcall('ZSCORE', K.workers, w) then w = nil end  -- no worker to keep anything for
+  leave_active(id, f[3] or '', f[2], w, w and 'keep' or 'release', now)
   unlink_all({id})
 end
 while looked < limit do
@@ -66,12 +71,22 @@ if looked >= limit or rcall('EXISTS', K.active, K.lockwaits, K.delayed, K.failed
     K.partitions, K.outbox) > 0 then
   return 1
 end
-for _, w in ipairs(rcall('ZRANGE', K.workers, 0, -1)) do
-  local held = rcall('HGETALL', held_key(w))
-  for i = 1, #held, 2 do
-    if held[i + 1] ~= '' and rcall('GET', lock_key(held[i + 1])) == held[i] then rcall('DEL', lock_key(held[i + 1])) end
-  end
-  rcall('DEL', worker_tasks_key(w), held_key(w))
+if rcall('ZCARD', K.workers) == 0 then
+  -- No worker serves the queue: none is left to release what was kept, and no key stays.
+  erase_queue('dropped')
+  return 0
 end
-erase_queue('dropped')
+rcall('UNLINK', K.pending, K.front, K.delayed, K.active, K.deadlines, K.failed, K.failures, K.stats,
+  K.throughput, K.unique, K.lockwaits, K.lockheads, K.results, K.durations, K.ring, K.pwait, K.blocked,
+  K.outbox, K.batchruns, K.once, ENDED, RESEND)
+-- Its workers stay registered: their timings (meta lt, gr, dt), their handlers' limits (the
+-- operator's overrides go) and what they keep for handlers still running (kept, pactive,
+-- their held hashes and locks); the rate's log of starts expires by itself.
+for _, field in ipairs(rcall('HKEYS', K.meta)) do
+  if field ~= 'lt' and field ~= 'gr' and field ~= 'dt' then rcall('HDEL', K.meta, field) end
+end
+for _, name in ipairs(LIMIT_FIELDS) do rcall('HDEL', K.limits, 'o' .. name) end
+rcall('HDEL', K.limits, 'ro')
+settle_limits()
+publish({e = 'dropped'})
 return 0

@@ -4,6 +4,7 @@
 -- Keys: pending front delayed active deadlines stats meta idle unique lockwaits lockheads leases outbox blocked batchruns once limits starts partitions ring pactive pwait seen
 -- @include take
 -- @include active
+-- @include resend
 -- Input: ARGV[3] n, ARGV[4] when: '' (runnable now), '+<ms>' (a delay) or '@<ms>' (an absolute
 --   due time, Unix ms), ARGV[5] retries, ARGV[6] timeout s, ARGV[7] backoff s, ARGV[8] lock key,
 --   ARGV[9] callback URL, ARGV[10] meta (opaque text), ARGV[11] trace context (W3C traceparent,
@@ -15,14 +16,17 @@
 --   outcome], ...], ob: 'run' or absent}), ARGV[16] batch id, ARGV[17] the batch this task is
 --   the callback of, ARGV[18] a once key: if it was used before (7 days), nothing is added --
 --   each '' when not given --, ARGV[19] '1' if the call may make the queue (else a queue that
---   does not exist yet is not made: the caller checks MAX_QUEUES first), then n quadruples: id,
---   payload, unique key ('' for none), 'b' if the payload was bytes.
+--   does not exist yet is not made: the caller checks MAX_QUEUES first), ARGV[20] window (ms;
+--   '' or 0: none): the call may be sent again within it (a retry after a lost reply), so tasks
+--   that end within it stay in `ended` (resend.lua), then n quadruples: id, payload, unique key
+--   ('' for none), 'b' if the payload was bytes.
 -- A task with parents still live is 'blocked' (parents:<id> lists them) until each is told
 -- (resolve); one with a parent that ended badly is cancelled at once unless ob = 'run'.
 -- Output: {queue_was_new (0/1), now (ms), id1, id2, ...}, or {NO_QUEUE, now} when the queue
 --   does not exist and ARGV[19] is not '1' (nothing written). A unique key already held gives the
---   holder's id; an id that already exists, or was remembered in `seen` within the window, is
---   left as it is (enqueue is idempotent by id).
+--   holder's id; an id that already exists, ended lately (`ended`: the newest 10,000, and all
+--   that ended within the queue's resend window) or was remembered in `seen` within the window,
+--   is left as it is (enqueue is idempotent by id).
 -- Events: 'enqueued' {n, ids, delayed}, 'waiting' {ids}, 'blocked' {ids}, 'cancelled' {ids, reason}, and 'started' for tasks handed
 --   straight to idle workers (one each, in their wake-up message); wakes up to n idle workers
 --   in all, as many as the limits let start (or re-arms sleepers' timers for delayed tasks).
@@ -53,7 +57,7 @@ if ARGV[19] ~= '1' and rcall('HEXISTS', K.meta, 'created') == 0 then return {@@N
 if ARGV[18] ~= '' then
   if rcall('ZSCORE', K.once, ARGV[18]) then
     local out = {0, now}
-    for i = 0, n - 1 do out[#out + 1] = ARGV[20 + 4 * i] end
+    for i = 0, n - 1 do out[#out + 1] = ARGV[21 + 4 * i] end
     return out
   end
   rcall('ZREMRANGEBYSCORE', K.once, '-inf', now - 7 * 86400000)
@@ -82,6 +86,7 @@ if remember > 0 then
   local old = rcall('ZRANGEBYSCORE', K.seen, '-inf', now - remember, 'LIMIT', 0, 1000)
   if #old > 0 then rcall('ZREM', K.seen, unpack(old)) end
 end
+note_resend(tonumber(ARGV[20]) or 0, now)
 local is_new = 0
 local now_s = tostring(now)  -- once: each number handed to Redis costs it a printf
 if rcall('HSETNX', K.meta, 'created', now_s) == 1 then is_new = 1 end
@@ -92,14 +97,14 @@ local turn_taken = not lk  -- with a lock: whether the lock's turn was settled (
 local state = 'pending'
 if due > 0 then state = 'delayed' end
 for i = 0, n - 1 do
-  local j = 20 + 4 * i
+  local j = 21 + 4 * i
   local id, payload, uk, kind = ARGV[j], ARGV[j + 1], ARGV[j + 2], ARGV[j + 3]
   local holder = false
   if uk ~= '' then holder = rcall('HGET', K.unique, uk) end
   local tk = task_key(id)
   if holder then
     out[#out + 1] = holder
-  elseif rcall('EXISTS', tk) == 1 or (remember > 0 and rcall('ZSCORE', K.seen, id)) then
+  elseif rcall('EXISTS', tk) == 1 or ended_lately(id) or (remember > 0 and rcall('ZSCORE', K.seen, id)) then
     if remember > 0 then rcall('ZADD', K.seen, 'NX', now, id) end
     out[#out + 1] = id
   else

@@ -18,7 +18,7 @@ for i = 1, n do
   if ended then
     out[i + 1] = ended
   elseif not s then
-    local sc = rcall('ZSCORE', PREFIX .. '@@ended@@', string.sub(pid, -16))  -- ended lately, leaving nothing else
+    local sc = rcall('ZSCORE', ENDED, string.sub(pid, -16))  -- ended lately, leaving nothing else
     if not sc then return {@@UNKNOWN@@, i} end
     local code = tonumber(sc) % 4
     out[i + 1] = (code == 0 and 'completed') or (code == 1 and 'failed') or (code == 2 and 'cancelled') or 'deleted'

@@ -22,7 +22,7 @@ for i = 1, n do
     rcall('HSET', tk, 'a', 0)
     rcall('HDEL', tk, 'fa', 'due')
     rcall('HDEL', links_key(id), '=', 'why', 'rt')  -- it may end again: children linked from now on wait for that
-    rcall('ZREM', PREFIX .. '@@ended@@', string.sub(id, -16))
+    rcall('ZREM', ENDED, string.sub(id, -16))
     if f[2] then rcall('HSETNX', K.unique, f[2], id) end
     if make_runnable(id, tk, f[3], 'tail', now) then runnable = runnable + 1 end
     retried[#retried + 1] = id

@@ -11,7 +11,8 @@
 --   ARGV[9] n finished, then n quadruples as for finish: id, lease, result, keep, then
 --   (optionally, tracing on) n run span traceparents.
 -- Output: {status, ms until the next delayed task is due or a rate window holding tasks back
---   opens (-1: none), then 11 fields per task
+--   opens (-1: none), the start grace of the queue's rates (ms; 0: no rate: the tasks' handlers
+--   must start within it of this call, or be given back unstarted), then 11 fields per task
 --   taken: id, payload, lease, attempt, timeout, callback, meta, retries, payload kind ('b':
 --   bytes), trace context ('' for none), then the n finish codes (as finish returns them)}.
 --   Status: OK, PAUSED, NOT_REGISTERED (the worker was presumed dead: nothing taken), or MORE
@@ -26,8 +27,8 @@ local function reply(out)
   for _, code in ipairs(codes) do out[#out + 1] = code end
   return out
 end
-if count == 0 then return reply({@@OK@@, -1}) end
-if not rcall('ZSCORE', K.workers, worker) then return reply({@@NOT_REGISTERED@@, -1}) end
+if count == 0 then return reply({@@OK@@, -1, 0}) end
+if not rcall('ZSCORE', K.workers, worker) then return reply({@@NOT_REGISTERED@@, -1, 0}) end
 promote_due(now)
 local function due_in()
   local nd = next_due()
@@ -38,9 +39,9 @@ local function due_in()
 end
 if rcall('HEXISTS', K.meta, 'paused') == 1 then
   rcall('SADD', K.idle, worker)
-  return reply({@@PAUSED@@, due_in()})
+  return reply({@@PAUSED@@, due_in(), 0})
 end
-local out = {@@OK@@, -1}
+local out = {@@OK@@, -1, limits().grace or 0}
 local taken, more = take_tasks(worker, count, out, now, {
   lock_ttl = tonumber(ARGV[5]), grace = tonumber(ARGV[6]), default_timeout = tonumber(ARGV[7]),
 })

@@ -5,7 +5,8 @@
 -- Keys: pending front delayed active deadlines stats idle unique lockwaits lockheads outbox batchruns limits starts partitions ring pactive pwait
 -- @include active
 -- Input: ARGV[3] worker, ARGV[4] n, then n triples: id, lease, keep ('k': the handler still
---   runs; its lock stays held until the worker releases it)
+--   runs; its lock stays held until the worker releases it; 'u': its handler never started, so
+--   its start is not counted under the rates either)
 -- Output: one code per task: REQUEUED, CANCELLED, or STALE (stale lease or not active).
 -- Events: 'stopped' {w, ids}
 local worker, n = ARGV[3], tonumber(ARGV[4])
@@ -22,6 +23,7 @@ for i = n - 1, 0, -1 do  -- in reverse: each goes to the front, so the first giv
     if keep == 'k' then mode = 'keep' elseif f[5] then mode = 'release' end
     leave_active(id, lease, f[3], f[4], mode, now)
     rcall('HINCRBY', tk, 'a', -1)
+    if keep == 'u' then uncount_start(rcall('HGET', tk, 'pk'), lease) end
     if requeue_front(id, tk, f[5], f[6], f[3], now) == 1 then
       requeued[#requeued + 1] = id
       out[i + 1] = @@REQUEUED@@

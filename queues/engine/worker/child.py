@@ -5,10 +5,11 @@
    ``task.cancelled`` becomes True and ``Stopped`` is raised inside the handler, so its
    ``finally`` blocks run; the worker sends SIGKILL if it is still there after KILL_GRACE.
 2. It runs the initializer it was given (the Django layer's), once, then says it is ready.
-3. Then, for each frame its worker sends (a task, and the run span's trace context, made current
-   around the handler): runs the queue's handler and sends back one
-   frame: ``("ok", result, rss)``, ``("retry", seconds, message, rss)`` or
-   ``("error", description, traceback, rss)``. Before it, the handler's ``task.progress`` and
+3. Then, for each frame its worker sends (a task, the run span's trace context, made current
+   around the handler, and the ``time.monotonic()`` after which the handler must not start, or
+   None: a rate-limited queue's): runs the queue's handler and sends back one
+   frame: ``("ok", result, rss)``, ``("retry", seconds, message, rss)``,
+   ``("error", description, traceback, rss)`` or, too late to start it, ``("late", rss)``. Before it, the handler's ``task.progress`` and
    ``task.log`` calls each send a ``("report", fraction, message, lines)`` frame (``_Reports``). End of file (its worker retires it, or is gone):
    it exits 0.
 
@@ -28,6 +29,7 @@ import signal
 import struct
 import sys
 import threading
+import time
 import traceback
 
 from .. import tracing
@@ -147,12 +149,15 @@ def serve(sock, parent, specs, child_init=None, measure_memory=False):
         while True:
             try:
                 (size,) = HEADER.unpack(_read(stream, HEADER.size))
-                queue, task, trace = pickle.loads(_read(stream, size))
+                queue, task, trace, start_by = pickle.loads(_read(stream, size))
             except EOFError:
                 break
             task.attach_sink(reports)
-            with tracing.attached_carried(trace):  # the worker's run span, current here too
-                reply = _run(specs[queue], task)
+            if start_by is not None and time.monotonic() > start_by:  # (one clock for all processes)
+                reply = ("late",)
+            else:
+                with tracing.attached_carried(trace):  # the worker's run span, current here too
+                    reply = _run(specs[queue], task)
             _flush()
             sock.sendall(frame((*reply, rss_mb() if measure_memory else 0.0)))
     except Stopped:

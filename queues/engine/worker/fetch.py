@@ -13,6 +13,7 @@
 
 import asyncio
 import logging
+import time
 from collections import defaultdict, deque
 
 from .. import commands, faults, keys
@@ -112,6 +113,7 @@ class Fetcher:
                 result_ttl=c.result_ttl,
                 acks=batch,
             )
+            asked = time.monotonic()  # a rate-limited queue's handlers start within its grace of it
             reply = await call.arun(w.redis)
             if batch:
                 w.reporter.check_codes([d for d, _ in behind.pop(q)], reply.codes)
@@ -123,7 +125,10 @@ class Fetcher:
             if reply.due_in_ms >= 0:
                 due_ms = reply.due_in_ms if due_ms < 0 else min(due_ms, reply.due_in_ms)
             for task in reply.tasks:
-                taken.append(processor.Delivery(task, w.spec_for(q, task)))
+                d = processor.Delivery(task, w.spec_for(q, task))
+                if reply.grace_ms:
+                    d.start_by = asked + reply.grace_ms / 1000
+                taken.append(d)
             more = more or reply.status == Code.MORE
             if len(reply.tasks) < want and reply.status != Code.MORE:
                 self.idle_in.add(q)

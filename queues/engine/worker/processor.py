@@ -1,7 +1,11 @@
 """Runs one delivery and reports its outcome.
 
 1. Don't start it if it was cancelled (or given back) before it could start, or if this worker
-   was unresponsive long enough to be presumed dead and no longer holds it.
+   was unresponsive long enough to be presumed dead and no longer holds it. A rate-limited
+   queue's handler starts only within the rate's start grace of the ``start`` call that took it
+   (``start_by``, checked where it starts: on its thread, in its coroutine, in its process);
+   later, it is not run and its task goes back first in line, its start not counted (so no
+   window of the handlers' clock sees more starts than the rate: ``limits.START_GRACE_FRACTION``).
 2. Start the handler: an ``async def`` one as an asyncio task, a sync one on a pool thread or,
    isolated, in a handler process (``procpool``).
 3. Wait for it, for at most the task's timeout.
@@ -27,6 +31,7 @@ import traceback as tb_module
 
 from .. import tracing
 from ..errors import RetryLater
+from ..limits import StartedLate
 from .procpool import HandlerFailed
 
 log = logging.getLogger("worqr.worker")
@@ -51,6 +56,7 @@ class Delivery:
         "handed",
         "timer",
         "timing_out",
+        "start_by",
     )
 
     def __init__(self, task, spec):
@@ -68,6 +74,7 @@ class Delivery:
         self.handed = False  # handed straight to this idle worker by an enqueue
         self.timer = None  # its timeout's timer
         self.timing_out = False  # its timeout fired: ``_time_out`` reports it and ends it
+        self.start_by = None  # a rate-limited queue's: the time.monotonic() its handler must start by
 
     @property
     def key(self):
@@ -228,10 +235,13 @@ def _launch(worker, d):
     if worker.tracing:  # the run span; the handler runs with it as its current span
         d.span = tracing.start_run(task, worker.name)
         func = tracing.bind(d.span, func, d.is_async)
+    if d.start_by is not None and not d.isolated:  # (an isolated one's process looks itself)
+        func = _gated(func, d.start_by, d.is_async)
     if d.is_async:
         d.handle = asyncio.ensure_future(func(task))
     elif d.isolated:  # the handler's process makes the run span its current span
-        d.handle = worker.procs.submit(task, tracing.carried(d.span) if d.span is not None else "")
+        trace = tracing.carried(d.span) if d.span is not None else ""
+        d.handle = worker.procs.submit(task, trace, d.start_by)
     else:
         d.handle = worker.pool.submit(worker.loop, func, task)
         if d.handed:
@@ -240,6 +250,30 @@ def _launch(worker, d):
             # away once (``time.sleep(0)`` releases it): pickup p50 0.9-1.1 ms -> 0.7-0.8 in
             # alternate runs (README, round four).
             time.sleep(0)
+
+
+def _gated(func, start_by, is_async):
+    """``func``, which raises ``StartedLate`` instead of running when it starts after ``start_by``
+    (``time.monotonic()``): on the pool thread, or as the coroutine first runs."""
+
+    def late(task):
+        return StartedLate(f"task {task.id}: its handler could not start within the rate's start grace")
+
+    if is_async:
+
+        async def run_async(task):
+            if time.monotonic() > start_by:
+                raise late(task)
+            return await func(task)
+
+        return run_async
+
+    def run(task):
+        if time.monotonic() > start_by:
+            raise late(task)
+        return func(task)
+
+    return run
 
 
 def _finish(worker, d):
@@ -284,7 +318,9 @@ async def _report(worker, d):
         return
     d.reported = True
     exc = d.handle.exception()
-    if isinstance(exc, RetryLater):
+    if isinstance(exc, StartedLate):  # never run: back first in line, its start not counted
+        await worker.reporter.give_back(d)
+    elif isinstance(exc, RetryLater):
         await worker.reporter.failure(d, _describe(exc), "", retry_after=exc.seconds)
     elif isinstance(exc, HandlerFailed):  # raised in an isolated handler's process, described there
         await worker.reporter.failure(d, exc.description, exc.trace)

@@ -24,6 +24,7 @@ from collections import deque
 from .. import faults
 from ..backoff import Backoff
 from ..errors import ConfigurationError, RetryLater, WorkerCrashed
+from ..limits import StartedLate
 from ..registry import check_importable
 from . import child
 from .forkserver import ForkServer
@@ -43,11 +44,13 @@ class HandlerFailed(Exception):
 
 
 class Run(asyncio.Future):
-    """One task run by an isolated handler. Don't ``cancel()`` it: ``stop()`` it."""
+    """One task run by an isolated handler. Don't ``cancel()`` it: ``stop()`` it. ``start_by``:
+    the ``time.monotonic()`` after which its handler must not start (``StartedLate``), or None."""
 
-    def __init__(self, pool, task, trace=""):
+    def __init__(self, pool, task, trace="", start_by=None):
         super().__init__(loop=pool.loop)
         self.pool, self.task, self.trace, self.proc = pool, task, trace, None
+        self.start_by = start_by
 
     def stop(self, now=False):
         """Stop the handler's process: SIGTERM, then SIGKILL after KILL_GRACE (``now``: SIGKILL);
@@ -114,9 +117,10 @@ class ProcessPool:
 
     # -- runs ------------------------------------------------------------------------------
 
-    def submit(self, task, trace=""):
-        """Run ``task`` in a handler process; ``trace``: the run span, ``tracing.carried``."""
-        run = Run(self, task, trace)
+    def submit(self, task, trace="", start_by=None):
+        """Run ``task`` in a handler process; ``trace``: the run span, ``tracing.carried``;
+        ``start_by``: as ``Run``'s (the process looks at its clock before it starts the handler)."""
+        run = Run(self, task, trace, start_by)
         if self.idle:
             self._hand(self.idle.popleft(), run)
         else:
@@ -125,7 +129,7 @@ class ProcessPool:
 
     def _hand(self, p, run):
         p.run, run.proc = run, p
-        p.transport.write(child.frame((run.task.queue, run.task, run.trace)))
+        p.transport.write(child.frame((run.task.queue, run.task, run.trace, run.start_by)))
 
     def _ready(self, p):
         if self.waiting:
@@ -144,6 +148,8 @@ class ProcessPool:
                 run.set_result(reply[1])
             elif kind == "retry":
                 run.set_exception(RetryLater(reply[1], reply[2]))
+            elif kind == "late":
+                run.set_exception(StartedLate(f"task {run.task.id}: its handler could not start in time"))
             else:
                 run.set_exception(HandlerFailed(reply[1], reply[2]))
         if (self.max_tasks and p.tasks >= self.max_tasks) or (self.max_memory and rss > self.max_memory):

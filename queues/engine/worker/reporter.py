@@ -143,6 +143,14 @@ class Reporter:
             log.warning("worqr: task %s: lease %s is stale; failure refused", d.task.id, d.task.lease)
             self._stale(d)
 
+    async def give_back(self, d):
+        """``d``'s handler was never run (it could not start within its rate's start grace): its
+        task goes back first in line, the attempt and its start not counted."""
+        self.log_outcome(d, "late")
+        codes = await self.call(commands.stop(d.task.queue, self.w.name, [(d.task.id, d.task.lease, "unstarted")]))
+        if codes is not None and codes[0] == Code.STALE:
+            self._stale(d)
+
     # -- locks kept for handlers that still ran --------------------------------------------
 
     def _stale(self, d):

@@ -16,7 +16,17 @@ local KEPT = PREFIX .. '@@kept@@'
 local function plist_key(pk) return PREFIX .. '@@plist@@:' .. pk end
 local function pstarts_key(pk) return PREFIX .. '@@pstarts@@:' .. pk end
 
--- The limits in force: {c, rn, rw, pc, prn, prw}, each nil when not set. Read once per call.
+-- A rate's start grace (ms) for its window w (limits.start_grace_ms): a worker starts a handler
+-- of a rate-limited queue within it of asking, or gives the task back unstarted, and starts are
+-- counted over w + the grace, so that no window w of the handlers' own clock sees more than the
+-- rate's starts (README "Limits").
+local function start_grace(w)
+  return math.min(@@start_grace_max_ms@@, math.max(@@start_grace_min_ms@@, math.ceil(w / @@start_grace_divisor@@)))
+end
+
+-- The limits in force: {c, rn, rw, pc, prn, prw}, each nil when not set, the windows rw and prw
+-- with their start grace added (what starts are counted over), and grace: the smaller grace of
+-- the rates set (nil: none). Read once per call.
 local LIMITS = nil
 local function limits()
   if not LIMITS then
@@ -25,6 +35,14 @@ local function limits()
       c = tonumber(f[1]), rn = tonumber(f[2]), rw = tonumber(f[3]),
       pc = tonumber(f[4]), prn = tonumber(f[5]), prw = tonumber(f[6]), ro = tonumber(f[7]),
     }
+    for _, w in ipairs({'rw', 'prw'}) do
+      local v = LIMITS[w]
+      if v then
+        local g = start_grace(v)
+        LIMITS[w] = v + g
+        if not LIMITS.grace or g < LIMITS.grace then LIMITS.grace = g end
+      end
+    end
   end
   return LIMITS
 end
@@ -120,6 +138,12 @@ local function count_start(pk, lease, now)
       rcall('PEXPIRE', sk, L.prw)
     end
   end
+end
+
+-- A start counted under lease never happened (its handler was not run): out of the logs.
+local function uncount_start(pk, lease)
+  rcall('ZREM', K.starts, lease)
+  if pk then rcall('ZREM', pstarts_key(pk), lease) end
 end
 
 -- Put partition pk in the ring unless it is there or held back. Returns true if it is runnable.

@@ -1,4 +1,4 @@
--- @include base
+-- @include resend
 -- Workflows. A task's children (enqueued with after=[it]) and its batch live in other slots, so
 -- they are told of its end by a separate step (workflows.drain): here its end is only recorded,
 -- in O(1): its outcome in links:<id> ('=' completed, failed, cancelled or deleted, 'b' its
@@ -15,19 +15,16 @@ local ended_trimmed = false
 
 -- Record that task id ended with `outcome` in the queue's `ended` zset (member: the id's 16 hex
 -- digits; score: now * 4 + the outcome's code, keys.ENDED_OUTCOMES), so a child enqueued after=[id] once it has gone (no
--- kept result, no children) still learns how it ended. Its first end counts (NX). Trimmed once
--- per script call: older than @@ended_keep_ms@@ ms, beyond the newest @@ended_max@@.
+-- kept result, no children) still learns how it ended, and an enqueue of id sent again adds
+-- nothing (resend.lua). Its first end counts (NX). Trimmed once per script call (trim_ended).
 local function record_end(id, outcome, now)
   local code = 0
   if outcome == 'failed' then code = 1 elseif outcome == 'cancelled' then code = 2
   elseif outcome == 'deleted' then code = 3 end
-  local ek = PREFIX .. '@@ended@@'
-  rcall('ZADD', ek, 'NX', string.format('%.0f', now * 4 + code), string.sub(id, -16))  -- the queue goes without saying
+  rcall('ZADD', ENDED, 'NX', string.format('%.0f', now * 4 + code), string.sub(id, -16))  -- the queue goes without saying
   if not ended_trimmed then
     ended_trimmed = true
-    rcall('ZREMRANGEBYSCORE', ek, '-inf', '(' .. string.format('%.0f', (now - @@ended_keep_ms@@) * 4))
-    rcall('ZREMRANGEBYRANK', ek, 0, -@@ended_max@@ - 1)
-    rcall('PEXPIRE', ek, @@ended_keep_ms@@)  -- a queue that goes quiet forgets its record a day later
+    trim_ended(now)
   end
 end
 

@@ -91,7 +91,10 @@ end
 -- whether no idle worker is left (then waking any is pointless). An idle worker is looked for
 -- first: with none (a busy queue), that is the only command this costs.
 local function push_to_idle(n, now)
-  if n <= 0 then return 0, false end
+  -- A rate-limited queue's idle workers are woken instead: a worker runs such a handler only
+  -- within the rate's start grace of asking for it (limits.lua), which it can tell of a task it
+  -- asked for, not of one handed over.
+  if n <= 0 or limits().grace then return 0, false end
   local w = rcall('SPOP', K.idle)
   if not w then return 0, true end
   local cfg = rcall('HMGET', K.meta, 'lt', 'gr', 'dt', 'paused')
