@@ -33,6 +33,7 @@ class Code(IntEnum):
     NOT_FAILED = -4  # only a failed task can be retried
     FINISHED = -5  # failed or completed: delete it instead
     NOT_REGISTERED = -6  # the worker is not registered in the queue (it was presumed dead)
+    LATE = -7  # the worker's heartbeat deadline has passed: it gets no task until it beats
 
 
 def lua_placeholders():

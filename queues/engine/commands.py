@@ -351,7 +351,7 @@ def _ack_args(acks):
 def start(queue, worker, count, *, lock_ttl, grace, default_timeout, result_ttl, acks=()):
     """Acknowledge ``acks`` ((id, lease, result, keep[, run traceparent]) each) and take up to
     ``count`` tasks.
-    Returns ``Started``: status OK, PAUSED, MORE (call again) or NOT_REGISTERED, the ms until the
+    Returns ``Started``: status OK, PAUSED, MORE (call again), NOT_REGISTERED or LATE, the ms until the
     next delayed task is due (-1: none), the Tasks taken and one code per ack."""
     acks = list(acks)
 
@@ -443,9 +443,11 @@ def register(queue, worker, *, ttl, lock_ttl, grace, default_timeout, fresh, lim
     return Call("register", queue, args, int)
 
 
-def heartbeat(queue, worker, *, ttl, lock_ttl, retries, backoff, backoff_max, jitter, history):
-    """Beat and housekeep. Returns (status OK or NOT_REGISTERED, workers reaped, tasks recovered)."""
-    args = (worker, _ms(ttl), _ms(lock_ttl), retries, backoff, backoff_max, jitter, history)
+def heartbeat(queue, worker, *, ttl, interval, lock_ttl, retries, backoff, backoff_max, jitter, history):
+    """Beat and housekeep (``interval``: the worker's HEARTBEAT_INTERVAL: beats of the queue
+    further apart than the TTL minus that mean no worker could beat, and no deadline is judged
+    for a TTL). Returns (status OK or NOT_REGISTERED, workers reaped, tasks recovered)."""
+    args = (worker, _ms(ttl), _ms(lock_ttl), retries, backoff, backoff_max, jitter, history, _ms(ttl - interval))
     return Call("heartbeat", queue, args, lambda r: (Code(r[0]), int(r[1]), int(r[2])))
 
 
