@@ -1,0 +1,403 @@
+"""The fault suite's rig (tests/test_stress_faults.py): a private redis-server with AOF
+(``appendfsync always``) that the faults strike, real worker processes on it whose handlers log
+every run to the session's Redis (which no fault touches), a producer, the faults themselves, and
+the reading of the run log into findings.
+
+Faults (``FAULTS``): each runs on a thread of its own, striking every ``lo``..``hi`` seconds (at
+random, seeded) until the rig stops:
+
+- ``conn``: CLIENT KILL of every normal (not pub/sub) connection but the rig's own;
+- ``pubsub``: CLIENT KILL of every pub/sub connection but the rig's own;
+- ``restart``: kill -9 of Redis, started again on its append-only file so that it is down for
+  0.5 to 8 s (``outage``);
+- ``kill9``: kill -9 of a worker (a new worker, under a new name, replaces it).
+
+A new kind is a ``Fault`` subclass with its ``kind`` and ``strike()``, added to ``FAULTS``.
+
+The producer enqueues through a connection the faults spare, and never while a restart is under
+way (``gate``): a reply it lost would leave it unsure whether its task was added, which is
+another matter than what the suite checks (what workers do under faults).
+"""
+
+import json
+import os
+import random
+import threading
+import time
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+
+import redis
+
+from queues import Queue
+from queues.engine import keys
+from queues.engine.connection import Connection
+from queues.engine.errors import RedisUnavailable
+from queues.testing import RedisServer
+from tests.conftest import ARTIFACTS
+from tests.stress import overlapping
+
+#: Client names of the rig's own connections (CLIENT SETNAME): the faults spare them.
+RIG = "rig-"
+
+
+def _rig_client(url, name):
+    return redis.Redis.from_url(url, client_name=RIG + name, socket_timeout=5, socket_connect_timeout=1)
+
+
+class Fault(threading.Thread):
+    """One kind of fault, struck every ``every`` = (lo, hi) seconds until the rig stops; ``count``
+    strikes done (those that found Redis down are not counted)."""
+
+    kind = ""
+
+    def __init__(self, rig, every, seed):
+        super().__init__(daemon=True, name=f"fault-{self.kind}")
+        self.rig, self.every, self.rng = rig, every, random.Random(seed)
+        self.count = 0
+        self.detail = Counter()
+
+    def run(self):
+        while not self.rig.stop_faults.wait(self.rng.uniform(*self.every)):
+            try:
+                if self.strike() is not False:
+                    self.count += 1
+            except (redis.RedisError, OSError):
+                pass  # Redis is down (a restart): try again at the next strike
+
+    def strike(self):
+        raise NotImplementedError
+
+
+class _Kills(Fault):
+    """CLIENT KILL of every connection of one type but the rig's own."""
+
+    type = ""
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        self.client = _rig_client(self.rig.url, f"killer-{self.kind}")
+
+    def strike(self):
+        doomed = [c["id"] for c in self.client.client_list(_type=self.type) if not c["name"].startswith(RIG)]
+        for client_id in doomed:
+            self.detail["connections"] += self.client.client_kill_filter(_id=client_id)
+        return bool(doomed)
+
+
+class ConnKills(_Kills):
+    kind, type = "conn", "normal"
+
+
+class PubSubKills(_Kills):
+    kind, type = "pubsub", "pubsub"
+
+
+class Restarts(Fault):
+    """kill -9 of Redis, restarted on its AOF; ``outages``: seconds from the kill until it answered."""
+
+    kind = "restart"
+    outage = (0.5, 8.0)
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        self.outages = []
+
+    def strike(self):
+        down = self.rng.uniform(*self.outage)
+        with self.rig.gate:
+            began = time.monotonic()
+            self.rig.server.kill()
+            time.sleep(max(0.0, down - 0.1))  # (loading the AOF takes the rest)
+            self.rig.server.start()
+            self.outages.append(round(time.monotonic() - began, 2))
+
+
+class WorkerKills(Fault):
+    """kill -9 of a worker at random; a new worker replaces it."""
+
+    kind = "kill9"
+
+    def strike(self):
+        name = self.rng.choice(sorted(self.rig.live))
+        self.rig.kill9(name)
+
+
+FAULTS = {f.kind: f for f in (ConnKills, PubSubKills, Restarts, WorkerKills)}
+
+
+@dataclass
+class Run:
+    queue: str
+    id: str
+    attempt: int
+    lease: int
+    pid: int
+    start: float
+    lock: str | None
+    end: float | None = None
+    outcome: str | None = None
+
+
+@dataclass
+class Findings:
+    acked: int = 0
+    unacked: int = 0
+    completed: int = 0
+    lost: list = field(default_factory=list)
+    twice_explained: int = 0  # tasks run again after a kill -9 of the worker that ran them
+    twice: list = field(default_factory=list)  # tasks run again without that
+    overlaps: list = field(default_factory=list)
+    reaped_live: list = field(default_factory=list)  # live workers presumed dead (events seen)
+    reaped_logged: int = 0  # live workers' log lines saying they found their tasks taken
+    faults: dict = field(default_factory=dict)
+    outages: list = field(default_factory=list)
+    left: dict = field(default_factory=dict)
+    exited: list = field(default_factory=list)  # workers that exited by themselves
+
+    def summary(self):
+        """The figures, with at most 3 examples of each list."""
+        return {
+            k: (v[:3] + [f"... {len(v)} in all"] if isinstance(v, list) and len(v) > 3 else v)
+            for k, v in self.__dict__.items()
+        }
+
+    def problems(self):
+        out = []
+        if self.lost:
+            out.append(f"{len(self.lost)} acknowledged task(s) never completed: {self.lost[:3]}")
+        if self.twice:
+            out.append(f"{len(self.twice)} task(s) ran twice with no kill -9 of their runner: {self.twice[:3]}")
+        if self.overlaps:
+            out.append(f"{len(self.overlaps)} lock overlap(s): {self.overlaps[:3]}")
+        if self.reaped_live or self.reaped_logged:
+            out.append(f"live workers presumed dead: {self.reaped_live[:5]} ({self.reaped_logged} log lines)")
+        if self.exited:
+            out.append(f"workers exited by themselves: {self.exited}")
+        if any(self.left.values()):
+            out.append(f"left in the queues: {self.left}")
+        return out
+
+
+class Rig:
+    """``Rig(start_worker, log_client, queues)``: ``start_worker`` is the ``workers`` fixture;
+    ``log_client`` the session's Redis, where the handlers log."""
+
+    def __init__(self, start_worker, log_client, queues, *, concurrency=3, seed=1, heartbeat_ttl=3.0):
+        self.start_worker, self.log, self.queues = start_worker, log_client, list(queues)
+        self.concurrency, self.ttl = concurrency, heartbeat_ttl
+        self.rng = random.Random(seed)
+        self.seed = seed
+        self.server = RedisServer(appendfsync="always").start()
+        self.url = self.server.url
+        self.gate = threading.Lock()  # the producer's enqueue and a restart's outage never overlap
+        self.stop_faults, self.stop_producing = threading.Event(), threading.Event()
+        self.live, self.procs = {}, {}  # name -> WorkerProcess (live ones; all of them)
+        self.killed = {}  # pid -> time.time() of its kill -9
+        self.acked, self.unacked = [], 0
+        self.reaped = []  # names of workers in 'worker_failed' events
+        self.faults, self.threads = [], []
+        self.generation = 0
+        self.direct = _rig_client(self.url, "reader")
+
+    # -- processes -----------------------------------------------------------------------------
+
+    def add_worker(self):
+        self.generation += 1
+        name = f"sfw-{self.generation}"
+        env = {
+            "WORQR_REDIS_URL": self.url,
+            "WORQR_TEST_LOG_URL": os.environ["WORQR_REDIS_URL"],  # the session's Redis (conftest)
+            "WORQR_TEST_HEARTBEAT_TTL": str(self.ttl),
+        }
+        w = self.start_worker(self.queues, concurrency=self.concurrency, name=name, grace=1, env=env)
+        self.live[name] = self.procs[name] = w
+        return w
+
+    def kill9(self, name):
+        w = self.live.pop(name)
+        self.killed[w.pid] = time.time()
+        w.kill()
+        self.add_worker()
+
+    def wait_serving(self, timeout=60):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                names = {
+                    m.decode() for q in self.queues for m in self.direct.zrange(keys.queue_key(q, "workers"), 0, -1)
+                }
+                if set(self.live) <= names:
+                    return
+            except redis.RedisError:
+                pass
+            time.sleep(0.1)
+        raise AssertionError(f"workers {sorted(set(self.live))} did not all register within {timeout} s")
+
+    # -- the run -------------------------------------------------------------------------------
+
+    def start(self, faults, workers=3, rate=60.0, sleep=(0.0, 0.4), locks=4, locked=0.4):
+        """Start ``workers`` workers, the producer (``rate`` tasks/s, each sleeping ``sleep``
+        s, a share ``locked`` of them on one of ``locks`` lock keys), the observer and
+        ``faults``: {kind: (lo, hi) seconds between strikes}."""
+        for _ in range(workers):
+            self.add_worker()
+        self.wait_serving()
+        self.threads = [
+            threading.Thread(target=self._produce, args=(rate, sleep, locks, locked), daemon=True),
+            threading.Thread(target=self._observe, daemon=True),
+        ]
+        self.faults = [FAULTS[kind](self, every, self.seed + i) for i, (kind, every) in enumerate(faults.items())]
+        for t in [*self.threads, *self.faults]:
+            t.start()
+
+    def counts(self):
+        return {f.kind: f.count for f in self.faults}
+
+    def run_until(self, seconds=None, targets=None, limit=3600):
+        """Let the faults strike for ``seconds``, or until each kind in ``targets`` struck that
+        many times (at most ``limit`` seconds)."""
+        began = time.monotonic()
+        while time.monotonic() - began < limit:
+            if seconds is not None and time.monotonic() - began >= seconds:
+                break
+            if targets is not None and all(self.counts().get(k, 0) >= n for k, n in targets.items()):
+                break
+            time.sleep(0.5)
+
+    def finish(self, drain=120.0):
+        """Stop the faults and the producer, wait until every acknowledged task ran and the
+        queues are empty (at most ``drain`` s), and return the Findings."""
+        self.stop_faults.set()
+        for f in self.faults:
+            f.join(30)
+        self.stop_producing.set()
+        self.threads[0].join(30)
+        if self.server.proc is None:
+            self.server.start()
+        deadline = time.monotonic() + drain
+        while time.monotonic() < deadline and (self._unfinished() or any(self._left().values())):
+            time.sleep(0.5)
+        time.sleep(1.0)  # the observer hears the last events
+        return self.findings()
+
+    def close(self):
+        self.stop_faults.set()
+        self.stop_producing.set()
+        for w in self.procs.values():
+            w.close()
+        self.server.kill()
+        self.direct.close()
+
+    # -- producer and observer -----------------------------------------------------------------
+
+    def _produce(self, rate, sleep, locks, locked):
+        conn = Connection(f"{self.url}?client_name={RIG}producer")
+        queues = [Queue(q, conn) for q in self.queues]
+        rng = random.Random(self.seed * 7)
+        while not self.stop_producing.is_set():
+            q = rng.choice(queues)
+            payload = {"sleep": round(rng.uniform(*sleep), 3)}
+            lock = f"L{rng.randrange(locks)}" if rng.random() < locked else None
+            if lock:
+                payload["lock"] = lock
+            with self.gate:
+                try:
+                    self.acked.append(q.enqueue(json.dumps(payload), lock=lock))
+                except RedisUnavailable:
+                    self.unacked += 1
+            time.sleep(rng.expovariate(rate))
+        conn.close()
+
+    def _observe(self):
+        """Note the workers reaped ('worker_failed' events), resubscribing after every fault."""
+        channels = [keys.queue_events_channel(q) for q in self.queues]
+        while not self.stop_producing.is_set() or self._unfinished():
+            try:
+                client = _rig_client(self.url, "observer")
+                pubsub = client.pubsub()
+                pubsub.subscribe(*channels)
+                while True:
+                    msg = pubsub.get_message(timeout=0.5)
+                    if msg and msg["type"] == "message":
+                        event = json.loads(msg["data"])
+                        if event.get("e") == "worker_failed":
+                            self.reaped.append(event["w"])
+                    if self.stop_producing.is_set() and not self._unfinished():
+                        return
+            except (redis.RedisError, OSError):
+                time.sleep(0.05)
+
+    # -- findings ------------------------------------------------------------------------------
+
+    def runs(self):
+        """{id: [Run, ...]} from the handlers' log, runs in the order they started."""
+        out = defaultdict(list)
+        open_runs = {}
+        for q in self.queues:
+            for raw in self.log.lrange(f"test:flog:{q}", 0, -1):
+                e = json.loads(raw)
+                key = (e["id"], e["lease"], e["pid"])
+                if e["ev"] == "start":
+                    run = Run(q, e["id"], e["attempt"], e["lease"], e["pid"], e["t"], e["lock"])
+                    open_runs[key] = run
+                    out[e["id"]].append(run)
+                elif key in open_runs:
+                    run = open_runs.pop(key)
+                    run.end, run.outcome = e["t"], e["outcome"]
+        for rs in out.values():
+            rs.sort(key=lambda r: r.start)
+        return out
+
+    def _unfinished(self):
+        done = {i for i, rs in self.runs().items() if any(r.outcome == "ok" for r in rs)}
+        return [i for i in self.acked if i not in done]
+
+    def _left(self):
+        try:
+            left = Counter()
+            for q in self.queues:
+                c = Queue(q, Connection(self.url)).counts()
+                left.update({k: c[k] for k in ("pending", "active", "delayed", "waiting") if c[k]})
+            return dict(left)
+        except redis.RedisError as exc:
+            return {"unreadable": str(exc)}
+
+    def findings(self):
+        runs = self.runs()
+        f = Findings(acked=len(self.acked), unacked=self.unacked)
+        f.completed = sum(1 for rs in runs.values() if any(r.outcome == "ok" for r in rs))
+        f.lost = self._unfinished()
+        killed_names = {name for name, w in self.procs.items() if w.pid in self.killed}
+        for task_id, rs in runs.items():
+            if len(rs) < 2:
+                continue
+            explained = any(r.pid in self.killed and self.killed[r.pid] >= r.start for r in rs[:-1])
+            if explained:
+                f.twice_explained += 1
+            else:
+                f.twice.append(" / ".join(f"{r.pid} lease {r.lease} {r.outcome}" for r in rs) + f" ({task_id})")
+        by_lock = defaultdict(list)
+        for rs in runs.values():
+            for r in rs:
+                if r.lock:
+                    end = r.end if r.end is not None else self.killed.get(r.pid)
+                    by_lock[(r.queue, r.lock)].append((r.start, end, f"{r.id} (pid {r.pid})"))
+        for spans in by_lock.values():
+            f.overlaps += overlapping(spans)
+        f.reaped_live = [w for w in self.reaped if w not in killed_names]
+        f.reaped_logged = sum(
+            w.output().count("presumed dead") for name, w in self.procs.items() if name not in killed_names
+        )
+        f.faults = {x.kind: {"strikes": x.count, **x.detail} for x in self.faults}
+        f.outages = [o for x in self.faults for o in getattr(x, "outages", ())]
+        f.left = self._left()
+        f.exited = [name for name, w in self.live.items() if w.proc.poll() is not None]
+        return f
+
+    def report(self, name, findings):
+        """Write the findings as JSON to test-artifacts/faults-<name>.json."""
+        ARTIFACTS.mkdir(exist_ok=True)
+        data = dict(findings.__dict__, problems=findings.problems(), seed=self.seed)
+        (ARTIFACTS / f"faults-{name}.json").write_text(json.dumps(data, indent=2, default=str) + "\n")
+        return data
