@@ -23,7 +23,6 @@ def beat(client, queue, worker):
         worker,
         ttl=TTL,
         interval=INTERVAL,
-
         lock_ttl=LOCK_TTL,
         retries=1,
         backoff=0,
