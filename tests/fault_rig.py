@@ -135,6 +135,7 @@ class Run:
     pid: int
     start: float
     lock: str | None
+    meta: dict | None = None  # a scheduled run's schedule, tick and kind
     end: float | None = None
     outcome: str | None = None
 
@@ -202,15 +203,19 @@ class Rig:
 
     # -- processes -----------------------------------------------------------------------------
 
-    def add_worker(self):
+    def add_worker(self, url=None, concurrency=None, settings="tests.settings", env=None):
+        """Start a worker of the rig's queues (on ``url``, the rig's Redis by default)."""
         self.generation += 1
         name = f"sfw-{self.generation}"
         env = {
-            "WORQR_REDIS_URL": self.url,
+            "WORQR_REDIS_URL": url or self.url,
             "WORQR_TEST_LOG_URL": os.environ["WORQR_REDIS_URL"],  # the session's Redis (conftest)
             "WORQR_TEST_HEARTBEAT_TTL": str(self.ttl),
+            **(env or {}),
         }
-        w = self.start_worker(self.queues, concurrency=self.concurrency, name=name, grace=1, env=env)
+        w = self.start_worker(
+            self.queues, concurrency=concurrency or self.concurrency, name=name, grace=1, env=env, settings=settings
+        )
         self.live[name] = self.procs[name] = w
         return w
 
@@ -219,6 +224,10 @@ class Rig:
         self.killed[w.pid] = time.time()
         w.kill()
         self.add_worker()
+
+    def producer(self, queue):
+        """A Queue on the rig's Redis, through a connection the faults spare."""
+        return Queue(queue, Connection(f"{self.url}?client_name={RIG}producer"))
 
     def wait_serving(self, timeout=60):
         deadline = time.monotonic() + timeout
@@ -292,8 +301,7 @@ class Rig:
     # -- producer and observer -----------------------------------------------------------------
 
     def _produce(self, rate, sleep, locks, locked):
-        conn = Connection(f"{self.url}?client_name={RIG}producer")
-        queues = [Queue(q, conn) for q in self.queues]
+        queues = [self.producer(q) for q in self.queues]
         rng = random.Random(self.seed * 7)
         while not self.stop_producing.is_set():
             q = rng.choice(queues)
@@ -307,7 +315,6 @@ class Rig:
                 except RedisUnavailable:
                     self.unacked += 1
             time.sleep(rng.expovariate(rate))
-        conn.close()
 
     def _observe(self):
         """Note the workers reaped ('worker_failed' events), resubscribing after every fault."""
@@ -339,7 +346,7 @@ class Rig:
                 e = json.loads(raw)
                 key = (e["id"], e["lease"], e["pid"])
                 if e["ev"] == "start":
-                    run = Run(q, e["id"], e["attempt"], e["lease"], e["pid"], e["t"], e["lock"])
+                    run = Run(q, e["id"], e["attempt"], e["lease"], e["pid"], e["t"], e["lock"], e.get("meta"))
                     open_runs[key] = run
                     out[e["id"]].append(run)
                 elif key in open_runs:

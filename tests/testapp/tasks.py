@@ -379,7 +379,8 @@ handler("fo")(record_run_to_file)
 # The workers of the fault suite talk to a Redis that is faulted (restarted, its connections
 # killed); each run logs "start" and "end" (id, attempt, lease, pid, t, lock; "end" also outcome)
 # to the list "test:flog:<queue>" of the Redis at WORQR_TEST_LOG_URL, which no fault touches, so
-# the log is whole whatever happened to the queue's Redis. Payload: {"sleep": s, "lock": key}.
+# the log is whole whatever happened to the queue's Redis ("start" also has the task's meta: a
+# scheduled run's schedule and tick). Payload: {"sleep": s, "lock": key}.
 
 _flog_client = None
 
@@ -395,7 +396,7 @@ def _flog(task, ev, d, **extra):
 
 def fault_sync(task):
     d = _directives(task.payload)
-    _flog(task, "start", d)
+    _flog(task, "start", d, meta=task.meta)
     outcome = "ok"
     end = time.time() + float(d.get("sleep", 0))
     while time.time() < end:
@@ -408,7 +409,7 @@ def fault_sync(task):
 
 async def fault_async(task):
     d = _directives(task.payload)
-    _flog(task, "start", d)
+    _flog(task, "start", d, meta=task.meta)
     try:
         await asyncio.sleep(float(d.get("sleep", 0)))
     except asyncio.CancelledError:
