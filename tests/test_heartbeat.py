@@ -38,7 +38,7 @@ def take(client, queue, worker, grace=GRACE):
     )
 
 
-def _two_workers_with_a_task_each(client, queue):
+def _two_workers_with_a_task_each(client, queue, beat_first=True):
     q = Queue(queue)
     for w in ("w1", "w2"):
         register(client, queue, w, ttl=TTL)
@@ -49,7 +49,7 @@ def _two_workers_with_a_task_each(client, queue):
     stuck = q.enqueue("w1's, timing out", timeout=1)
     assert [t.id for t in take(client, queue, "w1", grace=0).tasks] == [stuck]
     for w in ("w1", "w2"):
-        assert beat(client, queue, w)[0] == Code.OK
+        assert not beat_first or beat(client, queue, w)[0] == Code.OK
     return q, first, second, stuck
 
 
@@ -61,6 +61,16 @@ def test_the_first_beat_after_a_gap_reaps_no_worker_and_takes_no_task(client):
     assert (q.get(second).state, q.get(second).worker) == ("active", "w2")
     assert (q.get(stuck).state, q.get(stuck).worker) == ("active", "w1")
     assert beat(client, "hb1", "w2")[0] == Code.OK
+
+
+def test_a_gap_before_the_queues_first_beat_reaps_no_worker(client):
+    """Workers registered, then no beat at all for longer than the TTL (Redis restarted before their first beat): ..."""
+    # ... the first beat reaps nobody. (A registration counts as a beat of the queue's clock, and a queue with no
+    # beat noted is in a gap: before, the first beat after such a restart found no clock and judged every deadline.)
+    q, _, second, _ = _two_workers_with_a_task_each(client, "hb5", beat_first=False)
+    time.sleep(TTL + 0.5)
+    assert beat(client, "hb5", "w1") == (Code.OK, 0, 0)
+    assert (q.get(second).state, q.get(second).worker) == ("active", "w2")
 
 
 def test_a_worker_that_does_not_beat_within_a_ttl_of_the_gap_is_reaped_then(client):

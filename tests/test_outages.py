@@ -100,6 +100,30 @@ def test_a_worker_cut_off_while_another_reaches_redis_is_reaped_and_stops_its_ta
     assert [x.outcome for x in _runs_of(r, tid)] == ["cancelled", "ok"]
 
 
+def test_a_15_s_restart_reruns_nothing_and_keeps_locks(rig):
+    """Redis killed -9 for 15 s under two workers running tasks on lock L (one waits) and a free one: nothing ..."""
+    # ... runs twice, no worker is reaped, and the waiter on L starts only after its holder ended. The bound: an
+    # outage shorter than min(29 s, LOCK_TTL - 2 x HEARTBEAT_INTERVAL) reruns nothing, whatever the HEARTBEAT_TTL.
+    r = rig()
+    q = r.producer("sf")
+    for _ in range(2):
+        r.add_worker(concurrency=2)
+    r.wait_serving()
+    holder = q.enqueue(json.dumps({"sleep": 20, "lock": "L"}), lock="L")
+    waiter = q.enqueue(json.dumps({"sleep": 1, "lock": "L"}), lock="L")
+    free = q.enqueue_many([json.dumps({"sleep": 18})] * 2)
+    wait_for(lambda: all(_runs_of(r, t) for t in (holder, *free)), timeout=20, message="the tasks to start")
+    r.server.kill()
+    time.sleep(15)
+    r.server.start()
+    wait_for(lambda: q.counts()["completed"] == 4, timeout=60, message="the four tasks to complete")
+    runs = {t: _runs_of(r, t) for t in (holder, waiter, *free)}
+    r.report("outage-15", r.findings())
+    assert all(len(rs) == 1 and rs[0].outcome == "ok" for rs in runs.values()), runs
+    assert runs[waiter][0].start >= runs[holder][0].end
+    assert not [n for n, w in r.procs.items() if "presumed dead" in w.output()]
+
+
 def test_a_tick_that_falls_once_redis_is_back_runs(rig):
     """A 1 s schedule ('skip' missed ticks), Redis killed -9 three times for 2.5-4.5 s: every tick due once Redis ..."""
     # ... answered again runs (the scheduler's backoff reached 2 s: the tick that fell before it called again was

@@ -8,14 +8,13 @@
 --     the old holder out, and the task goes back first in line, or to the failed set when out
 --     of attempts; a holder still alive keeps the lock until it says the handler stopped;
 --  5. looks at up to 20 locks with waiters that nothing freed (a last-resort safety net).
--- Deadlines (steps 3 and 4) are judged only by time the queue's workers could beat in: every
--- beat notes its time (meta 'hb'), and a beat that finds the one before it (by any worker of the
--- queue) more than the gap old knows that none of them could beat meanwhile (Redis was down,
--- or cut off from all of them), so it judges no deadline for a full TTL from now (meta 'hg'):
--- every live worker beats in that time, and only a worker that does not is failed after it.
+-- Deadlines (steps 3 and 4) are judged only by time the queue's workers could beat in
+-- (``note_beat``): after a gap in the queue's beats, none for a full TTL, in which every live
+-- worker beats again; only a worker that does not is failed after it.
 -- Keys: pending front delayed active deadlines failed failures stats throughput meta workers idle unique lockwaits lockheads durations leases outbox batchruns limits starts partitions ring pactive pwait
 -- @include workers
 -- @include failure
+-- @include beats
 -- Input: ARGV[3] worker, ARGV[4] heartbeat TTL ms, ARGV[5] lock TTL ms,
 --   ARGV[6] default retries, ARGV[7] default backoff s, ARGV[8] backoff max s,
 --   ARGV[9] jitter, ARGV[10] history size, ARGV[11] the gap ms (HEARTBEAT_TTL minus
@@ -26,10 +25,7 @@ local worker, ttl, lock_ttl = ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5])
 local now = now_ms()
 if not rcall('ZSCORE', K.workers, worker) then return {@@NOT_REGISTERED@@, 0, 0} end
 rcall('ZADD', K.workers, now + ttl, worker)
-local last = tonumber(rcall('HGET', K.meta, 'hb') or '')
-if last and now - last > tonumber(ARGV[11]) then rcall('HSET', K.meta, 'hg', now + ttl) end
-rcall('HSET', K.meta, 'hb', now)
-local judging = now >= tonumber(rcall('HGET', K.meta, 'hg') or '0')
+local judging = note_beat(now, ttl, tonumber(ARGV[11]))
 
 for _, id in ipairs(rcall('SMEMBERS', worker_tasks_key(worker))) do
   local f = rcall('HMGET', task_key(id), 'lk', 'l')

@@ -170,6 +170,7 @@ class Heart:
                 default_timeout=w.specs[q].timeout,
                 fresh=not self.registered_once,
                 limits=w.specs[q].limits,
+                interval=c.heartbeat_interval,
             ).arun(w.redis)
             if back:
                 log.warning("worqr: %d task(s) of an earlier worker named %s went back to %s", back, w.name, q)
