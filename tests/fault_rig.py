@@ -200,6 +200,8 @@ class Rig:
         self.faults, self.threads = [], []
         self.generation = 0
         self.direct = _rig_client(self.url, "reader")
+        self._reading = threading.Lock()
+        self._read, self._runs, self._open, self._done = {}, defaultdict(list), {}, set()
 
     # -- processes -----------------------------------------------------------------------------
 
@@ -338,27 +340,30 @@ class Rig:
     # -- findings ------------------------------------------------------------------------------
 
     def runs(self):
-        """{id: [Run, ...]} from the handlers' log, runs in the order they started."""
-        out = defaultdict(list)
-        open_runs = {}
-        for q in self.queues:
-            for raw in self.log.lrange(f"test:flog:{q}", 0, -1):
-                e = json.loads(raw)
-                key = (e["id"], e["lease"], e["pid"])
-                if e["ev"] == "start":
-                    run = Run(q, e["id"], e["attempt"], e["lease"], e["pid"], e["t"], e["lock"], e.get("meta"))
-                    open_runs[key] = run
-                    out[e["id"]].append(run)
-                elif key in open_runs:
-                    run = open_runs.pop(key)
-                    run.end, run.outcome = e["t"], e["outcome"]
-        for rs in out.values():
-            rs.sort(key=lambda r: r.start)
-        return out
+        """{id: [Run, ...]} from the handlers' log (read on from where the last call stopped),
+        runs in the order they started."""
+        with self._reading:
+            for q in self.queues:
+                entries = self.log.lrange(f"test:flog:{q}", self._read.get(q, 0), -1)
+                self._read[q] = self._read.get(q, 0) + len(entries)
+                for raw in entries:
+                    e = json.loads(raw)
+                    key = (e["id"], e["lease"], e["pid"])
+                    if e["ev"] == "start":
+                        run = Run(q, e["id"], e["attempt"], e["lease"], e["pid"], e["t"], e["lock"], e.get("meta"))
+                        self._open[key] = run
+                        self._runs[e["id"]].append(run)
+                        self._runs[e["id"]].sort(key=lambda r: r.start)
+                    elif key in self._open:
+                        run = self._open.pop(key)
+                        run.end, run.outcome = e["t"], e["outcome"]
+                        if run.outcome == "ok":
+                            self._done.add(run.id)
+            return self._runs
 
     def _unfinished(self):
-        done = {i for i, rs in self.runs().items() if any(r.outcome == "ok" for r in rs)}
-        return [i for i in self.acked if i not in done]
+        self.runs()
+        return [i for i in self.acked if i not in self._done]
 
     def _left(self):
         try:
@@ -371,7 +376,9 @@ class Rig:
             return {"unreadable": str(exc)}
 
     def findings(self):
-        runs = self.runs()
+        self.runs()
+        with self._reading:  # (the observer may read on meanwhile)
+            runs = {task_id: list(rs) for task_id, rs in self._runs.items()}
         f = Findings(acked=len(self.acked), unacked=self.unacked)
         f.completed = sum(1 for rs in runs.values() if any(r.outcome == "ok" for r in rs))
         f.lost = self._unfinished()

@@ -65,7 +65,7 @@ def test_every_fault_together_keeps_one_worker_at_a_time(rig):
     else:
         faults = {"conn": (0.3, 1.0), "pubsub": (0.3, 1.0), "restart": (8.0, 12.0), "kill9": (10.0, 14.0)}
         targets = {"restart": 2, "kill9": 2}
-    r.start(faults)
+    r.start(faults, rate=30 if SOAK else 60)  # (a soak's backlog must not grow for half an hour)
     r.run_until(targets=targets, limit=3300 if SOAK else 60)
     findings = r.finish()
     _check(r, "all-soak" if SOAK else "all", findings)
