@@ -10,7 +10,13 @@ random, seeded) until the rig stops:
 - ``pubsub``: CLIENT KILL of every pub/sub connection but the rig's own;
 - ``restart``: kill -9 of Redis, started again on its append-only file so that it is down for
   0.5 to 8 s (``outage``);
-- ``kill9``: kill -9 of a worker (a new worker, under a new name, replaces it).
+- ``kill9``: kill -9 of a worker (a new worker, under a new name, replaces it);
+- ``freeze``: SIGSTOP of a worker for HEARTBEAT_TTL + 1.5 s, then SIGCONT (it is reaped
+  meanwhile, the others beating, and stops the tasks taken from it once thawed).
+
+A task run again after a kill -9 or a freeze of the worker that ran it is told apart in the
+findings (``twice_after``, by kind) from one run twice without (``twice``: a failure); so is an
+overlap of two runs of a lock, one of them a frozen worker's (``overlaps_after_freeze``).
 
 A new kind is a ``Fault`` subclass with its ``kind`` and ``strike()``, added to ``FAULTS``.
 
@@ -22,6 +28,7 @@ another matter than what the suite checks (what workers do under faults).
 import json
 import os
 import random
+import signal
 import threading
 import time
 from collections import Counter, defaultdict
@@ -123,7 +130,23 @@ class WorkerKills(Fault):
         self.rig.kill9(name)
 
 
-FAULTS = {f.kind: f for f in (ConnKills, PubSubKills, Restarts, WorkerKills)}
+class Freezes(Fault):
+    """SIGSTOP of a worker at random for HEARTBEAT_TTL + 1.5 s, then SIGCONT."""
+
+    kind = "freeze"
+
+    def strike(self):
+        w = self.rig.live.get(self.rng.choice(sorted(self.rig.live)))
+        if w is None:  # killed meanwhile
+            return False
+        began = time.time()
+        w.signal(signal.SIGSTOP)
+        time.sleep(self.rig.ttl + 1.5)
+        w.signal(signal.SIGCONT)
+        self.rig.frozen[w.pid].append((began, time.time()))
+
+
+FAULTS = {f.kind: f for f in (ConnKills, PubSubKills, Restarts, WorkerKills, Freezes)}
 
 
 @dataclass
@@ -146,8 +169,9 @@ class Findings:
     unacked: int = 0
     completed: int = 0
     lost: list = field(default_factory=list)
-    twice_explained: int = 0  # tasks run again after a kill -9 of the worker that ran them
+    twice_after: dict = field(default_factory=dict)  # tasks run again after a kill9 / freeze of their runner
     twice: list = field(default_factory=list)  # tasks run again without that
+    overlaps_after_freeze: list = field(default_factory=list)
     overlaps: list = field(default_factory=list)
     reaped_live: list = field(default_factory=list)  # live workers presumed dead (events seen)
     reaped_logged: int = 0  # live workers' log lines saying they found their tasks taken
@@ -195,8 +219,9 @@ class Rig:
         self.stop_faults, self.stop_producing = threading.Event(), threading.Event()
         self.live, self.procs = {}, {}  # name -> WorkerProcess (live ones; all of them)
         self.killed = {}  # pid -> time.time() of its kill -9
+        self.frozen = defaultdict(list)  # pid -> [(SIGSTOP, SIGCONT) time.time()]
         self.acked, self.unacked = [], 0
-        self.reaped = []  # names of workers in 'worker_failed' events
+        self.reaped = []  # (name, when) of the workers in 'worker_failed' events
         self.faults, self.threads = [], []
         self.generation = 0
         self.direct = _rig_client(self.url, "reader")
@@ -331,7 +356,7 @@ class Rig:
                     if msg and msg["type"] == "message":
                         event = json.loads(msg["data"])
                         if event.get("e") == "worker_failed":
-                            self.reaped.append(event["w"])
+                            self.reaped.append((event["w"], time.time()))
                     if self.stop_producing.is_set() and not self._unfinished():
                         return
             except (redis.RedisError, OSError):
@@ -383,31 +408,62 @@ class Rig:
         f.completed = sum(1 for rs in runs.values() if any(r.outcome == "ok" for r in rs))
         f.lost = self._unfinished()
         killed_names = {name for name, w in self.procs.items() if w.pid in self.killed}
+        frozen_names = {name for name, w in self.procs.items() if w.pid in self.frozen}
+        after = Counter()
         for task_id, rs in runs.items():
             if len(rs) < 2:
                 continue
-            explained = any(r.pid in self.killed and self.killed[r.pid] >= r.start for r in rs[:-1])
-            if explained:
-                f.twice_explained += 1
+            why = self._why_again(rs[:-1])
+            if why:
+                after[why] += 1
             else:
                 f.twice.append(" / ".join(f"{r.pid} lease {r.lease} {r.outcome}" for r in rs) + f" ({task_id})")
+        f.twice_after = dict(after)
         by_lock = defaultdict(list)
         for rs in runs.values():
             for r in rs:
                 if r.lock:
                     end = r.end if r.end is not None else self.killed.get(r.pid)
-                    by_lock[(r.queue, r.lock)].append((r.start, end, f"{r.id} (pid {r.pid})"))
+                    label = f"{r.id} (pid {r.pid}{', frozen' if self._froze(r) else ''})"
+                    by_lock[(r.queue, r.lock)].append((r.start, end, label))
         for spans in by_lock.values():
-            f.overlaps += overlapping(spans)
-        f.reaped_live = [w for w in self.reaped if w not in killed_names]
+            for overlap in overlapping(spans):
+                (f.overlaps_after_freeze if ", frozen)" in overlap else f.overlaps).append(overlap)
+        f.reaped_live = [
+            name
+            for name, at in self.reaped
+            if name in self.procs and name not in killed_names and not self._froze_at(self.procs[name].pid, at)
+        ]
         f.reaped_logged = sum(
-            w.output().count("presumed dead") for name, w in self.procs.items() if name not in killed_names
+            w.output().count("presumed dead")
+            for name, w in self.procs.items()
+            if name not in killed_names and name not in frozen_names
         )
         f.faults = {x.kind: {"strikes": x.count, **x.detail} for x in self.faults}
         f.outages = [o for x in self.faults for o in getattr(x, "outages", ())]
         f.left = self._left()
         f.exited = [name for name, w in self.live.items() if w.proc.poll() is not None]
         return f
+
+    def _why_again(self, earlier):
+        """Why a task ran again after the ``earlier`` runs: 'kill9' or 'freeze' of the worker
+        running one of them, or None (a failure of the guarantee)."""
+        for r in earlier:
+            if r.pid in self.killed and self.killed[r.pid] >= r.start:
+                return "kill9"
+        for r in earlier:
+            if self._froze(r):
+                return "freeze"
+        return None
+
+    def _froze(self, run):
+        """Whether the worker of ``run`` was frozen while it ran (or just after: its report)."""
+        end = run.end if run.end is not None else float("inf")
+        return any(began <= end + 2.0 and run.start <= thawed for began, thawed in self.frozen.get(run.pid, ()))
+
+    def _froze_at(self, pid, at):
+        """Whether worker ``pid`` was frozen at ``at``, or thawed at most a TTL + 2 s before."""
+        return any(began <= at <= thawed + self.ttl + 2.0 for began, thawed in self.frozen.get(pid, ()))
 
     def report(self, name, findings):
         """Write the findings as JSON to test-artifacts/faults-<name>.json."""
