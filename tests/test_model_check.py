@@ -343,7 +343,16 @@ class Driver:
         w = self.rng.choice(WORKERS)
         reply, _ = self.run(
             lambda: commands.heartbeat(
-                Q, w, ttl=LONG, lock_ttl=LONG, retries=0, backoff=LONG, backoff_max=LONG, jitter=0, history=10
+                Q,
+                w,
+                ttl=LONG,
+                interval=1,
+                lock_ttl=LONG,
+                retries=0,
+                backoff=LONG,
+                backoff_max=LONG,
+                jitter=0,
+                history=10,
             ).run(self.client),
             lambda _: None,  # nothing is due and nothing is stranded: the safety net finds nothing to do
         )

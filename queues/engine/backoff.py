@@ -1,9 +1,15 @@
 """Waiting: the one backoff of the package (a delay doubling up to a cap, back to the first after
 a success), for coroutines, threads and plain loops; and waiting for an event with an optional
-timeout."""
+timeout.
+
+The asyncio waits re-raise a cancellation that Python 3.11's ``asyncio.wait_for`` swallowed (a
+cancel landing as the event is set: the wait returns normally, and a loop around it, asked to
+stop, would go on)."""
 
 import asyncio
 import time
+
+from .connection import raise_if_cancelling
 
 
 async def wait_event(event, timeout=None):
@@ -15,6 +21,7 @@ async def wait_event(event, timeout=None):
         await asyncio.wait_for(event.wait(), timeout)
     except TimeoutError:
         pass
+    raise_if_cancelling()
 
 
 class Backoff:
@@ -45,6 +52,7 @@ class Backoff:
             await asyncio.wait_for(event.wait(), delay)
         except TimeoutError:
             pass
+        raise_if_cancelling()
 
     def sleep(self, deadline=None):
         """Sleep the next delay and return True; or return False at once (the delay kept) when the

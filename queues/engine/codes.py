@@ -35,6 +35,7 @@ class Code(IntEnum):
     NOT_REGISTERED = -6  # the worker is not registered in the queue (it was presumed dead)
     NOT_FINISHED = -7  # not failed or completed, and only those were to be deleted: cancel it instead
     NO_QUEUE = -8  # the queue does not exist, and the call was not to make it
+    LATE = -9  # the worker's heartbeat deadline has passed: it gets no task until it beats
 
 
 def lua_placeholders():

@@ -373,8 +373,9 @@ def _ack_args(acks):
 def start(queue, worker, count, *, lock_ttl, grace, default_timeout, result_ttl, acks=()):
     """Acknowledge ``acks`` ((id, lease, result, keep[, run traceparent]) each) and take up to
     ``count`` tasks.
-    Returns ``Started``: status OK, PAUSED, MORE (call again) or NOT_REGISTERED, the ms until the
-    next delayed task is due (-1: none), the Tasks taken, one code per ack and the start grace."""
+    Returns ``Started``: status OK, PAUSED, MORE (call again), NOT_REGISTERED or LATE, the ms
+    until the next delayed task is due (-1: none), the Tasks taken, one code per ack and the start
+    grace."""
     acks = list(acks)
 
     def parse(reply):
@@ -462,18 +463,27 @@ def release(queue, worker, holders):
     return Call("release", queue, (worker, len(holders), *(x for pair in holders for x in pair)))
 
 
-def register(queue, worker, *, ttl, lock_ttl, grace, default_timeout, fresh, limits=None):
+def _gap_ms(ttl, interval):
+    """The heartbeat's gap (lua/includes/beats.lua): beats of a queue further apart than
+    HEARTBEAT_TTL minus HEARTBEAT_INTERVAL mean that no worker could beat (``interval`` None:
+    a third of the TTL, the defaults' ratio)."""
+    return _ms(ttl - (ttl / 3 if interval is None else interval))
+
+
+def register(queue, worker, *, ttl, lock_ttl, grace, default_timeout, fresh, limits=None, interval=None):
     """Record ``worker`` as serving ``queue``; ``fresh``: a new process (an earlier worker of that
     name, presumed dead, is failed first). ``limits``: its handler's (``limits.Limits``; None: no
-    limits). Returns how many of its tasks went back."""
+    limits); ``interval``: its HEARTBEAT_INTERVAL. Returns how many of its tasks went back."""
     limit_args = limits.script_args() if limits is not None else ("",) * 6
     args = (worker, _ms(ttl), _ms(lock_ttl), _ms(grace), default_timeout or 0, "1" if fresh else "0", *limit_args)
-    return Call("register", queue, args, int)
+    return Call("register", queue, (*args, _gap_ms(ttl, interval)), int)
 
 
-def heartbeat(queue, worker, *, ttl, lock_ttl, retries, backoff, backoff_max, jitter, history):
-    """Beat and housekeep. Returns (status OK or NOT_REGISTERED, workers reaped, tasks recovered)."""
-    args = (worker, _ms(ttl), _ms(lock_ttl), retries, backoff, backoff_max, jitter, history)
+def heartbeat(queue, worker, *, ttl, lock_ttl, retries, backoff, backoff_max, jitter, history, interval=None):
+    """Beat and housekeep (``interval``: the worker's HEARTBEAT_INTERVAL: beats of the queue
+    further apart than the TTL minus that mean no worker could beat, and no deadline is judged
+    for a TTL). Returns (status OK or NOT_REGISTERED, workers reaped, tasks recovered)."""
+    args = (worker, _ms(ttl), _ms(lock_ttl), retries, backoff, backoff_max, jitter, history, _gap_ms(ttl, interval))
     return Call("heartbeat", queue, args, lambda r: (Code(r[0]), int(r[1]), int(r[2])))
 
 

@@ -17,6 +17,7 @@ import redis.asyncio.sentinel
 import redis.cluster
 import redis.sentinel
 from redis.backoff import NoBackoff
+from redis.maint_notifications import MaintNotificationsConfig
 from redis.retry import Retry
 
 from .config import ENQUEUE_CONNECT_TIMEOUT, Config
@@ -51,6 +52,62 @@ def raise_if_cancelling():
     if task is not None and task.cancelling():
         raise asyncio.CancelledError
 
+
+def _honoured(reply):
+    """``reply``, unless the task awaiting it is being cancelled: then CancelledError."""
+    raise_if_cancelling()
+    return reply
+
+
+# The asyncio clients worqr makes raise a cancellation that came while a command was under way
+# even when the command completed. On Python 3.11, redis-py writes a command under
+# ``asyncio.wait_for`` (its socket timeout), which swallows a cancel that lands as the write
+# completes: the command returns normally and the task, asked to stop, goes on (a loop that
+# awaits only Redis and sleeps never ends: a worker's stop waited 5 s for its heartbeat).
+
+
+class _Pipeline(redis.asyncio.client.Pipeline):
+    async def execute(self, raise_on_error=True):
+        return _honoured(await super().execute(raise_on_error))
+
+
+class _PubSub(redis.asyncio.client.PubSub):
+    async def execute_command(self, *args):
+        return _honoured(await super().execute_command(*args))
+
+
+class _Redis(redis.asyncio.Redis):
+    async def execute_command(self, *args, **options):
+        return _honoured(await super().execute_command(*args, **options))
+
+    def pipeline(self, transaction=True, shard_hint=None):
+        return _Pipeline(self.connection_pool, self.response_callbacks, transaction, shard_hint)
+
+    def pubsub(self, **kwargs):
+        return _PubSub(self.connection_pool, event_dispatcher=self._event_dispatcher, **kwargs)
+
+
+class _ClusterPipeline(redis.asyncio.cluster.ClusterPipeline):
+    async def execute(self, raise_on_error=True, allow_redirections=True):
+        return _honoured(await super().execute(raise_on_error, allow_redirections))
+
+
+class _Cluster(redis.asyncio.RedisCluster):
+    async def execute_command(self, *args, **options):
+        return _honoured(await super().execute_command(*args, **options))
+
+    def pipeline(self, transaction=None, shard_hint=None):
+        if shard_hint:
+            raise redis.exceptions.RedisClusterException("shard_hint is deprecated in cluster mode")
+        return _ClusterPipeline(self, transaction)
+
+
+#: redis-py 8 answers the truthy "auto" when asked whether maintenance notifications (Redis
+#: Enterprise's push messages about a coming move) are on, and then skips, in its asyncio pools,
+#: the check that a pooled connection is still open before handing it out: every command sent
+#: on a connection the server had closed while it was idle (CLIENT KILL, a client timeout, a
+#: restart) failed with "Connection closed by server". worqr uses no such notifications.
+NO_MAINTENANCE_NOTIFICATIONS = MaintNotificationsConfig(enabled=False)
 
 #: URL schemes of a Redis Cluster (``rediss+``: TLS) and of a Sentinel-managed master.
 CLUSTER_SCHEMES = ("redis+cluster", "rediss+cluster")
@@ -141,7 +198,7 @@ def is_cluster(client):
     return isinstance(client, (redis.RedisCluster, redis.asyncio.RedisCluster))
 
 
-class _NodePubSub(redis.asyncio.client.PubSub):
+class _NodePubSub(_PubSub):
     """A subscription on one node of a cluster, on a pool of its own that closes with it."""
 
     async def aclose(self):
@@ -242,21 +299,27 @@ class Connection:
             )
         return self._enqueue_client
 
-    def async_client(self, max_connections=None):
+    def async_client(self, max_connections=None, timeout=None):
         """A new asyncio client (one per event loop). Its pool makes callers wait for a free
         connection rather than fail when all are busy (on one Redis; a cluster client opens
-        connections per node as needed)."""
+        connections per node as needed). ``timeout``: seconds a connect or a reply may take
+        (None: redis-py's 5 s, unless the URL says)."""
         t = self.target
+        extra = {"maint_notifications_config": NO_MAINTENANCE_NOTIFICATIONS}
+        if timeout is not None:
+            extra.update(socket_timeout=timeout, socket_connect_timeout=timeout)
         if t.kind == "cluster":
             nodes = [redis.asyncio.cluster.ClusterNode(h, p) for h, p in t.nodes]
-            client = redis.asyncio.RedisCluster(startup_nodes=nodes, **self._tcp_options(), **t.options)
+            client = _Cluster(startup_nodes=nodes, **{**self._tcp_options(), **t.options, **extra})
         elif t.kind == "sentinel":
-            client = self._sentinel(redis.asyncio.sentinel.Sentinel).master_for(t.service, db=t.db)
+            client = self._sentinel(redis.asyncio.sentinel.Sentinel).master_for(
+                t.service, db=t.db, redis_class=_Redis, **extra
+            )
         else:
             pool = redis.asyncio.BlockingConnectionPool.from_url(
-                self.url, max_connections=max_connections or 50, timeout=None, **self._tcp_options()
+                self.url, max_connections=max_connections or 50, timeout=None, **self._tcp_options(), **extra
             )
-            client = redis.asyncio.Redis.from_pool(pool)
+            client = _Redis.from_pool(pool)
         return self._mark(client)
 
     def _sentinel(self, cls):

@@ -23,7 +23,9 @@ Queue keys (``QUEUE_KINDS``; the type is in brackets):
 - ``depth``      [hash]  the queue's depth (tasks waiting to run) sampled once a minute by a
                          worker's heartbeat: ``m<minute>`` for 24 h, ``h<hour>`` for 7 days
                          (written from Python only, by ``readmodel.sample_depth``)
-- ``meta``       [hash]  queue settings (``paused``, ``created``, workers' timings)
+- ``meta``       [hash]  queue settings (``paused``, ``created``, workers' timings) and the
+                         heartbeat's clock: ``hb`` the queue's last beat, ``hg`` until when no
+                         deadline is judged after a gap in its beats (ms; heartbeat.lua)
 - ``workers``    [zset]  workers serving the queue (score: heartbeat deadline, ms)
 - ``idle``       [set]   workers waiting for work on the queue (woken on new work)
 - ``unique``     [hash]  unique key -> id of the live task holding it

@@ -378,3 +378,50 @@ def record_run_to_file(task):
 
 
 handler("fo")(record_run_to_file)
+
+
+# -- Fault stress handlers (tests/test_stress_faults.py) -----------------------------------------
+# The workers of the fault suite talk to a Redis that is faulted (restarted, its connections
+# killed); each run logs "start" and "end" (id, attempt, lease, pid, t, lock; "end" also outcome)
+# to the list "test:flog:<queue>" of the Redis at WORQR_TEST_LOG_URL, which no fault touches, so
+# the log is whole whatever happened to the queue's Redis ("start" also has the task's meta: a
+# scheduled run's schedule and tick). Payload: {"sleep": s, "lock": key}.
+
+_flog_client = None
+
+
+def _flog(task, ev, d, **extra):
+    global _flog_client
+    if _flog_client is None:
+        _flog_client = redis.Redis.from_url(os.environ["WORQR_TEST_LOG_URL"])
+    rec = {"ev": ev, "id": task.id, "attempt": task.attempt, "lease": task.lease, "pid": os.getpid()}
+    rec.update(t=time.time(), lock=d.get("lock"), **extra)
+    _retrying(lambda: _flog_client.rpush(f"test:flog:{task.queue}", json.dumps(rec)))
+
+
+def fault_sync(task):
+    d = _directives(task.payload)
+    _flog(task, "start", d, meta=task.meta)
+    outcome = "ok"
+    end = time.time() + float(d.get("sleep", 0))
+    while time.time() < end:
+        if task.cancelled:
+            outcome = "cancelled"
+            break
+        time.sleep(0.005)
+    _flog(task, "end", d, outcome=outcome)
+
+
+async def fault_async(task):
+    d = _directives(task.payload)
+    _flog(task, "start", d, meta=task.meta)
+    try:
+        await asyncio.sleep(float(d.get("sleep", 0)))
+    except asyncio.CancelledError:
+        _flog(task, "end", d, outcome="cancelled")
+        raise
+    _flog(task, "end", d, outcome="ok")
+
+
+handler("sf", retries=0)(fault_sync)
+handler("sfa", retries=0)(fault_async)

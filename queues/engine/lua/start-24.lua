@@ -15,8 +15,10 @@
 --   must start within it of this call, or be given back unstarted), then 11 fields per task
 --   taken: id, payload, lease, attempt, timeout, callback, meta, retries, payload kind ('b':
 --   bytes), trace context ('' for none), then the n finish codes (as finish returns them)}.
---   Status: OK, PAUSED, NOT_REGISTERED (the worker was presumed dead: nothing taken), or MORE
---   (entries left to look at: call again).
+--   Status: OK, PAUSED, NOT_REGISTERED (the worker was presumed dead: nothing taken), LATE (its
+--   deadline has passed: nothing taken until it beats, for it may be failed by the next beat of
+--   another worker and its tasks run again elsewhere), or MORE (entries left to look at: call
+--   again).
 -- Events: those of finish, 'promoted' {n}, 'started' {w, ids}
 local worker, count = ARGV[3], tonumber(ARGV[4])
 local now = now_ms()
@@ -28,7 +30,9 @@ local function reply(out)
   return out
 end
 if count == 0 then return reply({@@OK@@, -1, 0}) end
-if not rcall('ZSCORE', K.workers, worker) then return reply({@@NOT_REGISTERED@@, -1, 0}) end
+local deadline = rcall('ZSCORE', K.workers, worker)
+if not deadline then return reply({@@NOT_REGISTERED@@, -1, 0}) end
+if tonumber(deadline) < now then return reply({@@LATE@@, -1, 0}) end
 promote_due(now)
 local function due_in()
   local nd = next_due()

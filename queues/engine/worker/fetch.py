@@ -122,6 +122,14 @@ class Fetcher:
             if reply.status == Code.NOT_REGISTERED:
                 w.lost_registration([q])
                 return taken, -1, False
+            if reply.status == Code.LATE:
+                # Our deadline has passed (beats failed): the next beat of another worker may
+                # reap us and run again what we took. Take nothing until we have beaten.
+                log.warning(
+                    "worqr: worker %s is late in %s (its deadline passed): beating before taking more", w.name, q
+                )
+                w.heart.beat_soon()
+                return taken, -1, False
             if reply.due_in_ms >= 0:
                 due_ms = reply.due_in_ms if due_ms < 0 else min(due_ms, reply.due_in_ms)
             for task in reply.tasks:

@@ -3,9 +3,17 @@
 1. Register: the heartbeat key (TTL), which also claims the worker's name (a name held by a
    live worker is refused), the worker registry, and each queue's worker set.
 2. Beat every HEARTBEAT_INTERVAL: refresh the key and, per queue, the deadline (which also reaps
-   dead workers, recovers stuck tasks and keeps locks alive).
-3. A lost registration (reaped while unresponsive, or Redis restarted) stops the tasks that were
-   taken back and registers anew.
+   dead workers, recovers stuck tasks and keeps locks alive). A failed beat is sent again at once
+   and then every RETRY_MAX at most, until one gets through; ``start`` refusing the worker as
+   late (its deadline passed) asks for a beat at once (``beat_soon``).
+3. A lost registration (reaped while unresponsive, or a heartbeat key that Redis lost) stops the
+   tasks that were taken back and registers anew.
+
+The reaper (heartbeat.lua) judges deadlines only by time the workers could beat in: after a gap
+in a queue's beats (Redis down, or cut off from every worker), every worker of the queue has a
+full HEARTBEAT_TTL to beat again. So a worker that could not beat for longer than the TTL goes
+on with its tasks: its first beat tells it whether it was reaped meanwhile (only if other workers
+of the queue were beating), and only then are those tasks stopped.
 """
 
 import asyncio
@@ -19,7 +27,7 @@ import time
 import redis
 
 from .. import commands, faults, keys, readmodel, scripts
-from ..backoff import Backoff
+from ..backoff import Backoff, wait_event
 from ..codes import Code
 from ..connection import NETWORK_ERRORS, raise_if_cancelling
 from ..errors import WorkerNameTaken
@@ -31,6 +39,10 @@ log = logging.getLogger("worqr.worker")
 
 #: Seconds between two depth samples of a worker (twice a minute: one per minute is kept).
 DEPTH_EVERY = 30.0
+#: A failed beat is sent again at once, then after RETRY_FIRST seconds doubling to RETRY_MAX:
+#: after an outage, every worker beats within RETRY_MAX of Redis answering again (well within
+#: the HEARTBEAT_TTL a worker has then: heartbeat.lua).
+RETRY_FIRST, RETRY_MAX = 0.05, 0.5
 
 
 class Heart:
@@ -44,6 +56,8 @@ class Heart:
         self.side = None  # the beats' side work under way (``_side``), an asyncio task
         self.reaped_seen = False  # workers were reaped: the gone ones are to be noted
         self.sweep = Sweep(worker.name, worker.config)  # the queue sweep (one worker at a time)
+        self.wake = asyncio.Event()  # beat now (``beat_soon``)
+        self.asked = False  # a beat was asked for: tell the worker when one got through
 
     @property
     def ttl(self):
@@ -158,6 +172,7 @@ class Heart:
                 default_timeout=w.specs[q].timeout,
                 fresh=not self.registered_once,
                 limits=w.specs[q].limits,
+                interval=c.heartbeat_interval,
             ).arun(w.redis)
             if back:
                 log.warning("worqr: %d task(s) of an earlier worker named %s went back to %s", back, w.name, q)
@@ -168,58 +183,96 @@ class Heart:
 
     # -- beating ---------------------------------------------------------------------------
 
+    def beat_soon(self):
+        """Beat now rather than at the next interval, and tell the worker (``changed``) once a
+        beat got through: ``start`` refused us as late (our deadline had passed)."""
+        self.asked = True
+        self.wake.set()
+
     async def run(self):
         """Beat until cancelled, on a client of its own (one connection kept open): a beat never
         waits for the pool's connections, nor for a new one, which through Sentinel means asking
         the Sentinels where the master is (seconds, if they are slow or cut off: the key would
-        expire and the worker be presumed dead while it runs its tasks)."""
-        client = self.w.connection.async_client(max_connections=2)
+        expire and the worker be presumed dead while it runs its tasks). Its connects and replies
+        may take HEARTBEAT_TTL - HEARTBEAT_INTERVAL (at least 1 s): a beat stuck on a link that
+        died silently is sent again on a new one while there is still time."""
+        c = self.w.config
+        timeout = max(1.0, c.heartbeat_ttl - c.heartbeat_interval)
+        client = self.w.connection.async_client(max_connections=2, timeout=timeout)
         try:
             await self._beat(client)
         finally:
             await client.aclose()
 
     async def _beat(self, r):
+        """Beat every HEARTBEAT_INTERVAL; a beat that fails is sent again at once (on a new
+        connection: the pool drops the one that failed), then after pauses of 50 ms doubling
+        to RETRY_MAX while Redis stays out of reach, so the worker beats again as soon as it can."""
         w, c = self.w, self.w.config
+        retry = Backoff(RETRY_FIRST, RETRY_MAX, immediate=True)
+        pause, failing_since = c.heartbeat_interval, None
         while True:
-            await asyncio.sleep(c.heartbeat_interval)
+            await wait_event(self.wake, pause)
+            self.wake.clear()
+            pause = c.heartbeat_interval
             if not w.registered:
                 await self._reregister()
                 continue
             try:
                 faults.raise_once("heartbeat-raise")
-                key_alive = await r.set(keys.heartbeat_key(w.name), self._info(), px=int(self.ttl * 1000), xx=True)
-                reaped = []
-                for q in w.queues:
-                    spec = w.specs[q]
-                    status, dead, _ = await commands.heartbeat(
-                        q,
-                        w.name,
-                        ttl=c.heartbeat_ttl,
-                        lock_ttl=c.lock_ttl,
-                        retries=default(spec.retries, c.retries),
-                        backoff=default(spec.backoff, c.backoff),
-                        backoff_max=c.backoff_max,
-                        jitter=random.random() * c.backoff_jitter,
-                        history=c.failure_history,
-                    ).arun(r)
-                    if status == Code.NOT_REGISTERED:
-                        reaped.append(q)
-                    self.reaped_seen = self.reaped_seen or dead > 0
-                if not reaped:
-                    self.last_beat = time.monotonic()
+                key_alive, reaped = await self._beat_once(r)
             except NETWORK_ERRORS as exc:
                 raise_if_cancelling()
-                log.warning("worqr: heartbeat failed: %s", exc)
+                if failing_since is None:
+                    failing_since = time.monotonic()
+                    log.warning("worqr: heartbeat failed (%s); beating again at once", exc)
+                pause = retry.next()
                 continue
+            if failing_since is not None:
+                log.warning("worqr: heartbeat back after %.1f s", time.monotonic() - failing_since)
+                failing_since = None
+            retry.reset()
             if self.side is None or self.side.done():
                 self.side = asyncio.ensure_future(self._side(r))
             if reaped:
                 w.lost_registration(reaped)
             if (reaped or not key_alive) and not w.stopping:
-                log.warning("worqr: worker %s found its registration gone; registering again", w.name)
+                if not reaped:
+                    log.warning(
+                        "worqr: worker %s: its heartbeat key is gone (Redis lost it); registering again", w.name
+                    )
                 w.lost_registration([])
                 await self._reregister()
+            elif self.asked:
+                self.asked = False
+                w.changed.set()
+
+    async def _beat_once(self, r):
+        """One beat: the heartbeat key, then each queue's deadline (and housekeeping). Returns
+        whether the key was still there, and the queues where we were reaped."""
+        w, c = self.w, self.w.config
+        key_alive = await r.set(keys.heartbeat_key(w.name), self._info(), px=int(self.ttl * 1000), xx=True)
+        reaped = []
+        for q in w.queues:
+            spec = w.specs[q]
+            status, dead, _ = await commands.heartbeat(
+                q,
+                w.name,
+                ttl=c.heartbeat_ttl,
+                interval=c.heartbeat_interval,
+                lock_ttl=c.lock_ttl,
+                retries=default(spec.retries, c.retries),
+                backoff=default(spec.backoff, c.backoff),
+                backoff_max=c.backoff_max,
+                jitter=random.random() * c.backoff_jitter,
+                history=c.failure_history,
+            ).arun(r)
+            if status == Code.NOT_REGISTERED:
+                reaped.append(q)
+            self.reaped_seen = self.reaped_seen or dead > 0
+        if not reaped:
+            self.last_beat = time.monotonic()
+        return key_alive, reaped
 
     async def _side(self, r):
         """What a beat does besides beating, in a task of its own (one at a time), so that none of

@@ -277,6 +277,10 @@ class Worker:
     def lost_registration(self, queues):
         """We were presumed dead in ``queues``: our tasks there went back to the queue and may
         already run elsewhere. Stop them; their leases are void, so Redis refuses their reports."""
+        if queues and self.registered:  # (the first to hear of it says so)
+            log.warning(
+                "worqr: worker %s was presumed dead in %s (reaped); registering again", self.name, ", ".join(queues)
+            )
         self.registered = False
         for d in list(self.deliveries.values()):
             if d.task.queue in queues and not d.reported:

@@ -12,6 +12,10 @@ every running worker takes part, whatever queues it serves.
    workers, their crashes and restarts. A tick found late (due more than
    ``schedules.MISSED_GRACE_MS`` ago, or the next one due too: an outage) is fired again in
    'missed' mode with the first tick after now: one catch-up run (``missed: "once"``) or none.
+   After Redis was out of reach, only the ticks due before our last failed call are missed: the
+   schedule moves on to the last tick due since then, which runs as a tick of its own (it fell
+   with Redis up, or within RECONNECT_MAX of it); calls are retried every RECONNECT_MAX at most,
+   so a tick due after Redis came back runs, however short the schedule's interval.
 """
 
 import asyncio
@@ -29,6 +33,13 @@ from ..schedule_settings import ScheduleSpec, from_document
 from .control import Listener
 
 log = logging.getLogger("worqr.worker")
+
+#: While Redis is out of reach the scheduler tries again after 50 ms doubling to this, so that it
+#: is back within a fraction of a tick's interval of Redis (a 2 s pause skipped, as missed, the
+#: tick of a 1 s schedule that fell with Redis already up).
+RECONNECT_MAX = 0.25
+#: Ticks looked at, at most, for the last one due since Redis was out of reach.
+_MAX_TICKS = 1000
 
 
 @dataclass
@@ -53,6 +64,9 @@ class Scheduler:
         self.changed = asyncio.Event()
         self.offset_ms = 0.0  # Redis's clock minus ours
         self.fired = 0
+        #: Redis's time (as we reckon it) of our last call that failed, until a round of firing
+        #: went through: ticks due up to then were missed, those after it were not
+        self.unreachable_ms = None
 
     def _now_ms(self):
         return time.time() * 1000 + self.offset_ms
@@ -99,7 +113,7 @@ class Scheduler:
         return False
 
     async def _loop(self):
-        backoff = Backoff()
+        backoff = Backoff(cap=RECONNECT_MAX)
         while not self.w.stopping:
             self.changed.clear()
             try:
@@ -109,10 +123,13 @@ class Scheduler:
                     await self._load()
                 await self._fire_due()
                 backoff.reset()
+                self.unreachable_ms = None
             except NETWORK_ERRORS as exc:
                 raise_if_cancelling()
                 self.dirty = True
-                log.warning("worqr: scheduler lost Redis (%s); retrying", exc)
+                if self.unreachable_ms is None:
+                    log.warning("worqr: scheduler lost Redis (%s); retrying", exc)
+                self.unreachable_ms = self._now_ms()
                 await backoff.wait(self.w.stop_event)
                 continue
             await wait_event(self.changed, self._sleep_for())
@@ -172,7 +189,7 @@ class Scheduler:
         reply = await self._call(e, due, ticks.next_after(timing, due), "tick")
         missed = reply.code == Code.MISSED
         if missed:
-            reply = await self._call(e, due, ticks.next_after(timing, reply.now_ms), "missed")
+            reply = await self._call(e, due, self._moved_on(timing, due, reply.now_ms), "missed")
         if reply.code == Code.UNKNOWN or (reply.code == Code.STALE and reply.version != e.version):
             self.dirty = True  # removed or changed by a sync: read again
             self.changed.set()
@@ -185,6 +202,23 @@ class Scheduler:
         elif reply.code == Code.SKIPPED:
             why = "missed during an outage" if missed and e.spec.missed == "skip" else "its last run is still live"
             log.info("worqr: schedule %s: no run for tick %d (%s)", e.name, due, why)
+
+    def _moved_on(self, timing, due, now_ms):
+        """Where a schedule whose tick ``due`` was missed moves on to: the first tick after now,
+        or, when Redis was out of reach since ``due``, the last tick due after our last failed
+        call (it falls due again at once, and runs as a tick of its own)."""
+        after = ticks.next_after(timing, now_ms)
+        if self.unreachable_ms is None or due > self.unreachable_ms:
+            return after
+        tick = ticks.next_after(timing, self.unreachable_ms)
+        for _ in range(_MAX_TICKS):
+            if tick > now_ms:
+                return tick  # none was due since
+            following = ticks.next_after(timing, tick)
+            if following > now_ms:
+                return tick
+            tick = following
+        return after
 
     async def _call(self, e, due, after, mode):
         kind = "catchup" if mode == "missed" else "tick"

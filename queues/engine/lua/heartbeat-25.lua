@@ -8,18 +8,24 @@
 --     the old holder out, and the task goes back first in line, or to the failed set when out
 --     of attempts; a holder still alive keeps the lock until it says the handler stopped;
 --  5. looks at up to 20 locks with waiters that nothing freed (a last-resort safety net).
--- Keys: pending front delayed active deadlines failed failures stats throughput workers idle unique lockwaits lockheads durations leases outbox batchruns limits starts partitions ring pactive pwait
+-- Deadlines (steps 3 and 4) are judged only by time the queue's workers could beat in
+-- (``note_beat``): after a gap in the queue's beats, none for a full TTL, in which every live
+-- worker beats again; only a worker that does not is failed after it.
+-- Keys: pending front delayed active deadlines failed failures stats throughput meta workers idle unique lockwaits lockheads durations leases outbox batchruns limits starts partitions ring pactive pwait
 -- @include workers
 -- @include failure
+-- @include beats
 -- Input: ARGV[3] worker, ARGV[4] heartbeat TTL ms, ARGV[5] lock TTL ms,
 --   ARGV[6] default retries, ARGV[7] default backoff s, ARGV[8] backoff max s,
---   ARGV[9] jitter, ARGV[10] history size
+--   ARGV[9] jitter, ARGV[10] history size, ARGV[11] the gap ms (HEARTBEAT_TTL minus
+--   HEARTBEAT_INTERVAL: beats of live workers come closer than that while they can)
 -- Output: {OK or NOT_REGISTERED (the worker was reaped), workers reaped, tasks recovered}
 -- Events: 'worker_failed' {w, ids}, 'recovered' {ids}
 local worker, ttl, lock_ttl = ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5])
 local now = now_ms()
 if not rcall('ZSCORE', K.workers, worker) then return {@@NOT_REGISTERED@@, 0, 0} end
 rcall('ZADD', K.workers, now + ttl, worker)
+local judging = note_beat(now, ttl, tonumber(ARGV[11]))
 
 for _, id in ipairs(rcall('SMEMBERS', worker_tasks_key(worker))) do
   local f = rcall('HMGET', task_key(id), 'lk', 'l')
@@ -42,13 +48,14 @@ for i = 1, #held, 2 do
 end
 
 local reaped = 0
-for _, w in ipairs(rcall('ZRANGEBYSCORE', K.workers, '-inf', now, 'LIMIT', 0, 20)) do
+local due = judging and now or '-inf'  -- '-inf': none is due
+for _, w in ipairs(rcall('ZRANGEBYSCORE', K.workers, '-inf', due, 'LIMIT', 0, 20)) do
   fail_worker(w, 'worker_failed', now)
   reaped = reaped + 1
 end
 
 local recovered = {}
-for _, id in ipairs(rcall('ZRANGEBYSCORE', K.deadlines, '-inf', now, 'LIMIT', 0, 100)) do
+for _, id in ipairs(rcall('ZRANGEBYSCORE', K.deadlines, '-inf', due, 'LIMIT', 0, 100)) do
   local tk = task_key(id)
   local f = rcall('HMGET', tk, 'l', 's', 'lk', 'w', 'x', 'u', 'a', 'r')
   if f[2] ~= 'active' then
