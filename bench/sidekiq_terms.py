@@ -240,7 +240,7 @@ def main():
     ap.add_argument("--only", default=",".join(CONTENDERS), help=f"row ids (default {','.join(CONTENDERS)})")
     ap.add_argument("--modes", default=",".join(MODES), help=f"drains per contender (default {','.join(MODES)})")
     ap.add_argument("--delay-ms", type=float, default=1.0, help="the latency added, Redis to workers (1)")
-    ap.add_argument("--peer-cap", type=float, default=45, help="seconds a peer's drain may take (45)")
+    ap.add_argument("--peer-cap", type=float, default=30, help="seconds a peer's drain may take (30)")
     ap.add_argument("--timeout", type=float, default=900, help="seconds worqr's drain may take (900)")
     ap.add_argument("--port", type=int, default=6394, help="private redis-server (6394); the proxy takes the next")
     ap.add_argument("--quick", action="store_true", help="N = 20,000 and peers capped at 10 s: a quick look")
