@@ -3,7 +3,7 @@
 # make test  - the whole test suite (installs what it needs first)
 # make bench - the benchmarks: worqr beside RQ, Celery, Dramatiq, arq and huey (with the bare wake-up
 #              floors), pickup while draining, scale and memory, Sidekiq's terms (500,000 tasks, with and
-#              without 1 ms of latency), the features to come, ..., then the goals, PASS/FAIL
+#              without 1 ms of latency), the features to come, the goals (PASS/FAIL), then the others
 # make profile - py-spy flame graphs of the producer and of a worker draining, and round-trip counts
 # make chaos - the chaos soak: 20,000 tasks over 4 workers under faults (CHAOS_ARGS: manage.py chaos --help)
 # make screenshots - the dashboard's screenshots in docs/screenshots/, made by its browser test
@@ -50,7 +50,8 @@ screenshots: deps browser
 demo: deps
 	PY=$(PY) PORT=$(PORT) ./scripts/demo.sh
 
-# bench/run.sh makes bench/.venv (the peers' libraries); goals.py reads the results of this run only.
+# bench/run.sh makes bench/.venv (the peers' libraries); goals.py reads the results of this run only,
+# and runs before the other benchmarks so that one of them failing cannot hide it.
 BENCH_PY := bench/.venv/bin/python
 BENCH_SINCE := $(shell date +%s)
 
@@ -60,12 +61,12 @@ bench: deps
 	$(PY) bench/scale.py $(SCALE_ARGS)
 	$(BENCH_PY) bench/sidekiq_terms.py $(TERMS_ARGS)
 	$(PY) bench/future.py $(FUTURE_ARGS)
+	$(PY) bench/goals.py --since $(BENCH_SINCE)
 	$(PY) bench/schedules.py $(SCHEDULE_ARGS)
 	$(PY) bench/tracing.py $(TRACING_ARGS)
 	$(PY) bench/batches.py $(BATCH_ARGS)
 	$(PY) bench/limits.py $(LIMITS_ARGS)
 	$(PY) bench/cluster.py $(CLUSTER_BENCH_ARGS)
-	$(PY) bench/goals.py --since $(BENCH_SINCE)
 
 profile: deps
 	PY=$(abspath $(PY)) ./bench/profile.sh

@@ -1,4 +1,4 @@
-"""worqr's performance goals, each against its bound, PASS or FAIL: the last thing `make bench` prints.
+"""worqr's performance goals, each against its bound, PASS or FAIL, in one table for `make bench`.
 
     python bench/goals.py [--since EPOCH]
 
