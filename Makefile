@@ -1,7 +1,9 @@
 # make demo  - set up and start the dashboard, a worker and sample tasks (embedded Redis unless
 #              WORQR_REDIS_URL is set)
 # make test  - the whole test suite (installs what it needs first)
-# make bench - the benchmark, worqr beside RQ, Celery, Dramatiq, arq and huey
+# make bench - the benchmarks: worqr beside RQ, Celery, Dramatiq, arq and huey (with the bare wake-up
+#              floors), pickup while draining, scale and memory, Sidekiq's terms (500,000 tasks, with and
+#              without 1 ms of latency), the features to come, the goals (PASS/FAIL), then the others
 # make profile - py-spy flame graphs of the producer and of a worker draining, and round-trip counts
 # make chaos - the chaos soak: 20,000 tasks over 4 workers under faults (CHAOS_ARGS: manage.py chaos --help)
 # make screenshots - the dashboard's screenshots in docs/screenshots/, made by its browser test
@@ -63,9 +65,18 @@ screenshots: deps browser
 demo: deps
 	PY=$(PY) PORT=$(PORT) ./scripts/demo.sh
 
+# bench/run.sh makes bench/.venv (the peers' libraries); goals.py reads the results of this run only,
+# and runs before the other benchmarks so that one of them failing cannot hide it.
+BENCH_PY := bench/.venv/bin/python
+BENCH_SINCE := $(shell date +%s)
+
 bench: deps
 	PY=$(PY) ./bench/run.sh $(BENCH_ARGS)
+	$(BENCH_PY) bench/busy.py $(BUSY_ARGS)
 	$(PY) bench/scale.py $(SCALE_ARGS)
+	$(BENCH_PY) bench/sidekiq_terms.py $(TERMS_ARGS)
+	$(PY) bench/future.py $(FUTURE_ARGS)
+	$(PY) bench/goals.py --since $(BENCH_SINCE)
 	$(PY) bench/schedules.py $(SCHEDULE_ARGS)
 	$(PY) bench/tracing.py $(TRACING_ARGS)
 	$(PY) bench/batches.py $(BATCH_ARGS)

@@ -17,6 +17,7 @@ Starts its own redis-server on a free port (an ephemeral one: never 6379 or the 
 """
 
 import argparse
+import datetime
 import json
 import os
 import signal
@@ -307,15 +308,22 @@ def main():
     if a.quick:
         a.big, a.waiters, a.mem_n, a.samples = 20_000, 1000, 5000, 300
 
+    started = datetime.datetime.now().astimezone()
+    results = {"started": started.isoformat(timespec="seconds"), "args": vars(a), "loadavg": os.getloadavg()}
     with tempfile.TemporaryDirectory() as workdir:
         server, r, url = start_redis(workdir)
         try:
-            run(a, r, url, workdir)
+            run(a, r, url, workdir, results)
         finally:
             server.stop()
+            # what bench/goals.py reads (the memory and idle RSS goals)
+            (BENCH / "results").mkdir(exist_ok=True)
+            path = BENCH / "results" / f"scale-{started:%Y%m%dT%H%M%S}.json"
+            path.write_text(json.dumps(results, indent=1))
+            note(f"results: {path}")
 
 
-def run(a, r, url, workdir):
+def run(a, r, url, workdir, results):
     os.environ.update(
         {
             "DJANGO_SETTINGS_MODULE": "bench.worqr_settings",
@@ -353,6 +361,8 @@ def run(a, r, url, workdir):
     elif not a.no_peers:
         mem["peers"] = "bench/.venv is missing (./bench/run.sh creates it)"
     r.flushall()
+    results["memory_per_task"] = {k: v[0] for k, v in mem.items() if isinstance(v, tuple)}
+    results["memory_payload_bytes"], results["memory_n"] = 100, a.mem_n
     best_peer = min((v[0] for k, v in mem.items() if k != "worqr" and isinstance(v, tuple)), default=None)
     out(f"- Redis memory per pending task (100-byte payload; INFO used_memory delta / {a.mem_n:,}):")
     for label, v in mem.items():
@@ -378,6 +388,7 @@ def run(a, r, url, workdir):
     ]
     try:
         kib, pids = idle_rss(worker_argv, wenv, lambda: r.scard("worqr:workers") > 0)
+        results["idle_rss_mib"] = kib / 1024
         out(
             f"- Idle worker resident memory: worqr `manage.py worker --concurrency 8`: {kib / 1024:.1f} MiB "
             f"(VmRSS, {pids} process)"

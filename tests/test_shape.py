@@ -32,6 +32,8 @@ def test_each_script_has_its_function_in_commands_and_no_one_else_runs_scripts()
         for folder in ("queues", "tests", "bench")
         for path in sorted((ROOT / folder).rglob("*.py"))
         if path.name not in ("scripts.py", "commands.py")
+        # not the virtualenvs `make bench` and `make profile` make in bench/ (.venv, .venv-profile)
+        and not any(part.startswith(".") for part in path.relative_to(ROOT).parts)
     ]
     callers = _lines(paths, re.compile(r"scripts\.(run|arun|run_pipelined)\("))
     assert callers == [], f"raw script calls outside queues/engine/commands.py: {callers}"

@@ -38,7 +38,12 @@ VARIANTS = {
                       f"{CONCURRENCY} pre-forked handler processes per worker; N procs = N workers",
 }
 #: Row labels in the printed table (issue 17's names); ``--only`` and the results files keep the ids.
-LABELS = {"worqr-processes": "worqr --processes 2", "worqr-isolated": "worqr isolation=process"}
+LABELS = {"worqr-processes": "worqr --processes 2", "worqr-isolated": "worqr isolation=process",
+          "worqr-chunk": "worqr chunk=100", "worqr-chunk-async": "worqr-async chunk=100"}
+#: Not in VARIANTS: rows that sidekiq_terms.py and future.py add only when worqr's @handler takes
+#: chunk= (they detect it): the worqr and worqr-async rows with a handler of up to CHUNK tasks per call.
+CHUNK_VARIANTS = ("worqr-chunk", "worqr-chunk-async")
+CHUNK = 100
 BULK = "Queue.enqueue_many (one Lua call per 500 tasks)"
 QUEUE = "bench"
 
@@ -60,7 +65,8 @@ class Producer:
 
 def worker_cmds(variant, procs):
     env = ["env", "DJANGO_SETTINGS_MODULE=bench.worqr_settings", f"WORQR_REDIS_URL={common.REDIS_URL}",
-           f"WORQR_BENCH_ASYNC={1 if variant == 'worqr-async' else 0}"]
+           f"WORQR_BENCH_ASYNC={1 if variant in ('worqr-async', 'worqr-chunk-async') else 0}",
+           f"WORQR_BENCH_CHUNK={CHUNK if variant in CHUNK_VARIANTS else 0}"]
     cmd = [str(PROJECT_PY), str(PROJECT / "manage.py"), "worker", QUEUE, "--log-level", "WARNING"]
     if variant == "worqr-processes":
         return [env + cmd + ["--concurrency", str(CONCURRENCY), "--processes", str(procs)]]
