@@ -83,6 +83,16 @@ def test_an_enqueue_no_replica_confirmed_raises_not_replicated(conn):
     assert Queue("t1").counts()["pending"] == 1
 
 
+def test_an_enqueue_many_into_a_new_queue_no_replica_confirmed_raises_not_replicated(conn):
+    """The same for enqueue_many into a queue that does not exist yet: the tasks are in, and NotReplicated says so."""
+    # (its first call only learns the queue does not exist; that reply's WAIT must not end the enqueue)
+    replicas = 1 if connection.is_cluster(conn.client) else 0
+    strict = Connection(conn.url, conn.config.with_(min_replicas_ack=replicas + 1, replicas_ack_timeout=0.5))
+    with pytest.raises(NotReplicated):
+        Queue("t1-many", strict).enqueue_many(["x", "y"])
+    assert Queue("t1-many").counts()["pending"] == 2
+
+
 # -- the scripts that end a task WAIT too --------------------------------------------------------
 
 #: The calls that end a task (or hand it back): each writes with ``durable="log"``.

@@ -38,6 +38,8 @@ class Call:
             reply = scripts.run(client, self.script, self.queue, *self.args, durable=self.durable)
         except NotReplicated as exc:
             exc.reply = self.parse(exc.reply) if self.parse else exc.reply
+            if getattr(exc.reply, "no_queue", False):  # nothing was written: nothing to lose
+                return exc.reply
             raise
         return self.parse(reply) if self.parse else reply
 
@@ -264,8 +266,10 @@ def enqueue_one(client, queue, task_id, payload, trace="", create=False, window=
         try:
             reply = scripts.run(client, "enqueue", queue, *args, durable="strict")
         except NotReplicated as exc:
-            exc.reply = _enqueued(exc.reply)
-            raise
+            if exc.reply[0] != Code.NO_QUEUE:  # (no queue: nothing was written, nothing to lose)
+                exc.reply = _enqueued(exc.reply)
+                raise
+            reply = exc.reply
     if reply[0] == Code.NO_QUEUE:
         return None, None
     return reply[0] == 1, reply[2].decode()
