@@ -6,16 +6,16 @@ page and its updates always show the same thing. Nothing here touches Django's U
 Times are strings in UTC (``YYYY-MM-DD HH:MM:SS``) with epoch milliseconds beside them where
 the browser needs to compute (elapsed times, due in).
 
-Organised by page: ``common`` (what they share), ``queues`` (the overview, a queue, its
-failures and history), ``workers``, ``tasks`` and ``batches``; the pages' functions are named
-here.
+Organised by page: ``common`` (what they share), ``queue_pages`` (the overview, a queue, its
+failures and history), ``worker_pages``, ``task_page`` and ``batch_pages``; the pages' functions
+are named here.
 """
 
-from .batches import batch, batch_row, batches
+from .batch_pages import batch, batch_row, batches
 from .common import epoch_ms, fmt, server_ms, task_row, throughput
-from .queues import FailureCache, failures, history, limits_view, overview, queue, queue_exists, totals_of
-from .tasks import ended, relatives, task
-from .workers import gone_workers, worker, workers, workers_page, workers_view
+from .queue_pages import FailureCache, failures, history, limits_view, overview, queue, queue_exists, totals_of
+from .task_page import ended, relatives, task
+from .worker_pages import gone_workers, worker, workers, workers_page, workers_view
 
 __all__ = [
     "FailureCache",

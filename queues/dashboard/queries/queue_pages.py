@@ -5,7 +5,7 @@ from ...engine import readmodel
 from ..bounds import ACTIVE_MAX, ACTIVE_SHOWN, FAILURES_PER_PAGE, PER_PAGE, failure_groups_shown, paged, preview
 from ..failures import group_failures
 from .common import failure_json, fmt, server_ms, task_row, throughput
-from .workers import workers
+from .worker_pages import workers
 
 _COUNT_NAMES = ("pending", "delayed", "active", "failed", "completed", "waiting", "blocked", "failures", "enqueued")
 
