@@ -13,6 +13,8 @@ __all__ = ["Batch", "Queue", "RedisUnavailable", "RetryLater", "Task", "TooManyQ
 
 def __getattr__(name):
     if name == "Queue":
+        # Here, not at the top: ``import queues.engine`` runs this package first, and the engine
+        # alone must not import Django (transactions imports django.db).
         from .transactions import Queue
 
         return Queue

@@ -1,8 +1,11 @@
-import os
-
 from django.apps import AppConfig
 from django.conf import settings
 from django.utils.module_loading import autodiscover_modules
+
+from . import checks  # registers the system checks
+from .conf import build_config, setup
+from .engine.errors import ConfigurationError
+from .published_keys import refuse_published
 
 
 class QueuesConfig(AppConfig):
@@ -11,11 +14,9 @@ class QueuesConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self):
-        from . import checks  # noqa: F401  (registers the system checks)
-        from .conf import build_config, setup
+        # Here, not at the top: it imports the auth models, and Django imports this module
+        # before its app registry is ready, when no models module can be imported.
         from .dashboard.revocation import connect_signals
-        from .engine.errors import ConfigurationError
-        from .published_keys import refuse_published
 
         # A published key stops every process at start (with DEBUG off), not just `check --deploy`.
         refuse_published(settings.SECRET_KEY, getattr(settings, "SECRET_KEY_FALLBACKS", ()), settings.DEBUG)
@@ -31,9 +32,9 @@ class QueuesConfig(AppConfig):
             autodiscover_modules("tasks")
         except ConfigurationError as exc:  # a bad @handler option: reported by the system check
             checks.HANDLER_ERRORS.append(exc)
-        if os.environ.get("WORQR_CHAOS_DIR"):  # a worker started by manage.py chaos
-            from .chaos import handler  # noqa: F401  (registers the soak queue's handler)
         if getattr(settings, "TASKS", None):  # handlers of the Tasks framework backend's queues
+            # Only then: the backend needs an optional dependency, the Tasks framework
+            # (django.tasks on Django 6; the django-tasks backport on Django 5.2).
             from .backends import register_handlers
 
             register_handlers()

@@ -2,8 +2,17 @@
 
 from django.core.checks import Error, register
 from django.core.checks import Warning as CheckWarning
+from django.core.exceptions import ImproperlyConfigured
 
-from .engine.errors import ConfigurationError
+from .conf import build_config, log_format, search_scan_limit, setting
+from .engine import tracing
+from .engine.errors import ConfigurationError, InvalidSchedule
+from .engine.limits import check_limits
+from .engine.registry import all_handlers
+from .engine.schedule_settings import check_all
+from .engine.schedules import check_handler
+from .outbox import databases
+from .webhooks import allowed_hosts, callback_timeout, check_callback
 
 #: Errors raised by ``@handler`` while the apps' ``tasks`` modules were imported at start-up (a
 #: bad option: concurrency, rate, partition...), reported as queues.E030 by the check below.
@@ -13,9 +22,6 @@ HANDLER_ERRORS = []
 @register("worqr")
 def check_handlers(app_configs, **kwargs):
     """A bad ``@handler`` option (its queue and option named) stops ``manage.py`` at start-up."""
-    from .engine.limits import check_limits
-    from .engine.registry import all_handlers
-
     errors = [Error(str(exc), hint="Fix the @handler options.", id="queues.E030") for exc in HANDLER_ERRORS]
     for queue, spec in all_handlers().items():
         lim = spec.limits
@@ -28,8 +34,6 @@ def check_handlers(app_configs, **kwargs):
 
 @register("worqr")
 def check_worqr_settings(app_configs, **kwargs):
-    from .conf import build_config
-
     try:
         build_config()
     except ConfigurationError as exc:
@@ -39,13 +43,6 @@ def check_worqr_settings(app_configs, **kwargs):
 
 def _check_django_side_settings():
     """The WORQR keys read outside the engine (webhooks, Tasks backend, the worker's logs)."""
-    from django.core.exceptions import ImproperlyConfigured
-
-    from .conf import log_format, search_scan_limit, setting
-    from .engine import tracing
-    from .outbox import databases
-    from .webhooks import allowed_hosts, callback_timeout
-
     errors = []
     for check in (allowed_hosts, callback_timeout, log_format, search_scan_limit, databases):
         try:
@@ -89,12 +86,6 @@ UNKNOWN_KEY_ID = "queues.E026"
 @register("worqr")
 def check_schedules(app_configs, **kwargs):
     """Each bad entry of WORQR["SCHEDULES"]: one error naming the schedule and the key."""
-    from django.core.exceptions import ImproperlyConfigured
-
-    from .conf import build_config, setting
-    from .engine.schedule_settings import check_all
-    from .webhooks import check_callback
-
     raw = setting("SCHEDULES", None)
     if raw is None:
         return []
@@ -143,9 +134,6 @@ def check_schedules(app_configs, **kwargs):
 def _handler_problem(spec):
     """The InvalidSchedule of a schedule whose payload the queue's handler can't take (its lock
     or partition function fails on it), or None: what the worker's sync would meet."""
-    from .engine.errors import InvalidSchedule
-    from .engine.schedules import check_handler
-
     try:
         check_handler(spec)
     except InvalidSchedule as exc:

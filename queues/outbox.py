@@ -32,10 +32,12 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections, transaction
 from django.utils import timezone
 
+from .conf import setting
 from .engine import faults
 from .engine.backoff import Backoff
 from .engine.connection import NETWORK_ERRORS
 from .engine.errors import RedisUnavailable, WorqrError
+from .engine.queue import Queue
 
 log = logging.getLogger("worqr.outbox")
 
@@ -109,6 +111,8 @@ def _statement(connection, kind):
     key = (connection.vendor, kind)
     sql = _SQL.get(key)
     if sql is None:
+        # Here, not at the top: ``queues.Queue`` (transactions -> outbox) imports before Django's app
+        # registry is ready (from a settings or AppConfig module), and a models module cannot.
         from .models import OutboxTask
 
         qn = connection.ops.quote_name
@@ -363,8 +367,7 @@ def _groups(items):
 def relay_once(using="default", min_age=RELAY_MIN_AGE, limit=RELAY_BATCH):
     """Push up to ``limit`` rows older than ``min_age`` seconds, oldest first; returns how many.
     Raises RedisUnavailable (or a network error) when Redis cannot be reached."""
-    from .models import OutboxTask
-    from .transactions import Queue
+    from .models import OutboxTask  # see _statement
 
     cutoff = timezone.now() - timedelta(seconds=min_age)
     rows = list(OutboxTask.objects.using(using).filter(created__lte=cutoff).order_by("seq")[:limit])
@@ -372,14 +375,14 @@ def relay_once(using="default", min_age=RELAY_MIN_AGE, limit=RELAY_BATCH):
     for row in rows:
         by_queue.setdefault(row.queue, []).append(Entry.from_row(row))
     for name, items in by_queue.items():
-        push(Queue(name), items, using, retry_for=0.1)  # the relay comes back soon anyway
+        push(Queue(name), items, using, retry_for=0.1)  # the engine's Queue; the relay comes back soon anyway
     return len(rows)
 
 
 def stats(using="default"):
     """(rows in the outbox, age of the oldest in seconds or None); (None, None) when the table
     cannot be read (not migrated yet, database down)."""
-    from .models import OutboxTask
+    from .models import OutboxTask  # see _statement
 
     try:
         rows = OutboxTask.objects.using(using)
@@ -409,8 +412,6 @@ def summary():
 def databases():
     """The database aliases the relay watches: ``WORQR["OUTBOX_DATABASES"]``, by default every
     configured one. Raises ImproperlyConfigured for an unknown alias."""
-    from .conf import setting
-
     aliases = setting("OUTBOX_DATABASES", None)
     if aliases is None:
         return list(settings.DATABASES)

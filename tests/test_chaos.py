@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from queues.chaos.run import FAULTS
+from chaos.run import FAULTS
 from tests.conftest import ARTIFACTS, ROOT
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -252,7 +252,7 @@ async def test_a_logged_out_user_stops_receiving_updates(staff_cookie, monkeypat
     from asgiref.sync import sync_to_async
     from django.contrib.sessions.models import Session
 
-    from queues.consumers import DashboardConsumer
+    from queues.dashboard.consumers import DashboardConsumer
 
     monkeypatch.setattr(DashboardConsumer, "recheck_every", 0.0)
     Queue("t1").enqueue("x")

@@ -1,5 +1,5 @@
 """Enqueues whose reply is lost (issue 31): a proxy between the producer and Redis takes the reply to
-a call Redis applied (``queues.chaos.proxy``), the task runs to its end meanwhile, and the
+a call Redis applied (``chaos.proxy``), the task runs to its end meanwhile, and the
 producer's retry must add nothing; ``RedisUnavailable`` says which ids may have been added and
 which were not, within ``ENQUEUE_RETRY_FOR`` + one ``ENQUEUE_SOCKET_TIMEOUT``."""
 
@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from queues.chaos.proxy import Proxy
+from chaos.proxy import Proxy
 from queues.conf import build_config
 from queues.engine import Batch, Connection, Queue, RedisUnavailable, connection, keys
 from queues.engine.queue import new_task_id

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from queues.chaos.proxy import Proxy
+from chaos.proxy import Proxy
 from tests.conftest import wait_for
 from tests.fault_rig import Rig
 

@@ -135,7 +135,7 @@ def repo_files(*folders):
 @pytest.mark.slow
 def test_wheel_carries_the_app_its_templates_static_files_lua_and_migrations(wheel):
     """The wheel (what ``unzip -l`` lists) holds the queues package, its templates and static files inside it, ..."""
-    # ... and nothing of the demo project, the tests or the benchmark.
+    # ... and nothing of the demo project, the tests, the benchmark or the chaos soak.
     with zipfile.ZipFile(wheel) as zf:
         names = set(zf.namelist())
         meta_name = next(n for n in names if n.endswith(".dist-info/METADATA"))
@@ -157,8 +157,13 @@ def test_wheel_carries_the_app_its_templates_static_files_lua_and_migrations(whe
         assert name in files
     assert any(n.startswith("queues/engine/lua/enqueue-") and n.endswith(".lua") for n in files)
     assert not {
-        n for n in files if n.split("/")[0] in ("worqr_site", "sample", "tests", "bench", "templates", "static")
+        n
+        for n in files
+        if n.split("/")[0] in ("worqr_site", "sample", "tests", "bench", "chaos", "templates", "static")
     }
+    # the development tools are not the app: the chaos soak, its command and the dashboard's benchmark
+    tools = ("queues/chaos/", "queues/dashboard/bench", "queues/management/commands/chaos.py")
+    assert not {n for n in files if n.startswith(tools)}
     requires = [line.split(":", 1)[1].strip() for line in meta.splitlines() if line.startswith("Requires-Dist:")]
     extras = [r for r in requires if "extra ==" in r]  # the optional extras, e.g. worqr[otel]
     assert normalised(set(requires) - set(extras)) == normalised(runtime_requirements())
@@ -320,6 +325,10 @@ def test_installed_wheel_runs_a_new_project_worker_and_dashboard(project):
         playwright_api = None
     imported = project.run(project.python, "-c", "import queues; print(queues.__file__)")
     assert Path(imported.strip()).is_relative_to(project.venv), imported  # not this repository's copy
+    # the app's commands, and none of the repository's development tools (manage.py chaos)
+    shown = project.manage("help")
+    assert "[queues]" in shown and "worker" in shown.split("[queues]")[1]
+    assert "chaos" not in shown, shown
 
     project.manage("migrate", "--noinput")
     worker, worker_log = project.start("worker", "worker")  # both start up while the steps below run

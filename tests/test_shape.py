@@ -143,8 +143,6 @@ TOLERATED_CYCLES = [
         "queues.engine.task",
         "queues.engine.workflows",
     },
-    {"queues.outbox", "queues.transactions"},
-    {"queues.dashboard.rows", "queues.templatetags.worqr"},
 ]
 
 
@@ -166,7 +164,6 @@ TOLERATED_LONG = {
     "queues/engine/readmodel.py",
     "queues/engine/commands.py",
     "queues/engine/queue.py",
-    "queues/dashboard/queries.py",
 }
 MODULE_LINES_MAX = 500
 
@@ -179,3 +176,62 @@ def test_no_module_of_queues_is_over_500_lines():
         if (n := len(path.read_text().splitlines())) > MODULE_LINES_MAX
     }
     assert {k: v for k, v in long.items() if k not in TOLERATED_LONG} == {}
+
+
+def _imports_in_functions(path):
+    """The import statements of ``path`` that sit inside a function."""
+    return [
+        node
+        for fn in ast.walk(ast.parse(path.read_text()))
+        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef))
+        for node in ast.walk(fn)
+        if isinstance(node, (ast.Import, ast.ImportFrom))
+    ]
+
+
+def _says_why(lines, node):
+    """True when the import ``node`` has a comment, or a comment line is just above it (or above the
+    imports just above it)."""
+    if any("#" in line for line in lines[node.lineno - 1 : node.end_lineno]):
+        return True
+    for line in reversed(lines[: node.lineno - 1]):
+        if line.strip().startswith("#"):
+            return True
+        if not line.strip().startswith(("from ", "import ")):
+            return False
+    return False
+
+
+def test_imports_inside_functions_outside_the_engine_say_why():
+    """Outside the engine, an import inside a function has a comment on it or just above it."""
+    # Why one is there: Django's app registry is not ready when the module is imported (models), an
+    # optional or costly third-party package, the engine kept free of Django. Never to dodge an
+    # import cycle (the cycle test above counts these imports too).
+    silent = [
+        f"{path.relative_to(ROOT)}:{node.lineno} {ast.unparse(node)}"
+        for path in sorted((ROOT / "queues").rglob("*.py"))
+        if "engine" not in path.relative_to(ROOT).parts
+        for node in _imports_in_functions(path)
+        if not _says_why(path.read_text().splitlines(), node)
+    ]
+    assert silent == [], f"imports inside functions with no comment saying why: {silent}"
+
+
+#: The project around the package: none of it is in the wheel (tests/test_package.py).
+NOT_IN_THE_WHEEL = ("worqr_site", "sample", "tests", "bench", "chaos", "scripts")
+
+
+def test_the_package_imports_nothing_of_the_project_around_it():
+    """No module of queues/ imports the demo site, the tests, the benchmarks or the chaos soak."""
+    found = []
+    for path in sorted((ROOT / "queues").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            if isinstance(node, ast.ImportFrom) and not node.level:
+                names = [node.module or ""]
+            found += [
+                f"{path.relative_to(ROOT)}:{node.lineno} {name}"
+                for name in names
+                if name.split(".")[0] in NOT_IN_THE_WHEEL
+            ]
+    assert found == [], f"modules of the package importing the project around it: {found}"

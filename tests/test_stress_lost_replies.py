@@ -3,7 +3,7 @@ connection reset, or left silent until the socket timeout), that refuses connect
 than ENQUEUE_RETRY_FOR (Redis down), and that loses every reply for a while, as real workers
 drain the queue (issue 31). Each enqueue() call's tasks run exactly once; a RedisUnavailable's
 ``unknown`` ids ran at most once and its ``not_added`` ones never; no call outlasts
-ENQUEUE_RETRY_FOR + one try's timeouts. The proxy is ``queues.chaos.proxy`` (the soak's too)."""
+ENQUEUE_RETRY_FOR + one try's timeouts. The proxy is ``chaos.proxy`` (the soak's too)."""
 
 import json
 import random
@@ -13,7 +13,7 @@ from collections import Counter
 
 import pytest
 
-from queues.chaos.proxy import Proxy
+from chaos.proxy import Proxy
 from queues.conf import build_config
 from queues.engine import Connection, Queue, RedisUnavailable
 from tests.conftest import ON_CLUSTER, wait_for

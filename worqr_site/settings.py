@@ -60,6 +60,7 @@ INSTALLED_APPS = [
         "csp",
         "queues",
         "sample",
+        "chaos",  # this repository's chaos soak (manage.py chaos); not part of the worqr package
     )
     if not (_WORKER and app in _WEB_ONLY)
 ]

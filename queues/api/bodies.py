@@ -31,7 +31,8 @@ import math
 
 from ..conf import get_connection
 from ..engine import keys
-from ..engine.errors import InvalidQueueName, InvalidTask
+from ..engine.errors import ConfigurationError, InvalidQueueName, InvalidTask
+from ..engine.limits import CONCURRENCY_MAX, RATE_STARTS_MAX, RATE_WINDOW_MAX, parse_rate
 from ..quoting import QUEUE_NAME_RULE, TASK_ID_RULE, shown
 from ..webhooks import MAX_URL_LENGTH, InvalidCallback, allow_list, check_callback
 from .errors import BadRequest
@@ -373,8 +374,6 @@ LIMITS_READ_ONLY = (
 
 
 def _limit_concurrency(name, value):
-    from ..engine.limits import CONCURRENCY_MAX
-
     if isinstance(value, float) and value.is_integer():
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= CONCURRENCY_MAX:
@@ -383,9 +382,6 @@ def _limit_concurrency(name, value):
 
 
 def _limit_rate(name, value):
-    from ..engine.errors import ConfigurationError
-    from ..engine.limits import parse_rate
-
     if isinstance(value, list) and len(value) == 2 and isinstance(value[0], float) and value[0].is_integer():
         value = [int(value[0]), value[1]]
     if isinstance(value, list) and any(isinstance(v, Huge) for v in value):
@@ -427,8 +423,6 @@ def limits_body(data):
 
 def limits_schema():
     """The JSON Schema of a PUT body (what ``limits_body`` accepts)."""
-    from ..engine.limits import CONCURRENCY_MAX, RATE_STARTS_MAX, RATE_WINDOW_MAX
-
     concurrency = {"type": ["integer", "null"], "minimum": 1, "maximum": CONCURRENCY_MAX}
     rate = {
         "oneOf": [

@@ -23,6 +23,7 @@ The payload is JSON text (so the dashboard shows it as it is)::
 """
 
 import asyncio
+import builtins
 import copy
 import inspect
 import json
@@ -145,8 +146,6 @@ def exception_path(error, trace):
         return "builtins.TimeoutError"
     if isinstance(getattr(engine_errors, name, None), type):
         return f"queues.engine.errors.{name}"
-    import builtins
-
     return f"builtins.{name}" if isinstance(getattr(builtins, name, None), type) else "builtins.Exception"
 
 

@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 from ..engine import keys
 from ..engine.errors import InvalidInput, TaskNotFound
 from ..quoting import shown
-from . import queries
+from . import queries, schedules
 
 #: Snapshots are read from Redis (blocking calls) on these threads, never on the event loop's
 #: default executor: a loop that closes (a test's, or a server's on reload) then has no reader
@@ -95,9 +95,7 @@ class SchedulesFeed(PagedFeed):
     patterns = (keys.ALL_QUEUE_EVENTS,)
 
     def snapshot(self):
-        from .schedules import snapshot
-
-        return snapshot(self.client, self.page)
+        return schedules.snapshot(self.client, self.page)
 
 
 class QueueFeed(Feed):

@@ -11,9 +11,10 @@ this one renderer. Every value goes through ``escape`` (payloads are anyone's te
 from html import escape
 
 from django.conf import settings
+from django.template.defaultfilters import floatformat
 from django.utils.formats import localize
 
-from ..templatetags.worqr import action_form, url_builder
+from .markup import action_form, url_builder
 
 _DASH = '<span class="wq-empty">–</span>'
 
@@ -50,8 +51,6 @@ def progress(t):
     if t.get("progress") is None:
         return _DASH
     pct = t["progress_pct"]
-    from django.template.defaultfilters import floatformat
-
     label = f"Progress of {t['id']}"
     message = t.get("progress_message")
     extra = f' <span class="wq-progmsg">{escape(message)}</span>' if message else ""

@@ -83,8 +83,8 @@ def page_of(request):
 
 
 def live_path(view, arg=None, **params):
-    """The websocket path of a view (reversed from the named routes of ``queues.routing``)."""
+    """The websocket path of a view (reversed from the named routes of ``queues.dashboard.routing``)."""
     kwargs = {"view": view, **({"arg": arg} if arg else {})}
-    path = reverse("live", urlconf="queues.routing", kwargs=kwargs)
+    path = reverse("live", urlconf="queues.dashboard.routing", kwargs=kwargs)
     params = {k: v for k, v in params.items() if v is not None}
     return path + ("?" + urlencode(params) if params else "")

@@ -7,6 +7,8 @@ import os
 import signal
 import threading
 
+import django
+from django.apps import apps
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError
 from django.db import connections
@@ -32,11 +34,7 @@ def child_init():
     database connection of its parent's: they were closed before the fork."""
     global child_inits
     child_inits += 1
-    from django.apps import apps
-
     if not apps.ready:
-        import django
-
         django.setup()
 
 

@@ -1,4 +1,4 @@
-"""Settings for ``python -m queues.dashboard.bench --live``: the project's settings (its database
+"""Settings for ``bench/dashboard.py --live``: the project's settings (its database
 in a temporary file, ``WORQR_DB_PATH``) plus a no-op ``async`` handler on the queue
 ``bench-live``, registered here so the bench's worker process has it too."""
 

@@ -37,9 +37,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import redis
+from django.db import connections
 
-from ..engine import readmodel
-from ..testing import RedisServer
+from queues.engine import readmodel
+from queues.models import OutboxTask
+from queues.testing import RedisServer
+
 from . import LEDGER, QUEUE
 from .producer import DIED_AFTER_COMMIT
 from .proxy import Proxy
@@ -173,25 +176,17 @@ class Chaos:
     # -- the ledger --------------------------------------------------------------------------
 
     def _ledger_reset(self):
-        from django.db import connections
-
-        from ..models import OutboxTask
-
         with connections[self.database].cursor() as cur:
             cur.execute(f"DROP TABLE IF EXISTS {LEDGER}")
             cur.execute(f"CREATE TABLE {LEDGER} (task_id varchar(220) PRIMARY KEY)")
         OutboxTask.objects.using(self.database).filter(queue=QUEUE).delete()
 
     def _ledger(self):
-        from django.db import connections
-
         with connections[self.database].cursor() as cur:
             cur.execute(f"SELECT task_id FROM {LEDGER}")
             return {row[0] for row in cur.fetchall()}
 
     def _ledger_drop(self):
-        from django.db import connections
-
         with connections[self.database].cursor() as cur:
             cur.execute(f"DROP TABLE IF EXISTS {LEDGER}")
 
@@ -289,8 +284,6 @@ class Chaos:
 
     def _wait_relayed(self, ids, timeout=30.0):
         """Seconds until none of ``ids`` is left in the outbox (the relay pushed them)."""
-        from ..models import OutboxTask
-
         start = time.time()
         while OutboxTask.objects.using(self.database).filter(task_id__in=ids).exists():
             if time.time() - start > timeout:
@@ -328,8 +321,6 @@ class Chaos:
         return figures
 
     def _drive(self):
-        from ..models import OutboxTask
-
         committed = set()
         next_fault = time.time() + self.rng.uniform(*self.gap) + 2.0  # let the workers start
         last_progress, completed_before = time.time(), 0

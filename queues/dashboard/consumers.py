@@ -1,6 +1,6 @@
 """The dashboard's websocket: one consumer per open page. It checks access, watches for
-access changes (``dashboard.revocation``), picks the page's feed (``dashboard.feeds``) and runs
-the coalescing pump (``dashboard.live``); nothing else.
+access changes (``revocation``), picks the page's feed (``feeds``) and runs the coalescing pump
+(``live``); nothing else.
 
 Close codes (sent after accepting, so the page sees them): 4403 not allowed (anonymous, not
 staff, no view permission; or no longer: logged out, deactivated, a permission removed),
@@ -20,11 +20,11 @@ from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 
-from .conf import get_connection
-from .dashboard import access, feeds, sections
-from .dashboard.live import LivePump, encode
-from .dashboard.revocation import Watch
-from .engine.errors import InvalidInput, TaskNotFound
+from ..conf import get_connection
+from ..engine.errors import InvalidInput, TaskNotFound
+from . import access, feeds, sections
+from .live import LivePump, encode
+from .revocation import Watch
 
 log = logging.getLogger("worqr.dashboard")
 

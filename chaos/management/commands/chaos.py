@@ -1,4 +1,5 @@
-"""``manage.py chaos``: the chaos soak (``queues.chaos.run``). Starts its own Redis (with AOF), a
+"""``manage.py chaos``: the chaos soak (``chaos.run``), a command of this project's own ``chaos``
+app, not of the worqr package. Starts its own Redis (with AOF), a
 TCP proxy, workers and producers, injects faults, prints its figures and writes them as JSON;
 exits 1 when a guarantee failed (a task lost with appendfsync always, a task run that was never
 committed, more duplicates at a fault than tasks in flight)."""
@@ -8,7 +9,8 @@ import argparse
 from django.core.management.base import BaseCommand, CommandError
 from django.db import connections
 
-from queues.chaos.run import FAULTS, Chaos, summary, write_json
+from chaos.producer import produce
+from chaos.run import FAULTS, Chaos, summary, write_json
 from queues.conf import get_connection, var_dir
 
 
@@ -76,8 +78,6 @@ class Command(BaseCommand):
         if o["sleep_ms"] < 0:
             raise CommandError("--sleep-ms must not be negative")
         if o["produce"]:
-            from queues.chaos.producer import produce
-
             raise SystemExit(produce(o["tasks"], o["batch"], o["sleep_ms"], o["database"], o["rate"]))
         chaos = Chaos(
             tasks=o["tasks"],

@@ -1,14 +1,14 @@
 """Benchmarks of the dashboard.
 
-``python -m queues.dashboard.bench [N]``: the queue page with a deep queue.
+``.venv/bin/python bench/dashboard.py [N]``: the queue page with a deep queue.
 
 Fills a throw-away queue with N pending tasks (default 1,000,000, in batches of 10,000), then
 times the queue page's server time (the whole Django view: Redis reads and template) on its
 first, middle and last page, and prints one line. The queue is dropped afterwards. Runs with
 the project's settings (``DJANGO_SETTINGS_MODULE``, ``WORQR_REDIS_URL``); needs no database.
 
-``python -m queues.dashboard.bench --live [--seconds S] [--rate R] [--probes P]``: event to
-screen. A Daphne and a worker (``bench_settings``: a no-op handler on ``bench-live``) run in
+``.venv/bin/python bench/dashboard.py --live [--seconds S] [--rate R] [--probes P]``: event to
+screen. A Daphne and a worker (``bench/dashboard_settings.py``: a no-op handler on ``bench-live``) run in
 their own processes, with a temporary database and the Redis of ``WORQR_REDIS_URL`` (or the
 embedded one); a producer enqueues R tasks a second (default 5,000) while headless Chromium
 (``/usr/bin/chromium``) shows the queue page. Every 0.25 s a probe task is enqueued (delayed, so
@@ -19,17 +19,29 @@ protocol).
 """
 
 import os
+import socket
 import statistics
+import subprocess
 import sys
+import tempfile
+import threading
 import time
+import urllib.request
+from pathlib import Path
+
+import django
+
+BENCH = Path(__file__).resolve().parent
+PROJECT = BENCH.parent
+sys.path[:0] = [str(PROJECT)]  # the project's packages (queues, worqr_site, bench), run as a script
 
 
 def measure(n=1_000_000, runs=15):
+    # Here, not at the top: after django.setup() (main), as models can only be imported then.
     from django.contrib.auth.models import User
     from django.test import RequestFactory
-
     from queues import Queue
-    from queues.dashboard import queries
+    from queues.dashboard.bounds import page_count
     from queues.dashboard.views.queue import queue as queue_view
 
     name = f"bench-dashboard-{os.getpid()}"
@@ -42,7 +54,7 @@ def measure(n=1_000_000, runs=15):
         user = User(username="bench", is_staff=True, is_superuser=True, is_active=True)
         factory = RequestFactory()
         results = {}
-        last = queries.page_count(n)
+        last = page_count(n)
         for label, page in (("first", 1), ("middle", last // 2), ("last", last)):
             times = []
             for _ in range(runs):
@@ -91,30 +103,22 @@ window.WebSocket.prototype = WqSocket.prototype;
 
 def live(seconds=20.0, rate=5000, probes=60):
     """Run the live bench (see the module's docstring); returns its figures."""
-    import subprocess
-    import tempfile
-    import threading
-    from pathlib import Path
-
     tmp = Path(tempfile.mkdtemp(prefix="worqr-bench-live-"))
-    os.environ["DJANGO_SETTINGS_MODULE"] = "queues.dashboard.bench_settings"
+    os.environ["DJANGO_SETTINGS_MODULE"] = "bench.dashboard_settings"
     os.environ["WORQR_DB_PATH"] = str(tmp / "db.sqlite3")
-    import django
-
     django.setup()
+    # Here, after django.setup(): the settings are chosen above, and models need them.
     from django.contrib.auth.models import User
     from django.core.management import call_command
     from playwright.sync_api import sync_playwright
-
     from queues import Queue
     from queues.conf import get_connection
     from queues.engine import readmodel
 
-    from .bench_settings import BENCH_QUEUE
+    from bench.dashboard_settings import BENCH_QUEUE
 
     call_command("migrate", verbosity=0)
     User.objects.create_superuser("bench", password="bench-live-pw")
-    root = Path(__file__).resolve().parents[2]
     env = dict(os.environ, PYTHONUNBUFFERED="1", WORQR_REDIS_URL=get_connection().config.redis_url or "")
     port = _free_port()
     logs = open(tmp / "processes.log", "w")
@@ -122,15 +126,15 @@ def live(seconds=20.0, rate=5000, probes=60):
     procs = [
         subprocess.Popen(
             [daphne, "-b", "127.0.0.1", "-p", str(port), "worqr_site.asgi:application"],
-            cwd=root,
+            cwd=PROJECT,
             env=env,
             stdout=logs,
             stderr=subprocess.STDOUT,
             start_new_session=True,
         ),
         subprocess.Popen(
-            [sys.executable, str(root / "manage.py"), "worker", BENCH_QUEUE, "--concurrency", "64"],
-            cwd=root,
+            [sys.executable, str(PROJECT / "manage.py"), "worker", BENCH_QUEUE, "--concurrency", "64"],
+            cwd=PROJECT,
             env=env,
             stdout=logs,
             stderr=subprocess.STDOUT,
@@ -231,16 +235,12 @@ def _task_seconds(cdp):
 
 
 def _free_port():
-    import socket
-
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
 
 
 def _wait_http(url, timeout=60):
-    import urllib.request
-
     deadline = time.monotonic() + timeout
     while True:
         try:
@@ -272,8 +272,6 @@ def main(argv):
             f"p95 {r['server_p95'] or 0:.0f} ms; the enqueue call's own delay p50 {r['call_p50'] or 0:.0f} ms); page CPU {r['cpu']:.0f} % of a core; Redis subscribers: {r['redis_subscribers']}"
         )
         return
-    import django
-
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "worqr_site.settings")
     django.setup()
     n = int(argv[1]) if len(argv) > 1 else 1_000_000

@@ -1,12 +1,14 @@
 """The chaos soak's handler: sleeps the milliseconds its payload says, then appends a line
 ``<id> <pid> <start> <end>`` to ``$WORQR_CHAOS_DIR/runs-<pid>.log`` (one ``write`` on a file
 opened for appending: a line is whole or absent, and a Redis restart cannot lose it). Imported
-by the queues app only in processes the soak starts (``WORQR_CHAOS_DIR`` set)."""
+by the chaos app (``apps.ChaosConfig.ready``) only in processes the soak starts
+(``WORQR_CHAOS_DIR`` set)."""
 
 import os
 import time
 
-from ..engine.registry import handler
+from queues import handler
+
 from . import QUEUE
 
 _fd = None

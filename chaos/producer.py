@@ -11,6 +11,8 @@ import time
 
 from django.db import OperationalError, connections, transaction
 
+from queues import Queue
+
 from . import LEDGER, QUEUE
 
 #: Exit status of a producer that died between a commit and its push, as asked.
@@ -32,8 +34,6 @@ def ledger_count(using):
 
 def produce(target, batch, sleep_ms, using="default", rate=None):
     """Commit batches until the ledger has ``target`` ids, at ``rate`` tasks/s at most; returns 0."""
-    from ..transactions import Queue
-
     signal.signal(signal.SIGUSR1, _ask_to_die)
     queue = Queue(QUEUE)
     rng = random.Random()

@@ -1,0 +1,45 @@
+"""Page snapshots: what each dashboard page shows, as JSON-friendly dicts, formatted from what
+the engine's read model (``queues.engine.readmodel``, the only reader of Redis) returns.
+
+The views render them into templates and the live feeds push them over the websocket, so a
+page and its updates always show the same thing. Nothing here touches Django's UI.
+Times are strings in UTC (``YYYY-MM-DD HH:MM:SS``) with epoch milliseconds beside them where
+the browser needs to compute (elapsed times, due in).
+
+Organised by page: ``common`` (what they share), ``queue_pages`` (the overview, a queue, its
+failures and history), ``worker_pages``, ``task_page`` and ``batch_pages``; the pages' functions
+are named here.
+"""
+
+from .batch_pages import batch, batch_row, batches
+from .common import epoch_ms, fmt, server_ms, task_row, throughput
+from .queue_pages import FailureCache, failures, history, limits_view, overview, queue, queue_exists, totals_of
+from .task_page import ended, relatives, task
+from .worker_pages import gone_workers, worker, workers, workers_page, workers_view
+
+__all__ = [
+    "FailureCache",
+    "batch",
+    "batch_row",
+    "batches",
+    "ended",
+    "epoch_ms",
+    "failures",
+    "fmt",
+    "gone_workers",
+    "history",
+    "limits_view",
+    "overview",
+    "queue",
+    "queue_exists",
+    "relatives",
+    "server_ms",
+    "task",
+    "task_row",
+    "throughput",
+    "totals_of",
+    "worker",
+    "workers",
+    "workers_page",
+    "workers_view",
+]

@@ -1,0 +1,66 @@
+"""The Batches page and one batch's page."""
+
+from ...engine import keys, readmodel
+from ..bounds import PER_PAGE, page_count
+from .common import fmt, server_ms
+
+
+def batch_row(info):
+    """A batch as a row: its counts, and the shares of a progress bar (in %)."""
+    total = info["total"] or 0
+    done = info["completed"] + info["failed"] + info["cancelled"]
+
+    def pct(n):
+        return round(100 * n / total, 1) if total else 0
+
+    return {
+        **{k: info[k] for k in ("id", "description", "state", "total", "pending", "active")},
+        **{k: info[k] for k in ("completed", "failed", "cancelled", "closed")},
+        "done": done,
+        "created": fmt(info["created_at"]),
+        "finished": fmt(info["finished_at"]),
+        "pct_completed": pct(info["completed"]),
+        "pct_failed": pct(info["failed"] + info["cancelled"]),
+        "pct_active": pct(info["active"]),
+        # where the failed and the active parts of the bar start (an SVG bar: no inline style)
+        "x_failed": pct(info["completed"]),
+        "x_active": pct(info["completed"] + info["failed"] + info["cancelled"]),
+        "pct_done": pct(done) if total else (100 if info["finished_at"] else 0),
+        "queues": info["queues"],
+        "on_success": info["on_success"],
+        "on_complete": info["on_complete"],
+        "callbacks_enqueued": info["callbacks_enqueued"],
+    }
+
+
+def batches(client, page=1):
+    """The Batches page: one page of batches, newest first, with their progress."""
+    ids, total = readmodel.batches(client, 0, 0)
+    pages = page_count(total)
+    page = min(max(1, page), pages)
+    ids, total = readmodel.batches(client, (page - 1) * PER_PAGE, PER_PAGE)
+    rows = [batch_row(info) for info in (readmodel.batch(client, i) for i in ids) if info]
+    return {
+        "view": "batches",
+        "now_ms": server_ms(client),
+        "batches": {"page": page, "pages": pages, "total": total, "rows": rows},
+    }
+
+
+def batch(client, batch_id, page=1):
+    """A batch's page: its progress and one page of its tasks with their states."""
+    info = readmodel.batch(client, batch_id)
+    out = {"view": "batch", "id": batch_id, "now_ms": server_ms(client), "batch": None, "tasks": None}
+    if info is None:
+        return out
+    pages = page_count(info["total"])
+    page = min(max(1, page), pages)
+    ids = readmodel.batch_tasks(client, batch_id, (page - 1) * PER_PAGE, PER_PAGE)
+    states = readmodel.task_ends(client, ids)
+    out["batch"] = batch_row(info)
+    out["tasks"] = {
+        "page": page,
+        "pages": pages,
+        "rows": [{"id": i, "queue": keys.queue_from_task_id(i), "state": states.get(i) or "gone"} for i in ids],
+    }
+    return out
