@@ -278,8 +278,8 @@ class Heart:
     async def _side(self, r):
         """What a beat does besides beating, in a task of its own (one at a time), so that none of
         it holds the next beat up: note the workers reaped (and, every ``upkeep.GONE_CHECK_EVERY``,
-        those that died alone on their queues: one worker of all takes each turn), sample the queues' depth, take a step of
-        the queue sweep (``engine.sweep``: a thread's work when this worker holds its lease) and, through
+        those that died alone on their queues: one worker of all takes each turn), sample the
+        queues' depth, take a step of the queue sweep (``engine.sweep``: a thread's work when this worker holds its lease) and, through
         Sentinel with MIN_REPLICAS_ACK, ask the Sentinels where the master is. (After a SENTINEL
         FAILOVER the old master keeps serving, and taking this worker's heartbeats, until it is
         demoted, up to 10 s later, while producers, refused there for want of replicas, move to
