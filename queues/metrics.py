@@ -50,6 +50,7 @@ from .api.errors import Unauthorized
 from .conf import get_connection
 from .dashboard import access
 from .engine import readmodel
+from .engine import schedules as engine_schedules
 
 VIEW_PERMISSION = "view_dashboard"
 #: Queues whose own series a scrape gives at most: each has about 17, and Prometheus stores every
@@ -119,7 +120,7 @@ class WorqrCollector:
             f"Queues whose own series are given here (at most {METRICS_QUEUES}: served ones first, then by name).",
             value=len(names),
         )
-        yield from schedule_metrics(readmodel.schedules(self.client))
+        yield from schedule_metrics(engine_schedules.all(self.client))
         yield from outbox_metrics(outbox.summary())
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from queues import Queue
 from queues.dashboard import feeds, live, sections
-from queues.engine import commands, keys, readmodel
+from queues.engine import commands, keys, upkeep
 from tests.browser import DaphneServer
 from tests.test_dashboard_sockets import forced_cookie, open_socket, staff
 
@@ -99,7 +99,7 @@ def worst_workers(client, queues):
     client.set(keys.heartbeat_key(WORKER), json.dumps(dict(info, queues=[QUEUE, *queues])), px=600000)
     client.sadd(keys.WORKER_REGISTRY, WORKER)
     for i in range(100):
-        readmodel.remember_gone(client, {"name": f"g{i:03d}".ljust(200, "g"), "how": "stopped", "queues": queues})
+        upkeep.remember_gone(client, {"name": f"g{i:03d}".ljust(200, "g"), "how": "stopped", "queues": queues})
 
 
 def first_update(client, view, arg=None):

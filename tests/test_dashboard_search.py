@@ -10,7 +10,7 @@ from django.test import Client
 from django.urls import reverse
 
 from queues import Queue
-from queues.engine import readmodel
+from queues.engine import readmodel, upkeep
 from queues.models import AuditLog
 from tests.conftest import wait_for
 from tests.test_dashboard_views import ACTIONS, make_user
@@ -143,7 +143,7 @@ def test_worker_page_shows_its_tasks_progress_and_the_gone(client, web, operator
     assert "step 1 of 2" in task_page and 'id="wq-task-progress"' in task_page
     client.rpush(f"test:gate:{tid}", 1)
     w.kill()
-    readmodel.remember_gone(client, {"name": "w-old", "how": "stopped", "host": "h", "queues": ["prog"]})
+    upkeep.remember_gone(client, {"name": "w-old", "how": "stopped", "host": "h", "queues": ["prog"]})
     listing = web.get(reverse("queues:workers")).content.decode()
     assert 'data-gone="w-old"' in listing
     assert "stopped" in web.get(reverse("queues:worker", args=["w-old"])).content.decode()

@@ -6,7 +6,7 @@ from django.test import Client
 from django.urls import reverse
 
 from queues import Queue
-from queues.engine import commands, keys, readmodel
+from queues.engine import commands, keys, readmodel, upkeep
 from tests.engine_calls import take
 from tests.test_dashboard_views import make_user
 
@@ -33,16 +33,16 @@ def test_counters_per_minute_and_per_hour(client):
 def test_depth_is_sampled_once_a_minute_and_capped(client):
     """The first sample of a minute wins; samples a day (a week) old are dropped."""
     Queue("h2").enqueue_many(["a", "b"])
-    readmodel.sample_depth(client, "h2")
+    upkeep.sample_depth(client, "h2")
     Queue("h2").enqueue("c")
-    readmodel.sample_depth(client, "h2")  # same minute: not recorded again
+    upkeep.sample_depth(client, "h2")  # same minute: not recorded again
     h = readmodel.history(client, "h2", "1h")
     assert h["depth"][-1] == 2
     key = keys.queue_key("h2", "depth")
     client.hset(key, mapping={f"m{i}": 1 for i in range(2000)})  # left behind by a gap
     now = readmodel.server_ms(client)
-    readmodel.sweep_depth(client, "h2", now // 60000, now // 3600000)
-    assert client.hlen(key) <= readmodel.DEPTH_MINUTES + readmodel.DEPTH_HOURS
+    upkeep.sweep_depth(client, "h2", now // 60000, now // 3600000)
+    assert client.hlen(key) <= upkeep.DEPTH_MINUTES + upkeep.DEPTH_HOURS
     Queue("h2").drop()
     assert not client.exists(key)
 
@@ -64,7 +64,7 @@ def test_duration_percentiles_from_the_histogram(client):
 def test_history_page_draws_svg_for_each_span(client):
     """The queue's history page shows throughput, failures, depth and percentiles as inline SVG."""
     _finish_one(client, "h4")
-    readmodel.sample_depth(client, "h4")
+    upkeep.sample_depth(client, "h4")
     web = Client()
     web.force_login(make_user("viewer", perms=["view_dashboard"]))
     for span in ("1h", "24h", "7d"):

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from queues import Queue
-from queues.engine import commands, keys, readmodel
+from queues.engine import commands, keys, readmodel, upkeep
 from queues.engine.codes import Code
 from queues.engine.errors import InvalidInput, InvalidTask
 from queues.engine.task import Task
@@ -194,8 +194,10 @@ def test_heartbeat_reports_rss_and_cpu_and_gone_workers_are_listed(client, conn,
     """The heartbeat carries RSS and CPU; a stopped worker and a killed one go on the gone list."""
     stopped = workers(["t1"], name="w-stop")
     killed = workers(["t2"], name="w-kill")
+    workers(["t3"], name="w-witness")  # a live worker notes the killed one (no read of the workers does)
     wait_registered(client, "w-stop", 30)
     wait_registered(client, "w-kill", 30)
+    wait_registered(client, "w-witness", 30)
     info = wait_for(lambda: readmodel.worker(client, "w-stop"), message="the heartbeat")
     assert info["rss_mb"] > 5 and info["cpu"] >= 0
     stopped.signal(signal.SIGTERM)
@@ -203,20 +205,63 @@ def test_heartbeat_reports_rss_and_cpu_and_gone_workers_are_listed(client, conn,
     killed.kill()
 
     def both_gone():
-        readmodel.workers(client)  # the dashboard's read notices a dead worker (its key expired)
         gone = {g["name"]: g for g in readmodel.gone_workers(client)}
         return gone if {"w-stop", "w-kill"} <= set(gone) else None
 
-    gone = wait_for(both_gone, 20, message="both workers on the gone list")
+    gone = wait_for(both_gone, 30, message="both workers on the gone list")
     assert gone["w-stop"]["how"] == "stopped" and gone["w-stop"]["queues"] == ["t1"]
     assert gone["w-kill"]["how"] == "reaped"
     assert gone["w-stop"]["at"] is not None
 
 
+def test_a_worker_dead_alone_on_its_queue_is_recorded_once_by_the_workers_with_no_read(client, workers):
+    """A worker killed alone on its queue is recorded as reaped once, by two live workers, with no read of the workers."""
+    for name in ("w-see1", "w-see2"):
+        workers(["t4"], name=name)  # no beat of theirs reaps w-alone: it serves another queue
+    victim = workers(["t5"], name="w-alone")
+    for name in ("w-see1", "w-see2", "w-alone"):
+        wait_registered(client, name, 30)
+    victim.kill()
+
+    def recorded():
+        return [g for g in readmodel.gone_workers(client) if g["name"] == "w-alone"]
+
+    wait_for(recorded, 30, message="w-alone on the gone list")
+    turns, last = 0, client.pttl(keys.GONE_CHECK)
+    deadline = time.monotonic() + 60
+    while turns < 2 and time.monotonic() < deadline:  # two more turns of the workers' check
+        time.sleep(0.02)
+        now = client.pttl(keys.GONE_CHECK)
+        turns, last = turns + (now > last), now
+    assert turns == 2, "the workers' check for dead workers stopped taking turns"
+    assert [(g["name"], g["how"]) for g in recorded()] == [("w-alone", "reaped")]
+    assert not client.sismember(keys.WORKER_REGISTRY, "w-alone")
+    assert {g["name"] for g in readmodel.gone_workers(client)} == {"w-alone"}  # the live ones: not gone
+
+
+def test_reading_the_workers_writes_nothing_and_the_check_records_a_dead_one_once(client):
+    """A read leaves a dead worker registered; the workers' check records it as reaped, once, and one caller per turn."""
+    client.sadd(keys.WORKER_REGISTRY, "w-dead", "w-live")
+    client.set(keys.heartbeat_key("w-live"), json.dumps({"queues": ["t6"], "ttl_ms": 60000}), px=60000)
+    assert [w["name"] for w in readmodel.workers(client)] == ["w-live"]
+    assert readmodel.worker(client, "w-dead") is None
+    assert client.smembers(keys.WORKER_REGISTRY) == {b"w-dead", b"w-live"}
+    assert readmodel.gone_workers(client) == [] and client.llen(keys.GONE_WORKERS) == 0
+    assert readmodel.without_heartbeat(client) == ["w-dead"]
+    assert upkeep.note_gone_workers_due(client, every=60) == ["w-dead"]
+    client.sadd(keys.WORKER_REGISTRY, "w-dead2")
+    assert upkeep.note_gone_workers_due(client, every=60) == []  # the turn is taken for 60 s
+    assert upkeep.note_gone_workers(client) == ["w-dead2"]
+    assert upkeep.note_gone_workers(client) == []
+    gone = readmodel.gone_workers(client)
+    assert [(g["name"], g["how"]) for g in gone] == [("w-dead2", "reaped"), ("w-dead", "reaped")]
+    assert client.smembers(keys.WORKER_REGISTRY) == {b"w-live"}
+
+
 def test_the_gone_list_is_capped(client):
     """Only the last 100 gone workers are kept, newest first."""
     for i in range(keys.GONE_WORKERS_MAX + 5):
-        readmodel.remember_gone(client, {"name": f"w{i}", "how": "stopped"})
+        upkeep.remember_gone(client, {"name": f"w{i}", "how": "stopped"})
     gone = readmodel.gone_workers(client)
     assert len(gone) == keys.GONE_WORKERS_MAX and gone[0]["name"] == f"w{keys.GONE_WORKERS_MAX + 4}"
 

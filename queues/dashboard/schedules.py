@@ -4,7 +4,7 @@ live feed and nothing else."""
 
 from cron_descriptor import CasingTypeEnum, Options, get_description
 
-from ..engine import readmodel, ticks
+from ..engine import readmodel, schedules, ticks
 from .bounds import paged, preview
 from .queries import epoch_ms, fmt
 
@@ -66,7 +66,7 @@ def row(schedule, outcome):
 
 def snapshot(client, page=1):
     """The Schedules page: {view, now_ms, schedules: one page of rows (``bounds.paged``)}."""
-    listed = paged(readmodel.schedules(client), page)
+    listed = paged(schedules.all(client), page)
     found = listed["rows"]
     states = readmodel.task_states(client, [s.last_task_id for s in found if s.last_task_id])
     listed["rows"] = [row(s, OUTCOMES.get(states.get(s.last_task_id), "unknown")) for s in found]

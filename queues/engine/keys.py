@@ -22,7 +22,7 @@ Queue keys (``QUEUE_KINDS``; the type is in brackets):
                          per-hour ones ``C<hour>`` / ``F<hour>`` for the last 7 days
 - ``depth``      [hash]  the queue's depth (tasks waiting to run) sampled once a minute by a
                          worker's heartbeat: ``m<minute>`` for 24 h, ``h<hour>`` for 7 days
-                         (written from Python only, by ``readmodel.sample_depth``)
+                         (written from Python only, by ``upkeep.sample_depth``)
 - ``meta``       [hash]  queue settings (``paused``, ``created``, workers' timings) and the
                          heartbeat's clock: ``hb`` the queue's last beat, ``hg`` until when no
                          deadline is judged after a gap in its beats (ms; heartbeat.lua)
@@ -131,7 +131,8 @@ Channels: ``worqr:{<queue>}:events`` (every transition, for dashboards) and
 Global keys: ``worqr:queues`` (known queues), ``worqr:workers`` (the worker registry),
 ``worqr:heartbeat:<worker>``, ``worqr:schedules`` (schedule name -> queue),
 ``worqr:schedule-queues`` (the queues that have had schedules), ``worqr:workers:gone`` (the
-last ``GONE_WORKERS_MAX`` workers that stopped or were found dead, newest first), the
+last ``GONE_WORKERS_MAX`` workers that stopped or were found dead, newest first),
+``worqr:workers:gone-check`` (the turn of the check for dead workers, with an expiry), the
 workers' queue sweep's (``sweep.py``): ``worqr:summary`` (its sums over every queue, JSON),
 ``worqr:queues-idle`` (a hash: queue -> when it was found empty and its ``enqueued`` counter
 then) and ``worqr:sweeper`` (the sweeping worker's name, a lease with an expiry), and the
@@ -243,6 +244,9 @@ SCHEDULE_QUEUES = f"{PREFIX}:schedule-queues"
 #: The last GONE_WORKERS_MAX workers gone (a list of JSON objects, newest first; only ever read
 #: and written from Python): ``{"name", "how": "stopped" | "reaped", "at": ms, ...}``.
 GONE_WORKERS = f"{PREFIX}:workers:gone"
+#: The turn of the check for workers that died (``upkeep.note_gone_workers_due``): set, with an
+#: expiry, by the worker that takes it.
+GONE_CHECK = f"{PREFIX}:workers:gone-check"
 #: A bulk action's progress (a hash; ``bulk_job_key``), kept a day after it ends.
 BULK_PREFIX = f"{PREFIX}:bulk:"
 #: Channel telling workers' schedulers that schedules changed (synced, paused, resumed).

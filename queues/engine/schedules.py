@@ -182,14 +182,22 @@ def notify(client):
 # -- reading -----------------------------------------------------------------------------------
 
 
+def _read(client, pairs):
+    """The schedules of ``pairs`` ((name, queue)) that Redis has, in one round trip."""
+    found = (Schedule.from_hash(*entry) for entry in readmodel.schedule_hashes(client, pairs))
+    return [s for s in found if s is not None]
+
+
 def all(client):  # noqa: A001  (the interface's name: schedules.all())
-    """Every schedule, sorted by name."""
-    return readmodel.schedules(client)
+    """Every schedule, sorted by name, in two round trips."""
+    return _read(client, sorted(readmodel.schedule_index(client).items()))
 
 
 def get(client, name):
     """The schedule called ``name``, or None."""
-    return readmodel.schedule(client, name)
+    queue = readmodel.schedule_queue(client, name)
+    found = _read(client, [(name, queue)]) if queue is not None else []
+    return found[0] if found else None
 
 
 def _find(client, name):

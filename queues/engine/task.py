@@ -40,7 +40,7 @@ them to Redis in small batches (``worker.progress``); the log is a ring of the l
 
 Enqueue writes a pending task without ``s`` (12 bytes less per task, which keeps a 100-byte
 payload's hash in a smaller allocation): a hash with ``c`` (always written) and no ``s`` is
-pending (``state_of`` in ``lua/includes/base.lua``, ``readmodel._state``, ``from_hash``).
+pending (``state_of`` in ``lua/includes/base.lua``, ``readmodel._tasks.state_of``, ``from_hash``).
 
 States: pending, delayed, waiting (for a lock), blocked (waiting for parents, ``after=``),
 active, failed, completed (only while a kept result lasts). Finished tasks are otherwise deleted.

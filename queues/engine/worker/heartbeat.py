@@ -26,7 +26,7 @@ import time
 
 import redis
 
-from .. import commands, faults, keys, readmodel, scripts
+from .. import commands, faults, keys, scripts, upkeep
 from ..backoff import Backoff, wait_event
 from ..codes import Code
 from ..connection import NETWORK_ERRORS, raise_if_cancelling
@@ -55,6 +55,7 @@ class Heart:
         self.sampled_at = 0.0  # when the queues' depth was last sampled (monotonic)
         self.side = None  # the beats' side work under way (``_side``), an asyncio task
         self.reaped_seen = False  # workers were reaped: the gone ones are to be noted
+        self.gone_checked_at = 0.0  # when the registry was last checked for dead workers (monotonic)
         self.sweep = Sweep(worker.name, worker.config)  # the queue sweep (one worker at a time)
         self.wake = asyncio.Event()  # beat now (``beat_soon``)
         self.asked = False  # a beat was asked for: tell the worker when one got through
@@ -276,8 +277,9 @@ class Heart:
 
     async def _side(self, r):
         """What a beat does besides beating, in a task of its own (one at a time), so that none of
-        it holds the next beat up: note the workers reaped, sample the queues' depth, take a step of
-        the queue sweep (``engine.sweep``: a thread's work when this worker holds its lease) and, through
+        it holds the next beat up: note the workers reaped (and, every ``upkeep.GONE_CHECK_EVERY``,
+        those that died alone on their queues: one worker of all takes each turn), sample the
+        queues' depth, take a step of the queue sweep (``engine.sweep``: a thread's work when this worker holds its lease) and, through
         Sentinel with MIN_REPLICAS_ACK, ask the Sentinels where the master is. (After a SENTINEL
         FAILOVER the old master keeps serving, and taking this worker's heartbeats, until it is
         demoted, up to 10 s later, while producers, refused there for want of replicas, move to
@@ -291,6 +293,9 @@ class Heart:
                 except BaseException:
                     self.reaped_seen = True  # noted at the next beat's side work
                     raise
+            elif time.monotonic() - self.gone_checked_at >= upkeep.GONE_CHECK_EVERY:
+                self.gone_checked_at = time.monotonic()
+                await asyncio.to_thread(upkeep.note_gone_workers_due, self.w.connection.client)
             if time.monotonic() - self.sampled_at >= DEPTH_EVERY:
                 self.sampled_at = time.monotonic()
                 await self.sample_depth()
@@ -304,43 +309,35 @@ class Heart:
         except Exception:
             log.exception("worqr: heartbeat's side work failed")
 
-    async def remember_gone(self, entry):
-        """Add ``entry`` to the list of gone workers (``keys.GONE_WORKERS``), at Redis's time."""
+    async def leave(self, entry):
+        """Take this worker off the registry and add ``entry`` to the list of gone workers, at
+        Redis's time, in one send (``upkeep.leave_writes``), while its heartbeat key still lives:
+        the check for dead workers never takes it for one, so it is recorded once, as stopped."""
         r = self.w.redis
         seconds, micros = await r.time()
-        entry = dict(entry, at=int(seconds) * 1000 + int(micros) // 1000)
         async with r.pipeline(transaction=False) as p:
-            p.lpush(keys.GONE_WORKERS, json.dumps(entry))
-            p.ltrim(keys.GONE_WORKERS, 0, keys.GONE_WORKERS_MAX - 1)
+            upkeep.leave_writes(p, entry, int(seconds) * 1000 + int(micros) // 1000)
             await p.execute()
 
     async def sample_depth(self):
         """Record each served queue's depth for the dashboard's history (the first sample of a
-        minute wins, whichever worker takes it; ``readmodel.depth_writes``)."""
+        minute wins, whichever worker takes it; ``upkeep.depth_writes``)."""
         r = self.w.redis
         seconds, micros = await r.time()
         now_ms = int(seconds) * 1000 + int(micros) // 1000
         for q in self.w.queues:
             counts = (await commands.counts(q).arun(r)).counts
-            minute, hour, depth = readmodel.depth_sample(counts, now_ms)
+            minute, hour, depth = upkeep.depth_sample(counts, now_ms)
             async with r.pipeline(transaction=False) as p:
-                readmodel.depth_writes(p, q, minute, hour, depth)
+                upkeep.depth_writes(p, q, minute, hour, depth)
                 size = (await p.execute())[-1]
-            if size > readmodel.DEPTH_MINUTES + readmodel.DEPTH_HOURS + 8:
-                await asyncio.to_thread(readmodel.sweep_depth, self.w.connection.client, q, minute, hour)
+            if size > upkeep.DEPTH_MINUTES + upkeep.DEPTH_HOURS + 8:
+                await asyncio.to_thread(upkeep.sweep_depth, self.w.connection.client, q, minute, hour)
 
     async def note_reaped(self):
         """Workers were reaped: those of the registry whose heartbeat key is gone are remembered
-        as gone (once: only the caller whose SREM removes the name records it)."""
-        r = self.w.redis
-        names = [n.decode() for n in await r.smembers(keys.WORKER_REGISTRY)]
-        async with r.pipeline(transaction=False) as p:
-            for n in names:
-                p.exists(keys.heartbeat_key(n))
-            alive = await p.execute()
-        for name, exists in zip(names, alive):
-            if not exists and await r.srem(keys.WORKER_REGISTRY, name):
-                await self.remember_gone({"name": name, "how": "reaped"})
+        as gone (once: ``upkeep.note_gone_workers``)."""
+        await asyncio.to_thread(upkeep.note_gone_workers, self.w.connection.client)
 
     async def _reregister(self):
         try:

@@ -52,8 +52,7 @@ async def shutdown(w):
     try:
         for q in w.queues:
             await commands.unregister(q, w.name, "worker_left").arun(w.redis)
+        await w.heart.leave(w.heart.gone_entry("stopped"))  # before its heartbeat key goes (``Heart.leave``)
         await w.redis.delete(keys.heartbeat_key(w.name))
-        await w.redis.srem(keys.WORKER_REGISTRY, w.name)
-        await w.heart.remember_gone(w.heart.gone_entry("stopped"))
     except NETWORK_ERRORS as exc:
         log.error("worqr: could not deregister (%s); the reaper will recover our tasks", exc)

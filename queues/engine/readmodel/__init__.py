@@ -1,0 +1,139 @@
+"""The read model: every read of Redis that dashboards, commands, metrics and the HTTP API
+show, and the only place besides the scripts and the workers' upkeep that knows the keys' layout
+and the task hash's field names. It only reads (``tests/test_shape.py`` checks that no module of
+this package sends a write command): the writes that keep what it shows tidy, the gone workers'
+record and the depth history, are the workers' (``engine.upkeep``). Never unbounded scans: every
+list is read a page at a time and every count is a length or a counter kept by Redis; a search
+looks at a bounded number of entries per call and returns a cursor to go on. A queue's counts are
+read by one script (``counts``), so they are consistent.
+
+By subject, each in its module, all used as ``readmodel.<name>``:
+
+- queues (``_queues``): ``known_queues``, ``queue_exists``, ``is_paused``, ``queue_counts``,
+  ``counts_of``, ``overview``, ``summary``, ``queue_page``, ``pending``, ``delayed``,
+  ``blocked``, ``failed``, ``active``, ``failed_ids``, ``failures``, ``failures_signature``,
+  ``locks``, ``in_flight``;
+- tasks (``_tasks``): ``task``, ``task_states``, ``task_log``, ``tagged``, ``tagged_count``,
+  ``bulk_job``;
+- workers (``_workers``): ``workers``, ``worker``, ``workers_active``, ``worker_tasks``,
+  ``gone_workers``, ``without_heartbeat``;
+- workflows (``_workflows``): ``links``, ``links_many``, ``parents``, ``task_ends``,
+  ``outbox``, ``batch``, ``batch_tasks``, ``batch_live``, ``batches``, ``batches_due``;
+- limits (``_limits``): ``limits``, ``limited_queues``;
+- schedules (``_schedules``): ``schedule_index``, ``schedule_queue``, ``schedule_hashes``;
+- search: the language, parsed (``_search_syntax``: ``parse_search``, ``Search``,
+  ``SearchError``), and searches run (``_search``: ``search``, ``search_total``,
+  ``SearchPage``);
+- history (``_history``): ``throughput``, ``history``, ``durations``,
+  ``duration_percentiles``;
+- the server (``_common``): ``server_ms``, ``subscriber_connections``.
+"""
+
+from ._common import server_ms, subscriber_connections
+from ._history import HISTORY_SPANS, duration_percentiles, durations, history, throughput
+from ._limits import PARKED_COUNTED, limited_queues, limits
+from ._queues import (
+    PARTITIONS_SHOWN,
+    active,
+    blocked,
+    counts_of,
+    delayed,
+    failed,
+    failed_ids,
+    failures,
+    failures_signature,
+    in_flight,
+    is_paused,
+    known_queues,
+    locks,
+    overview,
+    pending,
+    queue_counts,
+    queue_exists,
+    queue_page,
+    summary,
+)
+from ._schedules import schedule_hashes, schedule_index, schedule_queue
+from ._search import PROBED, TOTAL_QUEUES, SearchPage, search, search_total
+from ._search_syntax import SEARCH_QUALIFIERS, SEARCH_STATES, Search, SearchError, parse_search
+from ._tasks import bulk_job, tagged, tagged_count, task, task_log, task_states
+from ._workers import gone_workers, without_heartbeat, worker, worker_tasks, workers, workers_active
+from ._workflows import (
+    batch,
+    batch_live,
+    batch_tasks,
+    batches,
+    batches_due,
+    links,
+    links_many,
+    outbox,
+    parents,
+    task_ends,
+)
+
+__all__ = [
+    "HISTORY_SPANS",
+    "PARKED_COUNTED",
+    "PARTITIONS_SHOWN",
+    "PROBED",
+    "SEARCH_QUALIFIERS",
+    "SEARCH_STATES",
+    "TOTAL_QUEUES",
+    "Search",
+    "SearchError",
+    "SearchPage",
+    "active",
+    "batch",
+    "batch_live",
+    "batch_tasks",
+    "batches",
+    "batches_due",
+    "blocked",
+    "bulk_job",
+    "counts_of",
+    "delayed",
+    "duration_percentiles",
+    "durations",
+    "failed",
+    "failed_ids",
+    "failures",
+    "failures_signature",
+    "gone_workers",
+    "history",
+    "in_flight",
+    "is_paused",
+    "known_queues",
+    "limited_queues",
+    "limits",
+    "links",
+    "links_many",
+    "locks",
+    "outbox",
+    "overview",
+    "parents",
+    "parse_search",
+    "pending",
+    "queue_counts",
+    "queue_exists",
+    "queue_page",
+    "schedule_hashes",
+    "schedule_index",
+    "schedule_queue",
+    "search",
+    "search_total",
+    "server_ms",
+    "subscriber_connections",
+    "summary",
+    "tagged",
+    "tagged_count",
+    "task",
+    "task_ends",
+    "task_log",
+    "task_states",
+    "throughput",
+    "without_heartbeat",
+    "worker",
+    "worker_tasks",
+    "workers",
+    "workers_active",
+]

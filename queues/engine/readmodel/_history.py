@@ -1,0 +1,119 @@
+"""Reads of what happened over time: throughput per minute (summed over queues), a queue's
+history over an hour, a day or a week (throughput, failures and the depth samples the workers'
+upkeep takes: ``engine.upkeep``), and run durations (the histograms, and percentiles from them)."""
+
+from .. import durations as _durations
+from .. import keys
+from ._common import server_ms
+
+
+def throughput(client, queues, minutes=60, now_ms=None):
+    """Completed and failed attempts per minute over the last ``minutes``, summed over
+    ``queues``, in one round trip: {start_ms, completed: [...], failed: [...]} (oldest first)."""
+    now_ms = server_ms(client) if now_ms is None else now_ms
+    m_now = now_ms // 60000
+    span = range(m_now - minutes + 1, m_now + 1)
+    fields = [f"{kind}{m}" for m in span for kind in ("c", "f")]
+    p = client.pipeline(transaction=False)
+    for q in queues:
+        p.hmget(keys.queue_key(q, "throughput"), fields)
+    completed, failed = [0] * minutes, [0] * minutes
+    for values in p.execute():
+        for i in range(minutes):
+            completed[i] += int(values[2 * i] or 0)
+            failed[i] += int(values[2 * i + 1] or 0)
+    return {"start_ms": span[0] * 60000, "completed": completed, "failed": failed}
+
+
+def durations(client, queues):
+    """{queue: (cumulative [(bound text, count)] ending with '+Inf', sum of seconds)} for the
+    queues that have recorded runs."""
+    p = client.pipeline(transaction=False)
+    for queue in queues:
+        p.hgetall(keys.queue_key(queue, "durations"))
+    out = {}
+    for queue, h in zip(queues, p.execute(), strict=True):
+        if not h:
+            continue
+        total, buckets = 0, []
+        for bound in (*_durations.BUCKETS, None):
+            text = _durations.bound_text(bound)
+            total += int(h.get(f"le:{text}".encode(), 0))
+            buckets.append((text, total))
+        out[queue] = (buckets, float(h.get(b"sum", 0)))
+    return out
+
+
+#: The spans a history shows: (bucket minutes, buckets).
+HISTORY_SPANS = {"1h": (1, 60), "24h": (15, 96), "7d": (60, 168)}
+
+
+def history(client, queue, span="1h", now_ms=None):
+    """Throughput, failures and depth of ``queue`` over ``span`` ("1h", "24h" or "7d"), oldest
+    first: {span, bucket_minutes, start_ms, completed: [...], failed: [...], depth: [... or None]}.
+    1 h and 24 h read the per-minute counters (24 h summed by quarter hours), 7 d the hourly
+    ones; depth is the sample at each bucket's start (None where none was taken)."""
+    if span not in HISTORY_SPANS:
+        raise ValueError(f"span must be one of {', '.join(HISTORY_SPANS)}, not {span!r}")
+    width, n = HISTORY_SPANS[span]
+    now_ms = server_ms(client) if now_ms is None else now_ms
+    tkey, dkey = keys.queue_key(queue, "throughput"), keys.queue_key(queue, "depth")
+    if span == "7d":
+        h_now = now_ms // 3600000
+        hours = list(range(h_now - n + 1, h_now + 1))
+        p = client.pipeline(transaction=False)
+        p.hmget(tkey, [f"{k}{h}" for h in hours for k in ("C", "F")])
+        p.hmget(dkey, [f"h{h}" for h in hours])
+        counters, depth = p.execute()
+        completed = [int(counters[2 * i] or 0) for i in range(n)]
+        failed = [int(counters[2 * i + 1] or 0) for i in range(n)]
+        start_ms = hours[0] * 3600000
+    else:
+        m_now = now_ms // 60000
+        first = (m_now // width) * width - (n - 1) * width
+        minutes = list(range(first, first + n * width))
+        p = client.pipeline(transaction=False)
+        p.hmget(tkey, [f"{k}{m}" for m in minutes for k in ("c", "f")])
+        p.hmget(dkey, [f"m{m}" for m in minutes[::width]])
+        counters, depth = p.execute()
+        completed = [sum(int(counters[2 * j] or 0) for j in range(i * width, (i + 1) * width)) for i in range(n)]
+        failed = [sum(int(counters[2 * j + 1] or 0) for j in range(i * width, (i + 1) * width)) for i in range(n)]
+        start_ms = first * 60000
+    return {
+        "span": span,
+        "bucket_minutes": width,
+        "start_ms": start_ms,
+        "completed": completed,
+        "failed": failed,
+        "depth": [None if d is None else int(d) for d in depth],
+    }
+
+
+def duration_percentiles(client, queue, quantiles=(0.5, 0.9, 0.99)):
+    """Run-duration percentiles of ``queue`` (seconds), estimated from the histogram the scripts
+    keep (linear within a bucket; the open last bucket gives its lower bound): {count, mean,
+    p50, p90, p99}, or None before the first run."""
+    found = durations(client, [queue]).get(queue)
+    if not found:
+        return None
+    buckets, total_s = found
+    count = buckets[-1][1]
+    if not count:
+        return None
+    out = {"count": count, "mean": total_s / count}
+    bounds = [0.0, *(_durations.BUCKETS)]
+    for q in quantiles:
+        rank, previous = q * count, 0
+        for i, (_, cumulative) in enumerate(buckets):
+            if cumulative >= rank:
+                low = bounds[i] if i < len(bounds) else bounds[-1]
+                if i >= len(_durations.BUCKETS):  # past the last bound: its lower bound
+                    value = low
+                else:
+                    high = _durations.BUCKETS[i]
+                    inside = cumulative - previous
+                    value = low + (high - low) * ((rank - previous) / inside if inside else 1)
+                out[f"p{round(q * 100):g}"] = value
+                break
+            previous = cumulative
+    return out

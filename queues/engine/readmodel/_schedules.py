@@ -1,0 +1,27 @@
+"""Reads of schedules (periodic tasks): the global index (name -> queue), and each schedule's
+hash and next run as Redis has them; ``engine.schedules`` makes its ``Schedule`` records of them."""
+
+from .. import keys
+from ._common import decode
+
+
+def schedule_index(client):
+    """{schedule name: queue} of every schedule (the global index ``keys.SCHEDULES``)."""
+    return {decode(k): decode(v) for k, v in client.hgetall(keys.SCHEDULES).items()}
+
+
+def schedule_queue(client, name):
+    """The queue of the schedule called ``name`` (by the global index), or None."""
+    return decode(client.hget(keys.SCHEDULES, name))
+
+
+def schedule_hashes(client, pairs):
+    """[(name, queue, hash, next run)] of each (name, queue) of ``pairs``, in one round trip: the
+    schedule's hash (its HGETALL reply, empty if it has none) and its score in the queue's
+    ``schedules`` zset (None if it is not listed there)."""
+    p = client.pipeline(transaction=False)
+    for name, queue in pairs:
+        p.hgetall(keys.schedule_key(queue, name))
+        p.zscore(keys.queue_key(queue, "schedules"), name)
+    replies = p.execute() if pairs else []
+    return [(name, queue, replies[2 * i], replies[2 * i + 1]) for i, (name, queue) in enumerate(pairs)]
