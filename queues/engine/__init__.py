@@ -8,6 +8,7 @@ from .config import Config
 from .connection import Connection, configure, get_default
 from .errors import (
     ConfigurationError,
+    InvalidCheckpoint,
     InvalidInput,
     InvalidQueueName,
     InvalidState,
@@ -46,6 +47,7 @@ __all__ = [
     "InvalidQueueName",
     "InvalidTask",
     "PayloadTooLarge",
+    "InvalidCheckpoint",
     "TaskNotFound",
     "InvalidState",
     "StaleLease",

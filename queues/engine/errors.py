@@ -7,7 +7,8 @@ WorqrError
 │   ├── InvalidQueueName
 │   ├── InvalidWorkerName
 │   ├── InvalidTask           bad payload or option (size, delay, retries, timeout, lock...)
-│   └── PayloadTooLarge
+│   ├── PayloadTooLarge
+│   └── InvalidCheckpoint     a generator handler yielded a value that is not JSON or over 64 KB
 ├── TaskNotFound (LookupError)
 ├── ScheduleNotFound (LookupError)
 ├── InvalidState              the task exists but is not in a state that allows the action
@@ -55,6 +56,10 @@ class InvalidWorkerName(InvalidInput):
 
 class InvalidTask(InvalidInput):
     pass
+
+
+class InvalidCheckpoint(InvalidInput):
+    """A generator handler yielded a checkpoint that can't be saved (a failed attempt)."""
 
 
 class PayloadTooLarge(InvalidTask):

@@ -12,6 +12,8 @@ _handlers = {}
 
 #: Where a sync handler runs: on one of the worker's threads, or in a pre-forked process of its own.
 ISOLATIONS = ("thread", "process")
+#: A generator handler's ``checkpoint_every`` when not given (seconds).
+DEFAULT_CHECKPOINT_EVERY = 1.0
 
 
 @dataclass(frozen=True)
@@ -26,6 +28,14 @@ class HandlerSpec:
     keep_result: bool = False
     isolation: str | None = None  # "thread" or "process"; None: the worker's default (--isolation)
     limits: Limits = NO_LIMITS  # concurrency, rate, partition (README "Limits")
+    #: A generator handler's checkpoints: at most one write per this many seconds (None: not a
+    #: generator function, no checkpoints; ``worker/checkpoints.py``).
+    checkpoint_every: float | None = None
+
+    @property
+    def checkpointed(self):
+        """Whether it is a generator handler (sync or async) whose yields are checkpoints."""
+        return self.checkpoint_every is not None
 
 
 def handler(
@@ -42,13 +52,16 @@ def handler(
     partition=None,
     partition_concurrency=None,
     partition_rate=None,
+    checkpoint_every=None,
 ):
     """Register the decorated function (sync or ``async def``) as the handler of ``queue``.
 
     Limits, for every worker together: ``concurrency`` (active tasks at once), ``rate`` (starts in
     any window: ``(100, 60)`` or ``"100/m"``, ``"10/s"``, ``"500/h"``); ``partition`` (a function of
     the task giving its key, run at enqueue) with ``partition_concurrency`` / ``partition_rate``
-    per key. A bad option raises ConfigurationError naming the queue and the option."""
+    per key. A generator function (or async generator) yields checkpoints, saved at most once
+    per ``checkpoint_every`` seconds (default 1). A bad option raises ConfigurationError naming
+    the queue and the option."""
     keys.check_queue_name(queue)
     limits = check_limits(queue, concurrency, rate, partition, partition_concurrency, partition_rate)
     if retries is not None and (isinstance(retries, bool) or not isinstance(retries, int) or retries < 0):
@@ -62,8 +75,21 @@ def handler(
     if isolation is not None and isolation not in ISOLATIONS:
         raise ConfigurationError(f'handler {queue!r}: isolation must be "thread" or "process", not {isolation!r}')
 
+    every = DEFAULT_CHECKPOINT_EVERY if checkpoint_every is None else checkpoint_every
+    if isinstance(every, bool) or not isinstance(every, (int, float)) or not every >= 0:
+        raise ConfigurationError(f"handler {queue!r}: checkpoint_every must be a number of seconds >= 0")
+
     def register(func):
-        is_async = inspect.iscoroutinefunction(func)
+        is_generator = inspect.isgeneratorfunction(func) or inspect.isasyncgenfunction(func)
+        is_async = inspect.iscoroutinefunction(func) or inspect.isasyncgenfunction(func)
+        if checkpoint_every is not None and not is_generator:
+            raise ConfigurationError(
+                f"handler {queue!r}: checkpoint_every is for a generator handler (one that yields checkpoints)"
+            )
+        if is_generator and isolation == "process":
+            raise ConfigurationError(
+                f'handler {queue!r}: a generator handler (checkpoints) runs on a thread or the event loop, not with isolation="process"'
+            )
         if isolation == "process":
             if is_async:
                 raise ConfigurationError(
@@ -85,6 +111,7 @@ def handler(
             keep_result,
             isolation,
             limits,
+            float(every) if is_generator else None,
         )
         return func
 
@@ -125,10 +152,10 @@ def check_importable(spec):
 
 def with_isolation(spec, default):
     """``spec`` with its isolation decided: its own, else ``default`` for a sync handler (an async
-    one always runs on the event loop)."""
+    one always runs on the event loop, a generator one on a thread)."""
     if default not in ISOLATIONS:
         raise ConfigurationError(f'isolation must be "thread" or "process", not {default!r}')
-    if spec.is_async:
+    if spec.is_async or spec.checkpointed:
         return replace(spec, isolation="thread")
     return replace(spec, isolation=spec.isolation or default)
 

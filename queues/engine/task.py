@@ -19,6 +19,8 @@ tc    trace context: W3C traceparent (+ newline, tracestate)  tg    tags, one pe
 pg    progress: a fraction, 0 to 1                             pm    progress message
 np    parents not yet told (blocked)                       ob    'run': run even if a parent failed
 bt    batch it belongs to                                  bc    batch it is a callback of
+ck    checkpoint (JSON) of a generator handler             ckt   checkpoint saved at (ms)
+ckn   runs of a generator handler (each counted as it begins)
 ====  =======================================================  ====  ===========================
 
 A payload longer than 64 bytes and at most ``PAYLOAD_PIECES_MAX`` × ``PAYLOAD_PIECE`` (1,008)
@@ -35,6 +37,9 @@ A running handler reports with ``task.progress(0.4, "rendered 40 of 100 pages")`
 them to Redis in small batches (``worker.progress``); the log is a ring of the last 1,000 lines
 (``keys.TASK_LOG_MAX``), kept while the task lives and with a failed task.
 
+A generator handler's yields are its checkpoints (``worker/checkpoints.py``): the last one saved
+is ``task.checkpoint`` when its next run begins (None on the first), kept in ``ck`` with the task.
+
 ``tc`` is set at enqueue when OpenTelemetry is on and the enqueue's span has a valid context
 (``tracing``); it is delivered with the task, so its runs continue the enqueue's trace.
 
@@ -46,6 +51,7 @@ States: pending, delayed, waiting (for a lock), blocked (waiting for parents, ``
 active, failed, completed (only while a kept result lasts). Finished tasks are otherwise deleted.
 """
 
+import json
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -93,6 +99,16 @@ def _text(value):
 
 def _int(value, default=None):
     return default if value in (None, b"") else int(float(value))
+
+
+def _json(value):
+    """A checkpoint as saved (JSON text), or None."""
+    if value in (None, b""):
+        return None
+    try:
+        return json.loads(value)
+    except ValueError:  # never written so by the worker; shown as the text it is
+        return _text(value)
 
 
 def _float(value, default=None):
@@ -144,6 +160,11 @@ class Task:
     progress_message: str | None = None
     #: The batch the task belongs to, or is the callback of (``bt`` / ``bc``).
     batch_id: str | None = None
+    #: A generator handler's last saved checkpoint (None before the first), when it was saved,
+    #: and how many runs of it began (``worker/checkpoints.py``).
+    checkpoint: object = None
+    checkpoint_saved_at: datetime | None = None
+    runs: int = 0
     #: Set by the worker (from its event loop thread) when the task is cancelled or times out.
     _cancelled: bool = False
     #: Where ``progress`` and ``log`` go: set by the worker on the tasks it runs (None elsewhere).
@@ -190,6 +211,10 @@ class Task:
         cancelled or times out while it runs."""
         self._cancelled = True
 
+    def begin_run(self, checkpoint, runs):
+        """A generator handler's run begins from ``checkpoint`` (the worker's doing)."""
+        self.checkpoint, self.runs = checkpoint, runs
+
     def attach_sink(self, sink):
         """Send this task's ``progress`` and ``log`` to ``sink`` (its ``put``): the worker's doing
         on the tasks it runs (a handler process attaches its own)."""
@@ -235,6 +260,9 @@ class Task:
             progress_value=_float(g(b"pg")),
             progress_message=_text(g(b"pm")),
             batch_id=_text(g(b"bt") or g(b"bc")),
+            checkpoint=_json(g(b"ck")),
+            checkpoint_saved_at=ms_to_datetime(g(b"ckt")),
+            runs=_int(g(b"ckn"), 0),
         )
 
     @property
@@ -257,11 +285,12 @@ class Task:
         out = {"id": self.id, "queue": self.queue, "payload": payload, "state": self.state}
         for name in ("attempt", "retries", "timeout", "worker", "error", "lock", "callback"):
             out[name] = getattr(self, name)
-        for name in ("created_at", "started_at", "due_at", "failed_at", "finished_at"):
+        for name in ("created_at", "started_at", "due_at", "failed_at", "finished_at", "checkpoint_saved_at"):
             value = getattr(self, name)
             out[name] = value.isoformat() if value else None
         out["cancel_requested"] = self.cancel_requested
         out["tags"] = list(self.tags or [])
+        out["checkpoint"], out["runs"] = self.checkpoint, self.runs
         out["progress"] = (
             None
             if self.progress_value is None

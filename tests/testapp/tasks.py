@@ -425,3 +425,6 @@ async def fault_async(task):
 
 handler("sf", retries=0)(fault_sync)
 handler("sfa", retries=0)(fault_async)
+
+
+from tests.testapp import checkpoint_tasks  # noqa: E402, F401  (generator handlers: tests/test_checkpoints.py)

@@ -32,6 +32,7 @@ import traceback as tb_module
 from .. import tracing
 from ..errors import RetryLater
 from ..limits import StartedLate
+from . import checkpoints
 from .procpool import HandlerFailed
 
 log = logging.getLogger("worqr.worker")
@@ -57,6 +58,7 @@ class Delivery:
         "timer",
         "timing_out",
         "start_by",
+        "checkpoints",
     )
 
     def __init__(self, task, spec):
@@ -75,6 +77,7 @@ class Delivery:
         self.timer = None  # its timeout's timer
         self.timing_out = False  # its timeout fired: ``_time_out`` reports it and ends it
         self.start_by = None  # a rate-limited queue's: the time.monotonic() its handler must start by
+        self.checkpoints = None  # a generator handler's run (checkpoints.Run)
 
     @property
     def key(self):
@@ -209,6 +212,8 @@ async def _time_out(worker, d):
             d.reported = True
             if worker.progress.buffer:
                 await worker.progress.flush_task(d.task)
+            if d.checkpoints is not None:  # the last value it yielded, for the retry to resume from
+                await d.checkpoints.save()
             await worker.reporter.failure(d, f"TaskTimeout: ran longer than its timeout of {d.task.timeout:g} s", "")
         await _ended(d.handle)
     except Exception:
@@ -232,6 +237,9 @@ def _launch(worker, d):
     """Start ``d``'s handler (``d.handle``)."""
     task, func = d.task, d.spec.func
     task.attach_sink(worker.progress)  # task.progress() and task.log() (an isolated one's come up its socket)
+    if d.spec.checkpointed:  # a generator handler: its yields are checkpoints
+        d.checkpoints = checkpoints.Run(worker, d)
+        func = d.checkpoints.wrap(func)
     if worker.tracing:  # the run span; the handler runs with it as its current span
         d.span = tracing.start_run(task, worker.name)
         func = tracing.bind(d.span, func, d.is_async)
@@ -304,6 +312,8 @@ def _report_now(worker, d):
         exc = handle.exception()
         if isinstance(exc, asyncio.CancelledError) or (exc is None and d.task.cancelled):
             outcome, result = "cancelled", ""
+        elif exc is None and handle.result() is checkpoints.STOPPED:  # given back: ``_report``
+            return False
         elif exc is None:
             outcome, result = "completed", _result_of(d.spec, handle.result())
         else:
@@ -318,7 +328,9 @@ async def _report(worker, d):
         return
     d.reported = True
     exc = d.handle.exception()
-    if isinstance(exc, StartedLate):  # never run: back first in line, its start not counted
+    if exc is None:  # a generator handler stopped at a checkpoint (the worker stops)
+        await checkpoints.give_back(worker, d)
+    elif isinstance(exc, StartedLate):  # never run: back first in line, its start not counted
         await worker.reporter.give_back(d)
     elif isinstance(exc, RetryLater):
         await worker.reporter.failure(d, _describe(exc), "", retry_after=exc.seconds)

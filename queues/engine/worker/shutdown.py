@@ -1,7 +1,8 @@
 """Shutdown: how a worker that was told to stop (``Worker.request_stop``) leaves.
 
 1. Take no more work (the fetcher's loop has ended) and let running tasks finish for up to the
-   worker's ``grace`` seconds (a second stop signal sets it to 0: they are given back at once).
+   worker's ``grace`` seconds (a second stop signal sets it to 0: they are given back at once);
+   generator handlers stop at their next yield, save their checkpoint and are given back then.
 2. Stop the handlers still running (an async one is cancelled, an isolated one's process
    killed; a sync thread cannot be stopped: its task's lock stays held until it returns).
 3. Give those tasks back to the front of their queues, in the order they started (one ``stop``
@@ -45,6 +46,9 @@ async def shutdown(w):
         d.keep_lock = d.still_running()
         by_queue[d.task.queue].append((d.task.id, d.task.lease, d.keep_lock))
         w.reporter.log_outcome(d, "stopped")
+    for d in left:  # a generator handler's last yield, saved before its task goes back
+        if d.checkpoints is not None:
+            await d.checkpoints.save()
     for queue, items in by_queue.items():
         await w.reporter.call(commands.stop(queue, w.name, items))
     await w.reporter.flush()

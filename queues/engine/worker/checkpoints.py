@@ -1,0 +1,189 @@
+"""Checkpoints: runs a generator handler (sync or async) whose yields are checkpoints.
+
+1. Before the generator starts, ``checkpoint_begin`` counts the run and reads the task's last
+   saved checkpoint into ``task.checkpoint`` (None on a first run). A holder whose lease is stale
+   does not run it.
+2. Each yielded value is checked (JSON-serialisable, at most ``CHECKPOINT_MAX`` bytes as JSON;
+   else ``InvalidCheckpoint``: a failed attempt) and becomes the pending checkpoint. At most once
+   per ``checkpoint_every`` seconds the pending one is saved (``checkpoint``, fenced by the
+   lease); the generator waits for the save, so a crash loses at most the steps since the last
+   save (one interval's worth).
+3. At each yield the run looks whether it must stop: the worker is stopping, or the
+   task was cancelled or timed out (``task.cancelled``). It then saves the pending checkpoint,
+   closes the generator (its ``finally`` blocks run) and returns ``STOPPED``; the processor gives
+   a stopped task back to the front of its queue, its attempt not counted (``give_back``), and
+   reports a cancelled or timed out one as usual. A refused save (the task was taken from this
+   worker) stops it the same way.
+4. When the generator ends (returns or raises), the pending checkpoint is saved first, so a retry
+   resumes from it. A sync generator's ``return value`` is the handler's result.
+
+Saves are serialised on the event loop (one ``asyncio.Lock`` per run), each taking the latest
+pending value, so a checkpoint never moves back.
+"""
+
+import asyncio
+import json
+import logging
+import threading
+import time
+
+from .. import commands
+from ..codes import Code
+from ..connection import NETWORK_ERRORS, raise_if_cancelling
+from ..errors import InvalidCheckpoint
+
+log = logging.getLogger("worqr.worker")
+
+#: A checkpoint's largest size, as JSON text (bytes of UTF-8).
+CHECKPOINT_MAX = 65536
+#: What a generator handler's run returns when it stopped at a yield for the worker's shutdown
+#: (or because its lease went stale): its task is given back, not completed.
+STOPPED = object()
+_NOTHING = object()
+
+
+def encode(task, value):
+    """``value`` as the JSON text saved for ``task``; InvalidCheckpoint when it can't be."""
+    try:
+        text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise InvalidCheckpoint(
+            f"task {task.id} of queue {task.queue!r}: a checkpoint must be JSON-serialisable; "
+            f"the handler yielded a {type(value).__name__} ({exc})"
+        ) from None
+    size = len(text.encode("utf-8", "surrogatepass"))
+    if size > CHECKPOINT_MAX:
+        raise InvalidCheckpoint(
+            f"task {task.id} of queue {task.queue!r}: a checkpoint is at most {CHECKPOINT_MAX:,} bytes "
+            f"as JSON; the handler yielded {size:,}"
+        )
+    return text
+
+
+class Run:
+    """One delivery's run of a generator handler: ``wrap`` its function, ``save`` its pending
+    checkpoint (on the loop)."""
+
+    def __init__(self, worker, d):
+        self.w, self.d, self.task = worker, d, d.task
+        self.every = d.spec.checkpoint_every
+        self.pending = _NOTHING  # the last yielded value's JSON, not saved yet
+        self.guard = threading.Lock()  # ``pending`` is set on the handler's thread, taken on the loop
+        self.saving = asyncio.Lock()
+        self.last_save = time.monotonic()
+        self.stale = False  # a save was refused: the task is no longer ours
+        self.saves = 0
+
+    @property
+    def stopping(self):
+        """The worker is stopping (a stop signal): stop at the next yield and give the task back."""
+        return self.w.stopping
+
+    def must_stop(self):
+        return self.stopping or self.stale or self.task.cancelled
+
+    async def begin(self):
+        """Count the run and read the last checkpoint; False if the task is no longer ours."""
+        task = self.task
+        code, text, runs = await commands.checkpoint_begin(task.queue, task.id, task.lease).arun(self.w.redis)
+        if code != Code.OK:
+            log.warning("worqr: task %s was taken from this worker before its run began; not running it", task.id)
+            return False
+        task.begin_run(json.loads(text) if text is not None else None, runs)
+        self.last_save = time.monotonic()
+        return True
+
+    async def save(self):
+        """Save the pending checkpoint, if any (best effort through network errors: the value
+        stays pending for the next save)."""
+        async with self.saving:
+            with self.guard:
+                text, self.pending = self.pending, _NOTHING
+            if text is _NOTHING:
+                return
+            task = self.task
+            try:
+                code = await commands.checkpoint(task.queue, task.id, task.lease, text).arun(self.w.redis)
+            except NETWORK_ERRORS as exc:
+                raise_if_cancelling()
+                log.warning("worqr: could not save the checkpoint of task %s: %s", task.id, exc)
+                with self.guard:
+                    if self.pending is _NOTHING:
+                        self.pending = text
+                return
+            finally:
+                self.last_save = time.monotonic()
+            if code == Code.OK:
+                self.saves += 1
+            else:
+                self.stale = True
+
+    def _yielded(self, value):
+        """Note a yielded value; whether a save is due."""
+        text = encode(self.task, value)
+        with self.guard:
+            self.pending = text
+        return time.monotonic() - self.last_save >= self.every
+
+    def _on_loop(self, coro):
+        """Run ``coro`` on the worker's loop from the handler's thread, and wait for it."""
+        return asyncio.run_coroutine_threadsafe(coro, self.w.loop).result()
+
+    def _save_from_thread(self):
+        try:
+            self._on_loop(self.save())
+        except RuntimeError:  # the loop is closed: the worker is exiting (the task goes back by lease)
+            pass
+
+    def wrap(self, func):
+        """The function the worker runs in place of the generator function ``func``."""
+        if self.d.is_async:
+
+            async def run_async(task):
+                if not await self.begin():
+                    return STOPPED
+                agen = func(task)
+                try:
+                    async for value in agen:
+                        if self._yielded(value):
+                            await self.save()
+                        if self.must_stop():
+                            break
+                finally:
+                    await agen.aclose()
+                    await self.save()
+                return STOPPED if self.stopping or self.stale else None
+
+            return run_async
+
+        def run(task):
+            if not self._on_loop(self.begin()):
+                return STOPPED
+            gen, result = func(task), None
+            try:
+                while True:
+                    try:
+                        value = next(gen)
+                    except StopIteration as end:
+                        result = end.value
+                        break
+                    if self._yielded(value):
+                        self._on_loop(self.save())
+                    if self.must_stop():
+                        result = STOPPED if self.stopping or self.stale else None
+                        break
+            finally:
+                gen.close()
+                self._save_from_thread()
+            return result
+
+        return run
+
+
+async def give_back(worker, d):
+    """``d`` stopped at a checkpoint: its task goes back first in line, its attempt not counted."""
+    worker.reporter.log_outcome(d, "stopped")
+    codes = await worker.reporter.call(commands.stop(d.task.queue, worker.name, [(d.task.id, d.task.lease, False)]))
+    if codes is not None and codes[0] == Code.STALE:
+        d.stale = True
+        worker.reporter.release_if_due(d)

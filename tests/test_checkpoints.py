@@ -1,0 +1,202 @@
+"""Generator handlers with checkpoints: each yield is saved (fenced by the lease, at most once per
+``checkpoint_every``), a stop signal gives the task back at the next yield to resume from there,
+a crash resumes from the last saved one, a timeout or cancel stops it at the next yield."""
+
+import json
+import signal
+import time
+
+import pytest
+
+from queues import Queue, handler
+from queues.engine import commands, registry
+from queues.engine.codes import Code
+from queues.engine.errors import ConfigurationError
+from tests.conftest import wait_for
+
+
+def steps_of(client, log):
+    """[(step, time)] in the order they were done."""
+    return [(int(s), float(t)) for s, t in (x.decode().split() for x in client.lrange(log, 0, -1))]
+
+
+def runs_of(client, log):
+    return [json.loads(x) for x in client.lrange(log + ":runs", 0, -1)]
+
+
+def wait_steps(client, log, n, timeout=60):
+    wait_for(lambda: client.llen(log) >= n, timeout=timeout, interval=0.01, message=f"{n} steps in {log}")
+
+
+def test_checkpoint_is_fenced_by_the_lease_and_counts_runs(client):
+    """Only the task's current holder may begin a run or save; a stale holder's checkpoint is
+    refused and writes nothing; each begun run is counted."""
+    q = Queue("ckf")
+    tid = q.enqueue("x")
+    commands.register("ckf", "w1", ttl=60, lock_ttl=60, grace=1, default_timeout=0, fresh=True).run(client)
+    task = commands.start("ckf", "w1", 1, lock_ttl=60, grace=1, default_timeout=0, result_ttl=60).run(client).tasks[0]
+    assert commands.checkpoint_begin("ckf", tid, task.lease).run(client) == (Code.OK, None, 1)
+    assert commands.checkpoint("ckf", tid, task.lease, "[1,2]").run(client) == Code.OK
+    assert commands.checkpoint("ckf", tid, str(int(task.lease) + 1), "[9]").run(client) == Code.STALE
+    assert commands.checkpoint_begin("ckf", tid, str(int(task.lease) + 1)).run(client) == (Code.STALE, None, 0)
+    got = q.get(tid)
+    assert (got.checkpoint, got.runs) == ([1, 2], 1)
+    assert got.checkpoint_saved_at is not None
+    assert got.as_dict()["checkpoint"] == [1, 2]
+    # given back: the old lease can no longer save
+    assert commands.stop("ckf", "w1", [(tid, task.lease, False)]).run(client) == [Code.REQUEUED]
+    assert commands.checkpoint("ckf", tid, task.lease, "[3]").run(client) == Code.STALE
+    assert q.get(tid).checkpoint == [1, 2]
+    assert q.get(q.enqueue("y")).as_dict()["checkpoint"] is None
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ({"checkpoint_every": -1}, "checkpoint_every must be a number"),
+        ({"checkpoint_every": "1"}, "checkpoint_every must be a number"),
+        ({"checkpoint_every": True}, "checkpoint_every must be a number"),
+    ],
+)
+def test_bad_checkpoint_every_is_refused(options, message):
+    """A bad checkpoint_every raises ConfigurationError naming the queue, and registers nothing."""
+    with pytest.raises(ConfigurationError, match=message):
+        handler("ck-bad-option", **options)
+    assert registry.get_handler("ck-bad-option") is None
+
+
+def test_checkpoint_every_needs_a_generator_and_a_generator_runs_on_threads():
+    """checkpoint_every on a plain function, and a generator handler with isolation="process",
+    are refused; a generator handler gets the default interval."""
+
+    def plain(task):
+        return None
+
+    def gen(task):
+        yield 1
+
+    with pytest.raises(ConfigurationError, match="checkpoint_every is for a generator handler"):
+        handler("ck-plain", checkpoint_every=1)(plain)
+    with pytest.raises(ConfigurationError, match='not with isolation="process"'):
+        handler("ck-iso", isolation="process")(gen)
+    assert registry.get_handler("ck-plain") is None and registry.get_handler("ck-iso") is None
+    handler("ck-default")(gen)
+    spec = registry.get_handler("ck-default")
+    assert spec.checkpoint_every == registry.DEFAULT_CHECKPOINT_EVERY == 1.0
+    assert registry.with_isolation(spec, "process").isolation == "thread"
+    registry._handlers.pop("ck-default")
+
+
+@pytest.mark.parametrize("queue", ["ck", "ck-async"])
+def test_a_generator_handler_runs_every_step_once_and_completes(client, workers, queue):
+    """With no fault, every step runs once in one run that began from None, and the task completes."""
+    q = Queue(queue)
+    tid = q.enqueue(json.dumps({"n": 200, "sleep": 0.002, "log": f"steps:{queue}"}))
+    workers([queue])
+    wait_for(lambda: q.counts()["completed"] == 1, timeout=60, message="the task to complete")
+    assert [s for s, _ in steps_of(client, f"steps:{queue}")] == list(range(200))
+    assert [(r["from"], r["runs"]) for r in runs_of(client, f"steps:{queue}")] == [(0, 1)]
+    assert q.get(tid) is None
+
+
+@pytest.mark.parametrize("queue", ["ck", "ck-async"])
+def test_a_stop_signal_gives_the_task_back_first_in_line_at_the_next_yield(client, workers, queue):
+    """SIGTERM stops the generator at its next yield, long before the grace (60 s) is over: the
+    checkpoint is saved, the task goes back to the front of its queue with no attempt used, and
+    the next worker resumes exactly where it stopped (no step twice, none missed)."""
+    q = Queue(queue)
+    log = f"steps:{queue}"
+    tid = q.enqueue(json.dumps({"n": 400, "sleep": 0.01, "log": log}))
+    later = q.enqueue(json.dumps({"n": 1, "log": f"{log}:later"}))
+    first = workers([queue], grace=60)
+    wait_steps(client, log, 50)
+    first.signal(signal.SIGTERM)
+    assert first.wait(timeout=30) == 0  # it stopped well within its grace
+    done = len(steps_of(client, log))
+    task = q.get(tid)
+    assert (task.state, task.attempt, task.checkpoint, task.runs) == ("pending", 0, done, 1)
+    assert q.get(later).state == "pending"
+    workers([queue])
+    wait_for(lambda: q.counts()["completed"] == 2, timeout=60, message="both tasks to complete")
+    assert [s for s, _ in steps_of(client, log)] == list(range(400))
+    assert [(r["from"], r["runs"]) for r in runs_of(client, log)] == [(0, 1), (done, 2)]
+    # given back to the front: it ran again before the task enqueued after it
+    assert runs_of(client, f"{log}:later")[0]["pid"] == runs_of(client, log)[1]["pid"]
+    assert float(client.lindex(f"{log}:later", 0).split()[1]) > steps_of(client, log)[done][1]
+
+
+def test_a_crash_resumes_from_the_last_saved_checkpoint(client, workers):
+    """kill -9: the next run begins from the last saved checkpoint; the steps done again are only
+    those after it, at most one interval's worth (0.2 s of steps)."""
+    q = Queue("ck")
+    log = "steps:crash"
+    q.enqueue(json.dumps({"n": 300, "sleep": 0.01, "log": log}))
+    first = workers(["ck"], name="ck-crash")
+    wait_steps(client, log, 100)
+    first.kill()
+    workers(["ck"], name="ck-crash")  # the same name: its tasks go back at once
+    wait_for(lambda: q.counts()["completed"] == 1, timeout=60, message="the task to complete")
+    runs = runs_of(client, log)
+    assert [r["runs"] for r in runs] == [1, 2]
+    steps = steps_of(client, log)
+    resumed = runs[1]["from"]
+    again = [s for s, _ in steps].count
+    assert 0 < resumed and all(again(i) == 1 for i in range(resumed))
+    assert sorted({s for s, _ in steps}) == list(range(300))
+    redone = [s for s in range(300) if again(s) > 1]
+    assert redone == list(range(resumed, resumed + len(redone)))
+    if redone:  # they were done first within one interval after the save
+        firsts = {s: t for s, t in reversed(steps)}
+        assert firsts[redone[-1]] - firsts[redone[0]] < 0.2 + 0.2
+
+
+@pytest.mark.parametrize("queue", ["ck-timeout", "ck-async-timeout"])
+def test_a_timeout_stops_it_at_the_next_yield_and_the_retry_resumes(client, workers, queue):
+    """A run past its timeout (1.5 s) is stopped at its next yield with its last yield saved; the
+    retries resume from there until every step is done, each once."""
+    q = Queue(queue)
+    log = f"steps:{queue}"
+    q.enqueue(json.dumps({"n": 250, "sleep": 0.01, "log": log}))
+    workers([queue])
+    wait_for(lambda: q.counts()["completed"] == 1, timeout=90, message="the task to complete")
+    runs = runs_of(client, log)
+    assert len(runs) >= 2 and runs[0]["from"] == 0
+    assert [r["from"] for r in runs] == sorted(r["from"] for r in runs)
+    assert [r["attempt"] for r in runs] == list(range(1, len(runs) + 1))
+    assert [s for s, _ in steps_of(client, log)] == list(range(250))
+
+
+def test_a_cancel_stops_a_sync_generator_at_its_next_yield(client, workers):
+    """Cancelling a running sync generator handler stops it at its next yield: no more steps."""
+    q = Queue("ck")
+    log = "steps:cancel"
+    tid = q.enqueue(json.dumps({"n": 100000, "sleep": 0.005, "log": log}))
+    workers(["ck"])
+    wait_steps(client, log, 20)
+    q.cancel(tid)
+    wait_for(lambda: q.get(tid) is None, timeout=30, message="the task to be cancelled")
+    time.sleep(0.5)
+    n = client.llen(log)
+    time.sleep(0.5)
+    assert client.llen(log) == n < 100000
+
+
+@pytest.mark.parametrize(
+    "kind, message",
+    [
+        ("object", "a checkpoint must be JSON-serialisable; the handler yielded a object"),
+        ("big", "a checkpoint is at most 65,536 bytes as JSON; the handler yielded 70,002"),
+    ],
+)
+def test_a_checkpoint_that_cannot_be_saved_fails_the_task_clearly(client, workers, kind, message):
+    """A yield that is not JSON, or over 64 KB as JSON, fails the attempt with a clear error
+    naming the task; nothing of it is saved."""
+    q = Queue("ck-fail")
+    tid = q.enqueue(json.dumps({"n": 5, "log": f"steps:{kind}", "yield": kind}))
+    workers(["ck-fail"])
+    wait_for(lambda: q.counts()["failed"] == 1, timeout=30, message="the task to fail")
+    task = q.get(tid)
+    assert task.error.startswith("InvalidCheckpoint: task " + tid)
+    assert message in task.error
+    assert task.checkpoint is None
+    assert client.llen(f"steps:{kind}") == 1
