@@ -2,7 +2,9 @@
 ``checkpoint_every``), a stop signal gives the task back at the next yield to resume from there,
 a crash resumes from the last saved one, a timeout or cancel stops it at the next yield."""
 
+import html
 import json
+import re
 import signal
 import time
 
@@ -29,8 +31,9 @@ def wait_steps(client, log, n, timeout=60):
 
 
 def test_checkpoint_is_fenced_by_the_lease_and_counts_runs(client):
-    """Only the task's current holder may begin a run or save; a stale holder's checkpoint is
-    refused and writes nothing; each begun run is counted."""
+    """Only the current holder may begin a run or save; a stale holder's checkpoint writes nothing; runs are counted."""
+    # Only the task's current holder may begin a run or save; a stale holder's checkpoint is
+    # refused and writes nothing; each begun run is counted.
     q = Queue("ckf")
     tid = q.enqueue("x")
     commands.register("ckf", "w1", ttl=60, lock_ttl=60, grace=1, default_timeout=0, fresh=True).run(client)
@@ -66,8 +69,9 @@ def test_bad_checkpoint_every_is_refused(options, message):
 
 
 def test_checkpoint_every_needs_a_generator_and_a_generator_runs_on_threads():
-    """checkpoint_every on a plain function, and a generator handler with isolation="process",
-    are refused; a generator handler gets the default interval."""
+    """checkpoint_every on a plain function, and a generator with isolation="process", are refused; the default is 1 s."""
+    # checkpoint_every on a plain function, and a generator handler with isolation="process",
+    # are refused; a generator handler gets the default interval.
 
     def plain(task):
         return None
@@ -101,9 +105,10 @@ def test_a_generator_handler_runs_every_step_once_and_completes(client, workers,
 
 @pytest.mark.parametrize("queue", ["ck", "ck-async"])
 def test_a_stop_signal_gives_the_task_back_first_in_line_at_the_next_yield(client, workers, queue):
-    """SIGTERM stops the generator at its next yield, long before the grace (60 s) is over: the
-    checkpoint is saved, the task goes back to the front of its queue with no attempt used, and
-    the next worker resumes exactly where it stopped (no step twice, none missed)."""
+    """SIGTERM stops it at its next yield: checkpoint saved, task back first in line, no attempt used, resumed exactly."""
+    # SIGTERM stops the generator at its next yield, long before the grace (60 s) is over: the
+    # checkpoint is saved, the task goes back to the front of its queue with no attempt used, and
+    # the next worker resumes exactly where it stopped (no step twice, none missed).
     q = Queue(queue)
     log = f"steps:{queue}"
     tid = q.enqueue(json.dumps({"n": 400, "sleep": 0.01, "log": log}))
@@ -126,8 +131,9 @@ def test_a_stop_signal_gives_the_task_back_first_in_line_at_the_next_yield(clien
 
 
 def test_a_crash_resumes_from_the_last_saved_checkpoint(client, workers):
-    """kill -9: the next run begins from the last saved checkpoint; the steps done again are only
-    those after it, at most one interval's worth (0.2 s of steps)."""
+    """After kill -9 the next run begins from the last saved checkpoint, redoing at most one interval's steps."""
+    # kill -9: the next run begins from the last saved checkpoint; the steps done again are only
+    # those after it, at most one interval's worth (0.2 s of steps).
     q = Queue("ck")
     log = "steps:crash"
     q.enqueue(json.dumps({"n": 300, "sleep": 0.01, "log": log}))
@@ -152,8 +158,9 @@ def test_a_crash_resumes_from_the_last_saved_checkpoint(client, workers):
 
 @pytest.mark.parametrize("queue", ["ck-timeout", "ck-async-timeout"])
 def test_a_timeout_stops_it_at_the_next_yield_and_the_retry_resumes(client, workers, queue):
-    """A run past its timeout (1.5 s) is stopped at its next yield with its last yield saved; the
-    retries resume from there until every step is done, each once."""
+    """A run past its timeout stops at its next yield, saved; the retries resume there until every step is done once."""
+    # A run past its timeout (1.5 s) is stopped at its next yield with its last yield saved; the
+    # retries resume from there until every step is done, each once.
     q = Queue(queue)
     log = f"steps:{queue}"
     q.enqueue(json.dumps({"n": 250, "sleep": 0.01, "log": log}))
@@ -189,8 +196,9 @@ def test_a_cancel_stops_a_sync_generator_at_its_next_yield(client, workers):
     ],
 )
 def test_a_checkpoint_that_cannot_be_saved_fails_the_task_clearly(client, workers, kind, message):
-    """A yield that is not JSON, or over 64 KB as JSON, fails the attempt with a clear error
-    naming the task; nothing of it is saved."""
+    """A yield that is not JSON, or over 64 KB as JSON, fails the attempt with a clear error and saves nothing."""
+    # A yield that is not JSON, or over 64 KB as JSON, fails the attempt with a clear error
+    # naming the task; nothing of it is saved.
     q = Queue("ck-fail")
     tid = q.enqueue(json.dumps({"n": 5, "log": f"steps:{kind}", "yield": kind}))
     workers(["ck-fail"])
@@ -203,12 +211,13 @@ def test_a_checkpoint_that_cannot_be_saved_fails_the_task_clearly(client, worker
 
 
 def test_10000_steps_under_5_stop_signals_and_3_kills(client, workers):
-    """A checkpointed task of 10,000 steps, its worker sent SIGTERM 5 times and killed (-9) 3
-    times, each fault after a few hundred more steps: every step is done at least once; after a
-    SIGTERM the next run resumes exactly where the last one stopped; the only steps done twice
-    are those after the last saved checkpoint of a kill, each kill's a run of steps done first
-    within one interval (0.2 s) of the save; the task completes, in 9 runs. The step log is a
-    Redis list the faults don't touch."""
+    """10,000 steps, 5 SIGTERMs and 3 kill -9: every step done, none twice but after a kill's last save; completed."""
+    # A checkpointed task of 10,000 steps, its worker sent SIGTERM 5 times and killed (-9) 3
+    # times, each fault after a few hundred more steps: every step is done at least once; after a
+    # SIGTERM the next run resumes exactly where the last one stopped; the only steps done twice
+    # are those after the last saved checkpoint of a kill, each kill's a run of steps done first
+    # within one interval (0.2 s) of the save; the task completes, in 9 runs. The step log is a
+    # Redis list the faults don't touch.
     q = Queue("ck")
     log, n, every = "steps:soak", 10_000, 0.2
     tid = q.enqueue(json.dumps({"n": n, "sleep": 0.001, "log": log}))
@@ -252,3 +261,50 @@ def test_10000_steps_under_5_stop_signals_and_3_kills(client, workers):
     figures = {"steps": n, "runs": len(runs), "redone_after_kills": redone_total, "redo_spans_s": spans}
     (ROOT / "test-artifacts").mkdir(exist_ok=True)
     (ROOT / "test-artifacts" / "checkpoints-faults.json").write_text(json.dumps(figures, indent=1))
+
+
+def _checkpointed_task(client, queue, value):
+    """A task whose run began (run 1) and saved ``value`` (JSON text), as a worker does."""
+    tid = Queue(queue).enqueue("x")
+    commands.register(queue, "w1", ttl=60, lock_ttl=60, grace=1, default_timeout=0, fresh=True).run(client)
+    task = commands.start(queue, "w1", 1, lock_ttl=60, grace=1, default_timeout=0, result_ttl=60).run(client).tasks[0]
+    commands.checkpoint_begin(queue, tid, task.lease).run(client)
+    assert commands.checkpoint(queue, tid, task.lease, value).run(client) == Code.OK
+    return tid
+
+
+@pytest.mark.django_db
+def test_the_http_api_returns_the_checkpoint_its_time_and_runs(client):
+    """GET /api/tasks/<id> has checkpoint, checkpoint_saved_at and runs (null, null, 0 for a plain task)."""
+    # GET /api/tasks/<id> has ``checkpoint`` (the JSON value), ``checkpoint_saved_at`` and
+    # ``runs``; a task that never ran a generator has null, null and 0.
+    from tests.test_api import Api, make_token
+
+    api = Api(make_token("view_dashboard"))
+    tid = _checkpointed_task(client, "ckapi", json.dumps({"cursor": "2026-01-01", "done": 41}))
+    body = api.get(f"/api/tasks/{tid}").json()
+    assert body["checkpoint"] == {"cursor": "2026-01-01", "done": 41}
+    assert body["runs"] == 1 and body["checkpoint_saved_at"] >= body["started_at"]
+    plain = api.get(f"/api/tasks/{Queue('ckapi').enqueue('y')}").json()
+    assert (plain["checkpoint"], plain["checkpoint_saved_at"], plain["runs"]) == (None, None, 0)
+
+
+@pytest.mark.django_db
+def test_the_task_page_shows_the_checkpoint_when_it_was_saved_and_the_runs(client):
+    """The task page shows the checkpoint (escaped, cut at 2,000 characters), when it was saved and the runs."""
+    # The task page shows the checkpoint as JSON (escaped, cut at 2,000 characters), when it was
+    # saved and how many runs began; a task with no checkpoint shows no such rows.
+    from django.test import Client
+
+    from tests.test_dashboard_views import make_user
+
+    web = Client()
+    web.force_login(make_user("ckviewer", perms=["view_dashboard"]))
+    tid = _checkpointed_task(client, "ckpage", json.dumps({"at": "<b>x</b>", "pad": "y" * 3000}))
+    page = web.get(f"/queues/task/{tid}/").content.decode()
+    shown = re.search(r'data-field="checkpoint">([^<]*)</code> saved (\S+ \S+) UTC', page)
+    assert shown and "<b>" not in page and html.unescape(shown.group(1)).startswith('{"at": "<b>x</b>", "pad": "yyy')
+    assert len(html.unescape(shown.group(1))) == 2001 and shown.group(1).endswith("y…")
+    assert re.search(r'data-field="runs">1<', page)
+    plain = web.get(f"/queues/task/{Queue('ckpage').enqueue('y')}/").content.decode()
+    assert 'data-field="checkpoint"' not in plain and 'data-field="runs"' not in plain

@@ -297,6 +297,11 @@ _RESPONSES = {
                 "required": ["fraction", "message"],
                 "additionalProperties": False,
             },
+            "checkpoint": {
+                "description": "a generator handler's last saved checkpoint (any JSON value; null before the first)"
+            },
+            "checkpoint_saved_at": _TIME,
+            "runs": {"type": "integer", "description": "how many runs of a generator handler began (0 for others)"},
             "log": {"type": "array", "items": _STR, "description": "the task's last log lines, oldest first"},
         }
     ),

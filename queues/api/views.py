@@ -62,6 +62,9 @@ def task_json(task):
         "cancel_requested": task.cancel_requested,
         "tags": d["tags"],
         "progress": d["progress"],
+        "checkpoint": d["checkpoint"],
+        "checkpoint_saved_at": d["checkpoint_saved_at"],
+        "runs": task.runs,
     }
 
 

@@ -1,5 +1,6 @@
 """A task's page: the task, its failure history entries, its log, its parents and children."""
 
+import json
 import re
 
 from ...engine import keys, readmodel
@@ -33,6 +34,18 @@ def ended(client, queue, task_id):
     reason = info["why"] or ""
     m = _REASON_RE.fullmatch(reason)
     return {"outcome": info["outcome"], "reason": reason, "parent": m.group(1) if m else None}
+
+
+#: A checkpoint is shown up to this many characters of its JSON.
+CHECKPOINT_SHOWN = 2000
+
+
+def _checkpoint_text(value):
+    """A generator handler's checkpoint as the page shows it: its JSON, cut (or "" for none)."""
+    if value is None:
+        return ""
+    text = json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= CHECKPOINT_SHOWN else text[:CHECKPOINT_SHOWN] + "…"
 
 
 def task(client, task_id, full=False, payload_limit=4000):
@@ -75,6 +88,9 @@ def task(client, task_id, full=False, payload_limit=4000):
             batch=found.batch_id or "",
             finished=fmt(found.finished_at),
             is_bytes=isinstance(found.payload, bytes),
+            checkpoint=_checkpoint_text(found.checkpoint),
+            checkpoint_saved=fmt(found.checkpoint_saved_at),
+            runs=found.runs,
         )
         out["task"] = row
     out["log"] = log_shown(readmodel.task_log(client, task_id) if found is not None else [])

@@ -9,7 +9,8 @@
    lease); the generator waits for the save, so a crash loses at most the steps since the last
    save (one interval's worth).
 3. At each yield the run looks whether it must stop: the worker is stopping, or the
-   task was cancelled or timed out (``task.cancelled``). It then saves the pending checkpoint,
+   task was cancelled or timed out (``task.cancelled``; a timeout's failure is recorded once it
+   stopped there, or after KILL_GRACE). It then saves the pending checkpoint,
    closes the generator (its ``finally`` blocks run) and returns ``STOPPED``; the processor gives
    a stopped task back to the front of its queue, its attempt not counted (``give_back``), and
    reports a cancelled or timed out one as usual. A refused save (the task was taken from this
@@ -117,6 +118,17 @@ class Run:
                 self.saves += 1
             else:
                 self.stale = True
+
+    async def stop_at_yield(self):
+        """Its timeout passed: let the generator stop at its next yield (it saves its checkpoint
+        there and returns), waiting up to KILL_GRACE for it, then save what is pending, so the
+        retry resumes from its last yield (a step cut short by a cancel after the wait is done
+        again)."""
+        self.task.set_cancelled()
+        handle = self.d.handle
+        if handle is not None and not handle.done():
+            await asyncio.wait((handle,), timeout=self.w.config.kill_grace)
+        await self.save()
 
     def _yielded(self, value):
         """Note a yielded value; whether a save is due."""

@@ -207,13 +207,13 @@ async def _time_out(worker, d):
     asked through ``task.cancelled``), report a failed attempt at once, and end the delivery
     only once the handler has really returned (the slot, and a lock, stay taken until then)."""
     try:
+        if d.checkpoints is not None and not d.reported:  # a generator: stopped at its next yield
+            await d.checkpoints.stop_at_yield()
         d.cancel_locally()
         if not d.reported:
             d.reported = True
             if worker.progress.buffer:
                 await worker.progress.flush_task(d.task)
-            if d.checkpoints is not None:  # the last value it yielded, for the retry to resume from
-                await d.checkpoints.save()
             await worker.reporter.failure(d, f"TaskTimeout: ran longer than its timeout of {d.task.timeout:g} s", "")
         await _ended(d.handle)
     except Exception:
