@@ -308,3 +308,22 @@ def test_the_task_page_shows_the_checkpoint_when_it_was_saved_and_the_runs(clien
     assert re.search(r'data-field="runs">1<', page)
     plain = web.get(f"/queues/task/{Queue('ckpage').enqueue('y')}/").content.decode()
     assert 'data-field="checkpoint"' not in plain and 'data-field="runs"' not in plain
+
+
+def test_a_tight_loop_writes_at_most_one_checkpoint_per_interval(client, workers):
+    """A loop of thousands of fast steps saves its checkpoint at most once per checkpoint_every (0.2 s)."""
+    # The handler reads its saved checkpoint before each step and notes each change: the
+    # generator waits for every save, so it sees each; by Redis's clock (the time each save was
+    # written, ms) consecutive saves are at least 0.2 s apart (load only spaces them further),
+    # and each saved value is a step it had yielded.
+    q = Queue("ck")
+    log, n = "steps:tight", 6000
+    q.enqueue(json.dumps({"n": n, "log": log, "watch": True}))
+    workers(["ck"])
+    wait_for(lambda: q.counts()["completed"] == 1, timeout=120, message="the task to complete")
+    saves = [(int(v), float(t)) for v, t in (x.decode().split() for x in client.lrange(log + ":saves", 0, -1))]
+    steps = client.llen(log)
+    assert steps == n and len(saves) >= 2  # it saved as it went, far fewer times than it yielded
+    assert len(saves) < n / 10
+    assert all(b - a >= 199 for (_, a), (_, b) in zip(saves, saves[1:])), saves  # ms: 1 for rounding
+    assert [v for v, _ in saves] == sorted({v for v, _ in saves}) and all(0 < v <= n for v, _ in saves)

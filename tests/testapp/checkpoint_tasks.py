@@ -3,7 +3,10 @@
 Payloads are JSON objects: ``n`` steps (from ``task.checkpoint`` or 0), ``sleep`` seconds per
 step, ``log`` the Redis list each step RPUSHes ``"<step> <time.time()>"`` to (``<log>:runs``
 gets one JSON record per run: where it began, its run count, the worker's pid), ``yield`` a
-value to yield in place of the step (``"object"``: one that isn't JSON; ``"big"``: 70,000 bytes).
+value to yield in place of the step (``"object"``: one that isn't JSON; ``"big"``: 70,000 bytes),
+``watch`` true: before each step, read the task's saved checkpoint from Redis and RPUSH
+``"<checkpoint> <when it was saved, ms>"`` to ``<log>:saves`` each time it changed (the
+generator waits for each save, so it sees them all).
 """
 
 import asyncio
@@ -12,6 +15,7 @@ import os
 import time
 
 from queues import handler
+from queues.engine import keys
 from queues.engine.connection import get_default
 
 
@@ -36,7 +40,13 @@ def _odd(d, i):
 def steps(task):
     """Step through ``n`` steps, yielding the next step's number after each."""
     d, client, start = _begin(task)
+    seen = None
     for i in range(start, d["n"]):
+        if d.get("watch"):
+            saved, at = client.hmget(keys.task_key(task.queue, task.id), "ck", "ckt")
+            if saved != seen:
+                seen = saved
+                client.rpush(d["log"] + ":saves", f"{saved.decode()} {at.decode()}")
         if d.get("sleep"):
             time.sleep(d["sleep"])
         client.rpush(d["log"], f"{i} {time.time()}")
