@@ -327,3 +327,24 @@ def test_a_tight_loop_writes_at_most_one_checkpoint_per_interval(client, workers
     assert len(saves) < n / 10
     assert all(b - a >= 199 for (_, a), (_, b) in zip(saves, saves[1:])), saves  # ms: 1 for rounding
     assert [v for v, _ in saves] == sorted({v for v, _ in saves}) and all(0 < v <= n for v, _ in saves)
+
+
+def test_with_no_grace_the_last_yield_is_saved_before_the_task_goes_back(client, workers):
+    """With --grace 0 a sync generator in the middle of a step is given back with its last yield saved."""
+    # checkpoint_every is an hour, so no save happens on the way: only the stop saves. The step
+    # under way (0.3 s of sleep) dies with the worker; the next run starts right after the last
+    # step logged.
+    q = Queue("ck-rare")
+    log = "steps:nograce"
+    tid = q.enqueue(json.dumps({"n": 12, "sleep": 0.3, "log": log}))
+    first = workers(["ck-rare"], grace=0)
+    wait_steps(client, log, 3)
+    first.signal(signal.SIGTERM)
+    first.wait(timeout=30)
+    task = q.get(tid)
+    done = client.llen(log)
+    assert (task.state, task.attempt, task.checkpoint) == ("pending", 0, done)
+    workers(["ck-rare"])
+    wait_for(lambda: q.counts()["completed"] == 1, timeout=60, message="the task to complete")
+    assert [s for s, _ in steps_of(client, log)] == list(range(12))
+    assert [r["from"] for r in runs_of(client, log)] == [0, done]
