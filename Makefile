@@ -45,7 +45,7 @@ CLUSTER_TESTS ?= tests/test_cluster.py tests/test_queue_page.py tests/test_enque
 # in a Debian trixie root that scripts/trixie.sh builds once (debootstrap; Debian's packages and
 # PyPI only) into TRIXIE_ROOT and reuses. It needs root, as make test does for chromium.
 TRIXIE_ROOT ?= var/trixie
-DJANGO6_TESTS ?= tests/test_tasks_backend.py tests/test_tasks_backend_contract.py tests/test_conformance_rq.py \
+DJANGO6_TESTS ?= tests/test_tasks_backend.py tests/test_conformance_rq.py \
 	tests/test_conformance_db.py tests/test_conformance_django.py tests/test_enqueue.py tests/test_worker.py \
 	tests/test_api.py tests/test_dashboard_views.py tests/test_api_tokens.py tests/test_setup.py \
 	tests/test_schedules.py tests/test_package.py
@@ -60,7 +60,7 @@ django6:
 
 # The README's screenshots of the dashboard (docs/screenshots/), made by its browser test.
 screenshots: deps browser
-	WORQR_SCREENSHOTS=1 $(PY) -m pytest -q tests/test_dashboard_round2_browser.py
+	WORQR_SCREENSHOTS=1 $(PY) -m pytest -q tests/test_dashboard_search_bulk_browser.py
 
 demo: deps
 	PY=$(PY) PORT=$(PORT) ./scripts/demo.sh

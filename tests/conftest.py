@@ -16,6 +16,11 @@ from queues.testing import RedisServer
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "test-artifacts"
 
+#: The shared fixtures of tests/support/: ``hooks`` (api), ``spans`` and ``traced`` (tracing), and the
+#: browser tests' ``operator``, ``server`` and ``page`` (browser). A test file's own fixture of the
+#: same name wins over these.
+pytest_plugins = ["tests.support.api", "tests.support.browser", "tests.support.tracing"]
+
 #: ``WORQR_TEST_REDIS=cluster`` runs the session on a real Redis Cluster (3 masters, 3
 #: replicas: ``tests.cluster_servers``) instead of one redis-server (``make test`` runs the
 #: engine, worker, lock, lifecycle and dashboard tests both ways).
