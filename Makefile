@@ -50,10 +50,13 @@ DJANGO6_TESTS ?= tests/test_tasks_backend.py tests/test_conformance_rq.py \
 	tests/test_api.py tests/test_dashboard_views.py tests/test_api_tokens.py tests/test_setup.py \
 	tests/test_schedules.py tests/test_package.py
 
+# Each pytest session prints its 15 slowest tests at the end.
+DURATIONS := --durations=15
+
 test: deps browser lint
-	$(PY) -m pytest -q
-	WORQR_TEST_REDIS=cluster $(PY) -m pytest -q $(CLUSTER_TESTS)
-	./scripts/trixie.sh $(TRIXIE_ROOT) -q $(DJANGO6_TESTS)
+	$(PY) -m pytest -q $(DURATIONS)
+	WORQR_TEST_REDIS=cluster $(PY) -m pytest -q $(DURATIONS) $(CLUSTER_TESTS)
+	./scripts/trixie.sh $(TRIXIE_ROOT) -q $(DURATIONS) $(DJANGO6_TESTS)
 
 django6:
 	./scripts/trixie.sh $(TRIXIE_ROOT) -q $(DJANGO6_TESTS)

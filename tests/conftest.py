@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from queues.testing import RedisServer
+from tests.stress import RedisStalls
 
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "test-artifacts"
@@ -180,12 +181,19 @@ def slowlog(client):
     log (read it with tests.stress.slow_commands); the settings are restored at the end."""
     saved = {k: client.config_get(k)[k] for k in ("slowlog-log-slower-than", "slowlog-max-len")}
 
+    samplers = []
+
     def arm(threshold_us):
+        """Also starts a tests.stress.RedisStalls, returned: pass it to slow_commands."""
         client.config_set("slowlog-max-len", 10000)
         client.config_set("slowlog-log-slower-than", threshold_us)
         client.slowlog_reset()
+        samplers.append(RedisStalls(client))
+        return samplers[-1]
 
     yield arm
+    for sampler in samplers:
+        sampler.stop()
     for key, value in saved.items():
         client.config_set(key, value)
     client.slowlog_reset()
