@@ -43,7 +43,7 @@ HOUR_MS = 3_600_000  # rate windows: no window passes during a run
 TAGS = ("t1", "t2")
 LONG = 3600.0  # s: no lock, heartbeat or delay expires during a run
 SOAK = os.environ.get("WORQR_SOAK") == "1"
-STEPS = 4000 if SOAK else 2000
+STEPS = 4000 if SOAK else 1000
 SEEDS = (
     [int(os.environ["WORQR_MODEL_SEED"])]
     if os.environ.get("WORQR_MODEL_SEED")
