@@ -577,7 +577,7 @@ def test_the_driver_insert_writes_what_django_writes_and_instrumentation_sees_it
 
 def test_after_with_on_commit_or_durable_is_refused_before_anything_is_written():
     """after= with on_commit=True in a transaction, or durable=True: InvalidInput naming them; no row, no task."""
-    # It crashed with a TypeError from Queue._prepare (after= unexpected), in the caller's transaction.
+    # It crashed with a TypeError from the enqueue's option check (after= unexpected), in the caller's transaction.
     from queues.engine.errors import InvalidInput
 
     parent = Queue("ob-after-p").enqueue("p")
