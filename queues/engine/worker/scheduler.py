@@ -27,8 +27,8 @@ from .. import commands, faults, keys, schedules, ticks
 from ..backoff import Backoff, wait_event
 from ..codes import Code
 from ..connection import NETWORK_ERRORS, is_cluster, raise_if_cancelling
+from ..enqueueing import new_task_id
 from ..errors import ConfigurationError
-from ..queue import new_task_id
 from ..schedule_settings import ScheduleSpec, from_document
 from .control import Listener
 
