@@ -17,7 +17,7 @@ class DepthSampler:
 
     def __init__(self, redis, connection, queues, every=EVERY):
         self.redis, self.connection, self.queues, self.every = redis, connection, queues, every
-        self.sampled_at = 0.0  # when the queues' depth was last sampled (monotonic)
+        self.sampled_at = float("-inf")  # when the queues' depth was last sampled (monotonic; never)
 
     async def run(self, _beat_client):
         if time.monotonic() - self.sampled_at < self.every:

@@ -20,7 +20,7 @@ class GoneWorkers:
     def __init__(self, connection, every=upkeep.GONE_CHECK_EVERY):
         self.connection, self.every = connection, every
         self.reaped_seen = False  # workers were reaped: the gone ones are to be noted
-        self.checked_at = 0.0  # when the registry was last checked (monotonic)
+        self.checked_at = float("-inf")  # when the registry was last checked (monotonic; never)
 
     def saw_reaped(self, dead):
         """A beat reaped ``dead`` workers."""
