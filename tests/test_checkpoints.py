@@ -9,12 +9,15 @@ import signal
 import time
 
 import pytest
+from django.test import Client
 
 from queues import Queue, handler
 from queues.engine import commands, registry
 from queues.engine.codes import Code
 from queues.engine.errors import ConfigurationError
 from tests.conftest import ROOT, wait_for
+from tests.support.api import Api, make_token
+from tests.support.dashboard import make_user
 
 
 def steps_of(client, log):
@@ -278,8 +281,6 @@ def test_the_http_api_returns_the_checkpoint_its_time_and_runs(client):
     """GET /api/tasks/<id> has checkpoint, checkpoint_saved_at and runs (null, null, 0 for a plain task)."""
     # GET /api/tasks/<id> has ``checkpoint`` (the JSON value), ``checkpoint_saved_at`` and
     # ``runs``; a task that never ran a generator has null, null and 0.
-    from tests.test_api import Api, make_token
-
     api = Api(make_token("view_dashboard"))
     tid = _checkpointed_task(client, "ckapi", json.dumps({"cursor": "2026-01-01", "done": 41}))
     body = api.get(f"/api/tasks/{tid}").json()
@@ -294,10 +295,6 @@ def test_the_task_page_shows_the_checkpoint_when_it_was_saved_and_the_runs(clien
     """The task page shows the checkpoint (escaped, cut at 2,000 characters), when it was saved and the runs."""
     # The task page shows the checkpoint as JSON (escaped, cut at 2,000 characters), when it was
     # saved and how many runs began; a task with no checkpoint shows no such rows.
-    from django.test import Client
-
-    from tests.test_dashboard_views import make_user
-
     web = Client()
     web.force_login(make_user("ckviewer", perms=["view_dashboard"]))
     tid = _checkpointed_task(client, "ckpage", json.dumps({"at": "<b>x</b>", "pad": "y" * 3000}))

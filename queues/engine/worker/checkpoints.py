@@ -61,12 +61,20 @@ def encode(task, value):
     return text
 
 
+class Context:
+    """What every run needs: the worker's ``loop``, its asyncio ``redis`` client, its ``status``
+    (``stopping``) and ``kill_grace`` (how long a timeout waits for the next yield)."""
+
+    def __init__(self, loop, redis, status, kill_grace):
+        self.loop, self.redis, self.status, self.kill_grace = loop, redis, status, kill_grace
+
+
 class Run:
     """One delivery's run of a generator handler: ``wrap`` its function, ``save`` its pending
     checkpoint (on the loop)."""
 
-    def __init__(self, worker, d):
-        self.w, self.d, self.task = worker, d, d.task
+    def __init__(self, context, d):
+        self.w, self.d, self.task = context, d, d.task
         self.every = d.spec.checkpoint_every
         self.pending = _NOTHING  # the last yielded value's JSON, not saved yet
         self.guard = threading.Lock()  # ``pending`` is set on the handler's thread, taken on the loop
@@ -78,7 +86,7 @@ class Run:
     @property
     def stopping(self):
         """The worker is stopping (a stop signal): stop at the next yield and give the task back."""
-        return self.w.stopping
+        return self.w.status.stopping
 
     def must_stop(self):
         return self.stopping or self.stale or self.task.cancelled
@@ -127,7 +135,7 @@ class Run:
         self.task.set_cancelled()
         handle = self.d.handle
         if handle is not None and not handle.done():
-            await asyncio.wait((handle,), timeout=self.w.config.kill_grace)
+            await asyncio.wait((handle,), timeout=self.w.kill_grace)
         await self.save()
 
     def _yielded(self, value):
@@ -192,10 +200,10 @@ class Run:
         return run
 
 
-async def give_back(worker, d):
+async def give_back(reporter, d):
     """``d`` stopped at a checkpoint: its task goes back first in line, its attempt not counted."""
-    worker.reporter.log_outcome(d, "stopped")
-    codes = await worker.reporter.call(commands.stop(d.task.queue, worker.name, [(d.task.id, d.task.lease, False)]))
+    reporter.log_outcome(d, "stopped")
+    codes = await reporter.call(commands.stop(d.task.queue, reporter.name, [(d.task.id, d.task.lease, False)]))
     if codes is not None and codes[0] == Code.STALE:
-        d.stale = True
-        worker.reporter.release_if_due(d)
+        d.refused()  # whoever took the task may have kept its lock for this handler
+        reporter.release_if_due(d)
