@@ -74,7 +74,7 @@ class Run:
     checkpoint (on the loop)."""
 
     def __init__(self, context, d):
-        self.w, self.d, self.task = context, d, d.task
+        self.context, self.d, self.task = context, d, d.task
         self.every = d.spec.checkpoint_every
         self.pending = _NOTHING  # the last yielded value's JSON, not saved yet
         self.guard = threading.Lock()  # ``pending`` is set on the handler's thread, taken on the loop
@@ -86,7 +86,7 @@ class Run:
     @property
     def stopping(self):
         """The worker is stopping (a stop signal): stop at the next yield and give the task back."""
-        return self.w.status.stopping
+        return self.context.status.stopping
 
     def must_stop(self):
         return self.stopping or self.stale or self.task.cancelled
@@ -94,7 +94,7 @@ class Run:
     async def begin(self):
         """Count the run and read the last checkpoint; False if the task is no longer ours."""
         task = self.task
-        code, text, runs = await commands.checkpoint_begin(task.queue, task.id, task.lease).arun(self.w.redis)
+        code, text, runs = await commands.checkpoint_begin(task.queue, task.id, task.lease).arun(self.context.redis)
         if code != Code.OK:
             log.warning("worqr: task %s was taken from this worker before its run began; not running it", task.id)
             return False
@@ -112,7 +112,7 @@ class Run:
                 return
             task = self.task
             try:
-                code = await commands.checkpoint(task.queue, task.id, task.lease, text).arun(self.w.redis)
+                code = await commands.checkpoint(task.queue, task.id, task.lease, text).arun(self.context.redis)
             except NETWORK_ERRORS as exc:
                 raise_if_cancelling()
                 log.warning("worqr: could not save the checkpoint of task %s: %s", task.id, exc)
@@ -135,7 +135,7 @@ class Run:
         self.task.set_cancelled()
         handle = self.d.handle
         if handle is not None and not handle.done():
-            await asyncio.wait((handle,), timeout=self.w.kill_grace)
+            await asyncio.wait((handle,), timeout=self.context.kill_grace)
         await self.save()
 
     def _yielded(self, value):
@@ -147,7 +147,7 @@ class Run:
 
     def _on_loop(self, coro):
         """Run ``coro`` on the worker's loop from the handler's thread, and wait for it."""
-        return asyncio.run_coroutine_threadsafe(coro, self.w.loop).result()
+        return asyncio.run_coroutine_threadsafe(coro, self.context.loop).result()
 
     def _save_from_thread(self):
         try:
