@@ -24,6 +24,11 @@ from . import processor
 
 log = logging.getLogger("worqr.worker")
 
+#: The most tasks one ``start`` call takes for a queue of one-task handlers (a worker with more
+#: free slots calls again at once): every call's work stays bounded. A chunk queue's call takes
+#: its chunks (at most ``registry.MAX_CHUNK`` tasks).
+MAX_TAKE = 64
+
 
 class Fetcher:
     def __init__(self, worker):
@@ -73,7 +78,7 @@ class Fetcher:
                     await wait_event(w.changed, None if w.registered else 1.0)
                     continue
                 try:
-                    taken, due_ms, more = await self._fetch(free, acks, behind)
+                    taken, due_ms, more, used = await self._fetch(free, acks, behind)
                 finally:
                     w.reporter.put_back(behind)  # what was not sent goes with the next batch
                 backoff.reset()
@@ -88,17 +93,21 @@ class Fetcher:
                 continue
             for d in taken:
                 w.start_delivery(d)
-            if 0 < free and len(taken) < free and not more and not w.reporter.acks and not w.reporter.releases:
+            if 0 < free and used < free and not more and not w.reporter.acks and not w.reporter.releases:
                 await wait_event(w.changed, None if due_ms < 0 else due_ms / 1000)
 
     async def _fetch(self, free, acks, behind):
         """Acknowledge ``acks`` and take up to ``free`` tasks, queue by queue in priority order.
-        Returns (deliveries, ms until the next due task or -1, whether to look again at once).
+        Returns (deliveries, ms until the next due task or -1, whether to look again at once, the
+        slots they fill: one per task, or per chunk of a chunk queue).
         The deliveries behind each batch sent are removed from ``behind``."""
         w, c = self.w, self.w.config
         taken, due_ms, more = [], -1, False
+        used = 0  # slots filled: one per task, or per chunk of a chunk queue
         for q in w.queues:
-            want = free - len(taken)
+            chunked = bool(w.specs[q].chunk)
+            want = w.chunks.want(q, free - used) if chunked else min(free - used, MAX_TAKE)
+            more = more or (not chunked and free - used > MAX_TAKE)
             batch = acks.pop(q, [])
             if want <= 0 and not batch:
                 continue
@@ -121,7 +130,7 @@ class Fetcher:
                 continue
             if reply.status == Code.NOT_REGISTERED:
                 w.lost_registration([q])
-                return taken, -1, False
+                return taken, -1, False, used
             if reply.status == Code.LATE:
                 # Our deadline has passed (beats failed): the next beat of another worker may
                 # reap us and run again what we took. Take nothing until we have beaten.
@@ -129,9 +138,10 @@ class Fetcher:
                     "worqr: worker %s is late in %s (its deadline passed): beating before taking more", w.name, q
                 )
                 w.heart.beat_soon()
-                return taken, -1, False
+                return taken, -1, False, used
             if reply.due_in_ms >= 0:
                 due_ms = reply.due_in_ms if due_ms < 0 else min(due_ms, reply.due_in_ms)
+            used += w.chunks.slots_for(q, len(reply.tasks)) if chunked else len(reply.tasks)
             for task in reply.tasks:
                 d = processor.Delivery(task, w.spec_for(q, task))
                 if reply.grace_ms:
@@ -142,14 +152,14 @@ class Fetcher:
                 self.idle_in.add(q)
             else:
                 self.idle_in.discard(q)
-        if free and len(taken) >= free and self.idle_in:
+        if free and used >= free and self.idle_in:
             # Full: leave the idle sets of the queues we did not get to, so wake-ups go to others.
             p = w.redis.pipeline(transaction=False)
             for q in self.idle_in:
                 p.srem(keys.queue_key(q, "idle"), w.name)
             await p.execute()
             self.idle_in.clear()
-        return taken, due_ms, more
+        return taken, due_ms, more, used
 
     # -- taking stock ----------------------------------------------------------------------
 

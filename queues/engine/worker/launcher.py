@@ -39,6 +39,7 @@ from ..connection import NETWORK_ERRORS
 from ..errors import NoHandler
 from ..registry import get_handler, with_isolation
 from . import processor, procpool
+from .chunks import Chunker
 from .control import Listener
 from .fetch import Fetcher
 from .heartbeat import Heart
@@ -118,6 +119,7 @@ class Worker:
             on_broken=self.fatal,
         )
         self.deliveries = {}  # (id, lease) -> processor.Delivery
+        self.chunks = Chunker(self)  # chunk handlers' deliveries, gathered into chunks
         #: (queue, id) -> when: cancels that arrived before the delivery they are for (its start
         #: reply still on its way): applied if it arrives within EARLY_CANCEL_S
         self.early_cancels = {}
@@ -244,16 +246,24 @@ class Worker:
     # -- state the pieces share ------------------------------------------------------------
 
     def free_slots(self):
-        return self.concurrency - len(self.deliveries) if self.registered else 0
+        """Slots not taken: a delivery takes one, a chunk one however many tasks it holds (a
+        partial chunk still filling takes none yet: ``chunks.Chunker.want`` fills it)."""
+        if not self.registered:
+            return 0
+        return self.concurrency - (len(self.deliveries) - self.chunks.members) - self.chunks.running
 
     def start_delivery(self, d):
         if self.early_cancels.pop((d.task.queue, d.task.id), None) is not None:
             d.cancel_locally()  # cancelled before we even knew we had it: it never starts
         self.deliveries[d.key] = d
-        processor.start(self, d)
+        if d.spec.chunk:
+            self.chunks.add(d)
+        else:
+            processor.start(self, d)
 
     def delivery_done(self, d):
-        self.deliveries.pop(d.key, None)
+        if self.deliveries.pop(d.key, None) is not None and d.spec.chunk:
+            self.chunks.ended(d)
         if d.span is not None:  # no outcome was reported: an error in the worker itself
             self.reporter.log_outcome(d, "error", "the worker failed to run the task")
         self.changed.set()

@@ -57,6 +57,7 @@ class Delivery:
         "timer",
         "timing_out",
         "start_by",
+        "chunk",
     )
 
     def __init__(self, task, spec):
@@ -75,6 +76,7 @@ class Delivery:
         self.timer = None  # its timeout's timer
         self.timing_out = False  # its timeout fired: ``_time_out`` reports it and ends it
         self.start_by = None  # a rate-limited queue's: the time.monotonic() its handler must start by
+        self.chunk = None  # a chunk handler's: the chunks.Chunk whose call runs it
 
     @property
     def key(self):
@@ -235,6 +237,9 @@ def _launch(worker, d):
     if worker.tracing:  # the run span; the handler runs with it as its current span
         d.span = tracing.start_run(task, worker.name)
         func = tracing.bind(d.span, func, d.is_async)
+    if d.chunk is not None:  # a chunk handler's task: its share of the chunk's call (chunks.Chunk)
+        d.handle = d.chunk.part(d)
+        return
     if d.start_by is not None and not d.isolated:  # (an isolated one's process looks itself)
         func = _gated(func, d.start_by, d.is_async)
     if d.is_async:

@@ -25,6 +25,7 @@ async def shutdown(w):
     """Wait out the grace of worker ``w`` (a launcher.Worker), give back what still runs, and
     deregister it."""
     began = time.monotonic()
+    w.chunks.start_all()  # partial chunks run now, within the grace
     if w.deliveries:
         log.info("worqr: stopping: waiting up to %.0f s for %d task(s)", w.grace, len(w.deliveries))
     while [d for d in w.deliveries.values() if not d.reported] and time.monotonic() < began + w.grace:
