@@ -70,3 +70,23 @@ handler("chunk-lock", chunk=50, chunk_wait=0.3, retries=0, lock=lambda task: str
 )
 handler("chunk-limit", chunk=100, chunk_wait=0.3, retries=0, concurrency=30)(chunk_sync)
 handler("chunk-cancel", chunk=10, chunk_wait=0.2, retries=0)(chunk_sync)
+
+
+# -- no-op handlers whose script calls are counted (tests/test_batched_take.py) ------------------
+
+
+def noop(task):
+    return None
+
+
+async def anoop(task):
+    return None
+
+
+def chunk_noop(tasks):
+    return None
+
+
+handler("batch-noop")(noop)
+handler("batch-anoop")(anoop)
+handler("batch-chunk", chunk=100, chunk_wait=0.2)(chunk_noop)
