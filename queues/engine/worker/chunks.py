@@ -62,6 +62,7 @@ class Chunk:
         self.chunker = chunker
         self.left = len(deliveries)  # deliveries that have not ended yet
         self.parts = {}
+        self.running = 0  # parts not done yet
         self.handle = None
 
     def part(self, d):
@@ -74,6 +75,7 @@ class Chunk:
         for d in live:
             self.parts[d.key] = Part(loop=loop)
             self.parts[d.key].add_done_callback(self._part_ended)
+        self.running = len(live)
         start_by = min((d.start_by for d in live if d.start_by is not None), default=None)
         func = (
             spec.func if start_by is None or spec.isolation == "process" else _gated(spec.func, start_by, spec.is_async)
@@ -105,7 +107,8 @@ class Chunk:
     def _part_ended(self, _part):
         """Every task's run has ended (cancelled, timed out, stopped): stop the call too, if it can
         be (an async one is cancelled, an isolated one's process ended)."""
-        if self.handle is None or self.handle.done() or not all(p.done() for p in self.parts.values()):
+        self.running -= 1
+        if self.running > 0 or self.handle is None or self.handle.done():
             return
         if isinstance(self.handle, asyncio.Task):
             self.handle.cancel()
