@@ -21,7 +21,6 @@ import time
 
 from ..errors import ChunkFailed
 from ..limits import StartedLate
-from . import processor
 
 
 class ChunkTasks(list):
@@ -44,6 +43,11 @@ class ChunkTasks(list):
     def attach_sink(self, sink):
         for task in self:
             task.attach_sink(sink)
+
+    def pass_report(self, **report):
+        """A report from the chunk's handler process (its progress or log lines), which does not
+        say which task it is of: the chunk's first task's."""
+        self[0].pass_report(**report)
 
 
 class Part(asyncio.Future):
@@ -68,8 +72,9 @@ class Chunk:
     def part(self, d):
         return self.parts[d.key]
 
-    def start(self, w, live):
+    def start(self, live):
         """Start the handler on the tasks of ``live`` (deliveries not cancelled)."""
+        w = self.chunker
         spec, loop = live[0].spec, w.loop
         tasks = ChunkTasks([d.task for d in live])
         for d in live:
@@ -140,10 +145,14 @@ def _gated(func, start_by, is_async):
 
 
 class Chunker:
-    """Gathers a worker's deliveries of chunk queues into chunks and starts them."""
+    """Gathers a worker's deliveries of chunk queues into chunks and starts them: ``specs`` (the
+    queues' handlers), ``loop``, ``pool`` (sync handlers), ``procs`` (isolated ones; None
+    without), ``progress`` (the handlers' reports); ``run(d)`` starts a delivery
+    (``Processor.start``), ``poke()`` wakes the fetcher."""
 
-    def __init__(self, worker):
-        self.w = worker
+    def __init__(self, specs, *, loop, pool, procs, progress, run, poke):
+        self.specs, self.loop, self.pool, self.procs, self.progress = specs, loop, pool, procs, progress
+        self.run, self.poke = run, poke
         self.buffers = {}  # queue -> [delivery] waiting for their chunk to fill
         self.timers = {}  # queue -> the loop timer that runs its partial chunk
         self.members = 0  # deliveries of chunk queues in the worker's deliveries
@@ -152,7 +161,7 @@ class Chunker:
     def want(self, queue, free):
         """How many tasks to ask ``queue`` for, with ``free`` slots left: what fills its partial
         chunk, else a chunk per free slot (at most ``MAX_CHUNK`` tasks in one call)."""
-        size = self.w.specs[queue].chunk
+        size = self.specs[queue].chunk
         buffered = len(self.buffers.get(queue, ()))
         if buffered:
             return size - buffered
@@ -162,7 +171,7 @@ class Chunker:
 
     def slots_for(self, queue, n):
         """The slots ``n`` more tasks of ``queue`` take (a partial chunk holds one already)."""
-        size = self.w.specs[queue].chunk
+        size = self.specs[queue].chunk
         buffered = len(self.buffers.get(queue, ()))
         return math.ceil((buffered + n) / size) - math.ceil(buffered / size)
 
@@ -178,7 +187,7 @@ class Chunker:
         if not buf:
             self._stop_timer(queue)
         elif queue not in self.timers:
-            self.timers[queue] = self.w.loop.call_later(d.spec.chunk_wait, self._due, queue)
+            self.timers[queue] = self.loop.call_later(d.spec.chunk_wait, self._due, queue)
 
     def _due(self, queue):
         self.timers.pop(queue, None)
@@ -204,10 +213,10 @@ class Chunker:
         for d in deliveries:
             d.chunk = chunk
         if live:
-            chunk.start(self.w, live)
+            chunk.start(live)
         for d in deliveries:  # a cancelled one is reported cancelled there, never run
-            processor.start(self.w, d)
-        self.w.changed.set()
+            self.run(d)
+        self.poke()
 
     def ended(self, d):
         """A delivery of a chunk queue has ended (``Worker.delivery_done``)."""
