@@ -38,7 +38,7 @@ CLUSTER_TESTS ?= tests/test_cluster.py tests/test_queue_page.py tests/test_enque
 	tests/test_lifecycle.py tests/test_worker_crash.py tests/test_dashboard_live.py tests/test_api.py \
 	tests/test_metrics.py tests/test_tasks_backend.py tests/test_workflows.py tests/test_workflows_workers.py \
 	tests/test_batches.py tests/test_outbox.py tests/test_limits.py tests/test_limits_workers.py tests/test_schedules.py \
-	tests/test_schedules_workers.py tests/test_schedule_ticks.py tests/test_dashboard_views.py
+	tests/test_schedules_workers.py tests/test_schedule_ticks.py tests/test_dashboard_views.py tests/test_chunks.py
 
 # The Tasks-backend (with the framework's own backend tests), enqueue, worker, API, dashboard
 # views, admin, checks, schedules and package tests run a third time on Python 3.13 + Django 6.1,
