@@ -7,6 +7,7 @@ from .batches import Batch, BatchNotFound
 from .config import Config
 from .connection import Connection, configure, get_default
 from .errors import (
+    ChunkFailed,
     ConfigurationError,
     InvalidCheckpoint,
     InvalidInput,
@@ -56,6 +57,7 @@ __all__ = [
     "NotReplicated",
     "RedisUnavailable",
     "RetryLater",
+    "ChunkFailed",
     "TooManyQueues",
     "WorkerCrashed",
 ]

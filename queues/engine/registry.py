@@ -12,6 +12,9 @@ _handlers = {}
 
 #: Where a sync handler runs: on one of the worker's threads, or in a pre-forked process of its own.
 ISOLATIONS = ("thread", "process")
+#: The largest chunk a chunk handler may take: one ``start`` call looks at most at this many
+#: entries of a queue's lists (``take.lua``'s TAKE_SCAN_MAX).
+MAX_CHUNK = 1000
 #: A generator handler's ``checkpoint_every`` when not given (seconds).
 DEFAULT_CHECKPOINT_EVERY = 1.0
 
@@ -28,6 +31,8 @@ class HandlerSpec:
     keep_result: bool = False
     isolation: str | None = None  # "thread" or "process"; None: the worker's default (--isolation)
     limits: Limits = NO_LIMITS  # concurrency, rate, partition (README "Limits")
+    chunk: int | None = None  # a chunk handler: up to this many tasks per call (a list)
+    chunk_wait: float = 1.0  # seconds a chunk waits to fill before its handler runs anyway
     #: A generator handler's checkpoints: at most one write per this many seconds (None: not a
     #: generator function, no checkpoints; ``worker/checkpoints.py``).
     checkpoint_every: float | None = None
@@ -52,6 +57,8 @@ def handler(
     partition=None,
     partition_concurrency=None,
     partition_rate=None,
+    chunk=None,
+    chunk_wait=None,
     checkpoint_every=None,
 ):
     """Register the decorated function (sync or ``async def``) as the handler of ``queue``.
@@ -59,10 +66,13 @@ def handler(
     Limits, for every worker together: ``concurrency`` (active tasks at once), ``rate`` (starts in
     any window: ``(100, 60)`` or ``"100/m"``, ``"10/s"``, ``"500/h"``); ``partition`` (a function of
     the task giving its key, run at enqueue) with ``partition_concurrency`` / ``partition_rate``
-    per key. A generator function (or async generator) yields checkpoints, saved at most once
-    per ``checkpoint_every`` seconds (default 1). A bad option raises ConfigurationError naming
-    the queue and the option."""
+    per key. ``chunk=n``: the handler takes ``tasks: list[Task]``, up to ``n`` tasks at once, waiting
+    at most ``chunk_wait`` seconds (default 1) to fill a chunk (``ChunkFailed`` fails some of them).
+    A generator function (or async generator) yields checkpoints, saved at most once per
+    ``checkpoint_every`` seconds (default 1). A bad option raises ConfigurationError naming the
+    queue and the option."""
     keys.check_queue_name(queue)
+    chunk_wait = check_chunk(queue, chunk, chunk_wait)
     limits = check_limits(queue, concurrency, rate, partition, partition_concurrency, partition_rate)
     if retries is not None and (isinstance(retries, bool) or not isinstance(retries, int) or retries < 0):
         raise ConfigurationError(f"handler {queue!r}: retries must be an integer >= 0")
@@ -86,6 +96,8 @@ def handler(
             raise ConfigurationError(
                 f"handler {queue!r}: checkpoint_every is for a generator handler (one that yields checkpoints)"
             )
+        if is_generator and chunk is not None:
+            raise ConfigurationError(f"handler {queue!r}: a chunk handler can't be a generator (checkpoints are per task)")
         if is_generator and isolation == "process":
             raise ConfigurationError(
                 f'handler {queue!r}: a generator handler (checkpoints) runs on a thread or the event loop, not with isolation="process"'
@@ -111,6 +123,8 @@ def handler(
             keep_result,
             isolation,
             limits,
+            chunk,
+            chunk_wait,
             float(every) if is_generator else None,
         )
         return func
@@ -148,6 +162,19 @@ def check_importable(spec):
             f'handler {spec.queue!r}: {_qualname(spec.func)} runs with isolation="process", but that '
             f"module path does not name it: define it at module level under its own name"
         )
+
+
+def check_chunk(queue, chunk, chunk_wait):
+    """Check a handler's ``chunk`` and ``chunk_wait``; returns ``chunk_wait`` with its default."""
+    if chunk is not None and (isinstance(chunk, bool) or not isinstance(chunk, int) or not 1 <= chunk <= MAX_CHUNK):
+        raise ConfigurationError(f"handler {queue!r}: chunk must be an integer from 1 to {MAX_CHUNK}")
+    if chunk_wait is None:
+        return 1.0
+    if chunk is None:
+        raise ConfigurationError(f"handler {queue!r}: chunk_wait needs chunk")
+    if isinstance(chunk_wait, bool) or not isinstance(chunk_wait, (int, float)) or not 0 <= chunk_wait <= 3600:
+        raise ConfigurationError(f"handler {queue!r}: chunk_wait must be a number of seconds from 0 to 3600")
+    return float(chunk_wait)
 
 
 def with_isolation(spec, default):

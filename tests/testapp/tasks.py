@@ -437,5 +437,5 @@ async def fault_async(task):
 handler("sf", retries=0)(fault_sync)
 handler("sfa", retries=0)(fault_async)
 
-
-from tests.testapp import checkpoint_tasks  # noqa: E402, F401  (generator handlers: tests/test_checkpoints.py)
+# The generator handlers (tests/test_checkpoints.py) and the chunk handlers (tests/test_chunks.py).
+from . import checkpoint_tasks, chunk_tasks  # noqa: E402,F401
