@@ -97,7 +97,9 @@ def handler(
                 f"handler {queue!r}: checkpoint_every is for a generator handler (one that yields checkpoints)"
             )
         if is_generator and chunk is not None:
-            raise ConfigurationError(f"handler {queue!r}: a chunk handler can't be a generator (checkpoints are per task)")
+            raise ConfigurationError(
+                f"handler {queue!r}: a chunk handler can't be a generator (checkpoints are per task)"
+            )
         if is_generator and isolation == "process":
             raise ConfigurationError(
                 f'handler {queue!r}: a generator handler (checkpoints) runs on a thread or the event loop, not with isolation="process"'
