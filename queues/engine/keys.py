@@ -89,6 +89,10 @@ Queue keys (``QUEUE_KINDS``; the type is in brackets):
                          handler returns (``release``) or its worker is reaped; written only when
                          the queue has a concurrency or the task a partition. Built from the
                          prefix in Lua (``PREFIX .. '@@kept@@'``), as ``ended`` is
+- ``expired``    [list]  the tasks that expired (``expires=``) before they started, newest first,
+                         each a JSON object (id, ``c`` created, ``ex`` the expiry, ``at`` when it
+                         was found expired, ms; ``tg`` tags); the last ``EXPIRED_MAX``. Built from
+                         the prefix in Lua (``lua/includes/expiry.lua``), as ``ended`` is
 
 Keys built inside a script from the queue's prefix and a kind below (``SUBKEY_KINDS``):
 
@@ -114,6 +118,10 @@ Keys built inside a script from the queue's prefix and a kind below (``SUBKEY_KI
                                created, ms); an id leaves it when its task is deleted, cancelled or
                                completed (``forget`` in ``lua/includes/base.lua``), so it holds
                                live and failed tasks only and never outlives them
+- ``throttle:<key>``  [string] the task that opened a throttle window (``throttle=``), expiring
+                               with the window (``lua/includes/controls.lua``)
+- ``debounce:<key>``  [string] the task of a debounce key not started yet (``debounce=``),
+                               expiring an hour after its quiet period
 - ``log:<id>``        [list]   a task's log lines (``task.log``), the last ``TASK_LOG_MAX``; kept
                                while the task lives (and with a failed task), deleted with it
 
@@ -195,7 +203,11 @@ QUEUE_KINDS = (
     "ended",
     "kept",
     "resend",
+    "expired",
 )
+
+#: Expired tasks listed per queue (``expired``): the newest this many.
+EXPIRED_MAX = 1000
 
 #: The record of recently ended tasks (``ended``): kept at most this long (ms; the whole key
 #: expires this long after the queue's last end), and at most this many per queue (about 120
@@ -223,6 +235,8 @@ SUBKEY_KINDS = {
     "pstarts": "pstarts",
     "tag": "tag",
     "log": "log",
+    "throttle": "throttle",
+    "debounce": "debounce",
 }
 #: The suffix of a queue's event channel.
 EVENTS = "events"

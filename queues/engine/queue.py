@@ -7,7 +7,7 @@ import os
 from datetime import UTC, datetime
 from functools import partial
 
-from . import commands, keys, readmodel, tracing, workflows
+from . import commands, controls, keys, readmodel, tracing, workflows
 from .codes import Code
 from .connection import NETWORK_ERRORS, get_default
 from .errors import ConfigurationError, InvalidInput, InvalidTask, PayloadTooLarge, TooManyQueues
@@ -83,7 +83,7 @@ class Queue:
         if len(raw) > config.max_payload_bytes:
             _too_large(raw, config)
         spec = get_handler(self.name)
-        if spec is not None and (spec.lock is not None or spec.limits.partition is not None):
+        if spec is not None and (spec.lock is not None or spec.limits.partition is not None or spec.expires):
             return self.enqueue_many([payload])[0]  # a lock or partition from the payload: the full path
         task_id = new_task_id(self.name)
         if not tracing.enabled(config):
@@ -157,12 +157,17 @@ class Queue:
             if len(ids) != len(payloads) or any(keys.queue_from_task_id(i) != self.name for i in ids):
                 raise InvalidTask(f"ids must be one task id of queue {self.name!r} per payload")
         extra = {k: options.pop(k) for k in ("_batch", "_batch_callback", "_once", "_links") if k in options}
+        ctl = {k: options.pop(k) for k in ("expires", "throttle", "debounce") if k in options}
+        extra["_controls"] = self._controls(len(payloads), ctl, options)
         # ids the caller gave are remembered (a second push is a no-op); ids made here are new
         remember = options.pop("_remember", ids is not None)
         parents = workflows.check_after(after, on_parent_failure, ids)
         batches = self._prepare(payloads, **options)
         if batches is None:  # the handler's lock or partition function gave different keys
-            grouped = dict(options, after=after, on_parent_failure=on_parent_failure, _remember=remember, **extra)
+            del extra["_controls"]
+            grouped = dict(
+                options, after=after, on_parent_failure=on_parent_failure, _remember=remember, **ctl, **extra
+            )
             return self._enqueue_grouped(payloads, ids, grouped)
         ids = ids if ids is not None else [new_task_id(self.name) for _ in payloads]
         if not parents:
@@ -177,6 +182,13 @@ class Queue:
         except NETWORK_ERRORS as exc:  # they are in: the workers' sweep tells it
             log.warning("worqr: queue %s: the batches of tasks cancelled at once are told later: %s", self.name, exc)
         return enqueued.ids
+
+    def _controls(self, count, ctl, options):
+        """The enqueue's controls (``controls.check``), the handler's ``expires`` by default."""
+        spec = get_handler(self.name)
+        if "expires" not in ctl and spec is not None and spec.expires:
+            ctl = dict(ctl, expires=spec.expires)
+        return controls.check(count, **ctl, delay=options.get("delay"), eta=options.get("eta"))
 
     def _enqueue_grouped(self, payloads, ids, options):
         """Enqueue payloads whose lock or partition keys differ: one call per key, ids in order."""
@@ -205,6 +217,7 @@ class Queue:
         _batch_callback="",
         _once="",
         _links=None,
+        _controls=controls.NONE,
         *,
         retry_for=None,
         remember=None,
@@ -218,7 +231,7 @@ class Queue:
         queue is made if need be without checking MAX_QUEUES (``_send``)."""
         when, opts, items = batches
         items = [((ids[i] if ids is not None else new_task_id(self.name)), *rest) for i, rest in enumerate(items)]
-        extra = dict(parents=deps, batch=_batch, batch_callback=_batch_callback, once=_once)
+        extra = dict(parents=deps, batch=_batch, batch_callback=_batch_callback, once=_once, controls=_controls)
         options = dict(zip(commands.TASK_OPTIONS, opts, strict=True))
         remember = ids is not None if remember is None else remember
         if sending is None:
@@ -265,10 +278,13 @@ class Queue:
 
     def validate(self, payloads, *, after=None, on_parent_failure="cancel", **options):
         """Raise what ``enqueue_many`` would raise for these payloads and options; adds nothing."""
+        payloads = list(payloads)
+        ctl = {k: options.pop(k) for k in ("expires", "throttle", "debounce") if k in options}
+        self._controls(len(payloads), ctl, options)
         parents = workflows.check_after(after, on_parent_failure, None)
         if parents:
             workflows.check_parents_exist(self.client, parents)
-        self._prepare(list(payloads), **options)
+        self._prepare(payloads, **options)
 
     def _prepare(
         self,
@@ -406,6 +422,11 @@ class Queue:
     def failures(self, limit=100):
         """The newest failures first: id, payload, error, traceback, attempts, worker, failed_at."""
         return readmodel.failures(self.client, self.name, limit=limit)
+
+    def expired(self, limit=100):
+        """The newest tasks that expired before they started (``expires=``), newest first: id,
+        state ("expired"), created_at, expires_at, expired_at, tags (the last 1,000 are kept)."""
+        return readmodel.expired(self.client, self.name, limit)
 
     def is_paused(self):
         return readmodel.is_paused(self.client, self.name)

@@ -5,6 +5,7 @@ import inspect
 from dataclasses import dataclass, replace
 
 from . import keys
+from .controls import LONGEST
 from .errors import ConfigurationError
 from .limits import NO_LIMITS, Limits, check_limits
 
@@ -26,6 +27,7 @@ class HandlerSpec:
     keep_result: bool = False
     isolation: str | None = None  # "thread" or "process"; None: the worker's default (--isolation)
     limits: Limits = NO_LIMITS  # concurrency, rate, partition (README "Limits")
+    expires: float | None = None  # seconds: a task not started by then never starts (controls)
 
 
 def handler(
@@ -42,13 +44,15 @@ def handler(
     partition=None,
     partition_concurrency=None,
     partition_rate=None,
+    expires=None,
 ):
     """Register the decorated function (sync or ``async def``) as the handler of ``queue``.
 
     Limits, for every worker together: ``concurrency`` (active tasks at once), ``rate`` (starts in
     any window: ``(100, 60)`` or ``"100/m"``, ``"10/s"``, ``"500/h"``); ``partition`` (a function of
     the task giving its key, run at enqueue) with ``partition_concurrency`` / ``partition_rate``
-    per key. A bad option raises ConfigurationError naming the queue and the option."""
+    per key. ``expires`` (seconds) is the default of ``enqueue(..., expires=)``: a task not
+    started that long after its enqueue never starts (it ends ``expired``). A bad option raises ConfigurationError naming the queue and the option."""
     keys.check_queue_name(queue)
     limits = check_limits(queue, concurrency, rate, partition, partition_concurrency, partition_rate)
     if retries is not None and (isinstance(retries, bool) or not isinstance(retries, int) or retries < 0):
@@ -59,6 +63,10 @@ def handler(
         raise ConfigurationError(f"handler {queue!r}: backoff must be a number >= 0")
     if lock is not None and not (callable(lock) or isinstance(lock, str)):
         raise ConfigurationError(f"handler {queue!r}: lock must be a string or a function")
+    if expires is not None and (
+        isinstance(expires, bool) or not isinstance(expires, (int, float)) or not 0 < expires <= LONGEST
+    ):
+        raise ConfigurationError(f"handler {queue!r}: expires must be a number of seconds > 0 and <= {LONGEST}")
     if isolation is not None and isolation not in ISOLATIONS:
         raise ConfigurationError(f'handler {queue!r}: isolation must be "thread" or "process", not {isolation!r}')
 
@@ -85,6 +93,7 @@ def handler(
             keep_result,
             isolation,
             limits,
+            expires=expires,
         )
         return func
 

@@ -52,6 +52,8 @@ def _placeholders():
         ended="ended",
         kept="kept",
         resend="resend",
+        expired="expired",
+        expired_max=str(keys.EXPIRED_MAX),
         ended_keep_ms=str(keys.ENDED_KEEP_MS),
         ended_max=str(keys.ENDED_MAX),
         ended_trim_max=str(keys.ENDED_TRIM_MAX),

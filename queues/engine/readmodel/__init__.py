@@ -26,10 +26,12 @@ By subject, each in its module, all used as ``readmodel.<name>``:
   ``SearchPage``);
 - history (``_history``): ``throughput``, ``history``, ``durations``,
   ``duration_percentiles``;
+- controls (``_controls``): ``expired``;
 - the server (``_common``): ``server_ms``, ``subscriber_connections``.
 """
 
 from ._common import server_ms, subscriber_connections
+from ._controls import expired
 from ._history import HISTORY_SPANS, duration_percentiles, durations, history, throughput
 from ._limits import PARKED_COUNTED, limited_queues, limits
 from ._queues import (
@@ -96,6 +98,7 @@ __all__ = [
     "durations",
     "failed",
     "failed_ids",
+    "expired",
     "failures",
     "failures_signature",
     "gone_workers",

@@ -19,7 +19,7 @@ local ended_trimmed = false
 -- nothing (resend.lua). Its first end counts (NX). Trimmed once per script call (trim_ended).
 local function record_end(id, outcome, now)
   local code = 0
-  if outcome == 'failed' then code = 1 elseif outcome == 'cancelled' then code = 2
+  if outcome == 'failed' then code = 1 elseif outcome == 'cancelled' or outcome == 'expired' then code = 2
   elseif outcome == 'deleted' then code = 3 end
   rcall('ZADD', ENDED, 'NX', string.format('%.0f', now * 4 + code), string.sub(id, -16))  -- the queue goes without saying
   if not ended_trimmed then
