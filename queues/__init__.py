@@ -6,9 +6,19 @@ imports nothing from Django. ``Queue`` is the engine's Queue plus ``on_commit=Tr
 imports Django.
 """
 
-from .engine import Batch, RedisUnavailable, RetryLater, Task, TooManyQueues, chain, handler
+from .engine import Batch, RateLimited, RedisUnavailable, RetryLater, Task, TooManyQueues, chain, handler
 
-__all__ = ["Batch", "Queue", "RedisUnavailable", "RetryLater", "Task", "TooManyQueues", "chain", "handler"]
+__all__ = [
+    "Batch",
+    "Queue",
+    "RateLimited",
+    "RedisUnavailable",
+    "RetryLater",
+    "Task",
+    "TooManyQueues",
+    "chain",
+    "handler",
+]
 
 
 def __getattr__(name):

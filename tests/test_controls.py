@@ -1,15 +1,17 @@
-"""Task controls at enqueue, through the scripts (no worker process): expiry ends a task that
-was not started in time as ``expired``, a throttle's window adds one task, a debounce keeps one
-task not started yet with the last payload and due time; bad options write nothing."""
+"""Task controls, through the scripts (no worker process): expiry ends a task that was not
+started in time as ``expired``, a throttle's window adds one task, a debounce keeps one task not
+started yet with the last payload and due time, a RateLimited holds the queue (or partition);
+bad options write nothing."""
 
 import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from queues import Queue
-from queues.engine import keys
-from queues.engine.errors import InvalidTask
+from queues import Queue, RateLimited
+from queues.engine import commands, keys
+from queues.engine.codes import Code
+from queues.engine.errors import InvalidInput, InvalidTask
 from tests.engine_calls import register, take
 
 
@@ -127,13 +129,11 @@ def test_debounce_keeps_one_task_with_the_last_payload_and_due_time(client):
         ({"expires": 0}, "expires must be more than 0"),
         ({"expires": "soon"}, "expires must be a number of seconds"),
         ({"expires": datetime(2030, 1, 1)}, "aware datetime"),
-        ({"expires": 1, "delay": 2}, "later than the delay"),
         ({"throttle": "k"}, r"throttle must be a pair"),
         ({"throttle": ("", 1)}, "throttle's key must be a non-empty string"),
         ({"throttle": ("k", -1)}, "throttle seconds must be more than 0"),
         ({"debounce": ("k", 1), "delay": 1}, "without delay or eta"),
         ({"debounce": ("k", 1), "throttle": ("k", 1)}, "not both"),
-        ({"debounce": ("k", 5), "expires": 2}, "longer than the debounce"),
     ],
 )
 def test_bad_controls_are_refused_before_anything_is_written(client, options, message):
@@ -160,3 +160,79 @@ def test_the_controls_keys_are_in_the_queues_slot(client):
     assert keys.subkey("slot", "throttle", "t") in present
     assert keys.subkey("slot", "debounce", "d") in present
     assert keys.queue_key("slot", "expired") in present
+
+
+def _limited(client, task, seconds, hold):
+    """Report ``task`` as its handler raising RateLimited(seconds) would (``hold``: 'q' or 'p')."""
+    return commands.fail(
+        task.queue,
+        "w",
+        task.id,
+        task.lease,
+        "RateLimited: 429",
+        "",
+        retries=3,
+        backoff=1,
+        backoff_max=10,
+        jitter=0,
+        history=10,
+        retry_after=seconds,
+        hold=hold,
+    ).run(client)
+
+
+def test_rate_limited_holds_the_queue_and_puts_the_task_back_first(client):
+    """Nothing starts while held; then the raising task comes first, its attempt count unchanged."""
+    q = Queue("rl-q")
+    first, second = q.enqueue_many(["a", "b"])
+    (task,) = take(client, "rl-q")
+    assert task.id == first and task.attempt == 1
+    assert _limited(client, task, 0.5, "q") == Code.DEFERRED
+    held = q.limits()["held_until"]
+    assert held is not None
+    assert take(client, "rl-q", count=2, register_first=False) == []
+    assert q.counts()["pending"] == 2
+    time.sleep(0.6)
+    again = take(client, "rl-q", count=2, register_first=False)
+    assert [t.id for t in again] == [first, second]
+    assert again[0].attempt == 1
+    assert q.limits()["held_until"] is None
+
+
+def test_set_limits_reset_ends_a_hold(client):
+    """A queue held for 60 s starts again at once after set_limits(reset=True)."""
+    q = Queue("rl-reset")
+    q.enqueue("a")
+    (task,) = take(client, "rl-reset")
+    _limited(client, task, 60, "q")
+    assert take(client, "rl-reset", register_first=False) == []
+    assert q.set_limits(reset=True)["held_until"] is None
+    assert [t.id for t in take(client, "rl-reset", register_first=False)] == [task.id]
+
+
+def test_rate_limited_in_a_partition_holds_only_that_partition(client):
+    """Partition a held: b's tasks still start, a's wait; limits() lists the held partition."""
+    from queues.engine import registry
+
+    registry.handler("rl-p", partition=lambda t: t.payload[0])(lambda task: None)
+    try:
+        q = Queue("rl-p")
+        a1 = q.enqueue("a1")
+        (task,) = take(client, "rl-p")
+        assert task.id == a1
+        _limited(client, task, 30, "p")
+        a2, b1 = q.enqueue("a2"), q.enqueue("b1")
+        assert [t.id for t in take(client, "rl-p", count=3, register_first=False)] == [b1]
+        limits = q.limits()
+        assert limits["held_until"] is None and list(limits["held_partitions"]) == ["a"]
+        q.set_limits(reset=True)
+        assert [t.id for t in take(client, "rl-p", count=3, register_first=False)] == [a1, a2]
+    finally:
+        registry._handlers.pop("rl-p", None)
+
+
+def test_rate_limited_refuses_a_bad_retry_after():
+    """RateLimited(-1) and RateLimited("x") raise InvalidInput naming retry_after."""
+    for bad in (-1, "x", True):
+        with pytest.raises(InvalidInput, match="retry_after"):
+            RateLimited(bad)

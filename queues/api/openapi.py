@@ -391,6 +391,16 @@ _RESPONSES = {
             "held_back": _INT,
             "runnable": _INT,
             "partitions": {"type": "object"},
+            "held_until": {
+                "type": ["string", "null"],
+                "format": "date-time",
+                "description": "until when a handler's RateLimited holds the queue: nothing starts",
+            },
+            "held_partitions": {
+                "type": "object",
+                "additionalProperties": {"type": "string", "format": "date-time"},
+                "description": "partitions a handler's RateLimited holds, each until when (the soonest 20)",
+            },
         }
     ),
     "Triggered": _object({"name": _STR, "id": _STR}),

@@ -93,6 +93,9 @@ Queue keys (``QUEUE_KINDS``; the type is in brackets):
                          each a JSON object (id, ``c`` created, ``ex`` the expiry, ``at`` when it
                          was found expired, ms; ``tg`` tags); the last ``EXPIRED_MAX``. Built from
                          the prefix in Lua (``lua/includes/expiry.lua``), as ``ended`` is
+- ``holds``      [hash]  partitions held back by a handler's ``RateLimited``: partition key ->
+                         until when (ms); the queue's own hold is ``hu`` in ``limits``
+                         (``lua/includes/holds.lua``; built from the prefix, as ``ended`` is)
 
 Keys built inside a script from the queue's prefix and a kind below (``SUBKEY_KINDS``):
 
@@ -204,6 +207,7 @@ QUEUE_KINDS = (
     "kept",
     "resend",
     "expired",
+    "holds",
 )
 
 #: Expired tasks listed per queue (``expired``): the newest this many.

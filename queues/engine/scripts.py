@@ -53,6 +53,7 @@ def _placeholders():
         kept="kept",
         resend="resend",
         expired="expired",
+        holds="holds",
         expired_max=str(keys.EXPIRED_MAX),
         ended_keep_ms=str(keys.ENDED_KEEP_MS),
         ended_max=str(keys.ENDED_MAX),

@@ -30,7 +30,7 @@ import time
 import traceback as tb_module
 
 from .. import tracing
-from ..errors import RetryLater
+from ..errors import RateLimited, RetryLater
 from ..limits import StartedLate
 from .procpool import HandlerFailed
 
@@ -321,7 +321,10 @@ async def _report(worker, d):
     if isinstance(exc, StartedLate):  # never run: back first in line, its start not counted
         await worker.reporter.give_back(d)
     elif isinstance(exc, RetryLater):
-        await worker.reporter.failure(d, _describe(exc), "", retry_after=exc.seconds)
+        hold = ""
+        if isinstance(exc, RateLimited):  # the whole queue, or the task's partition, waits
+            hold = "p" if d.spec.limits.partition is not None else "q"
+        await worker.reporter.failure(d, _describe(exc), "", retry_after=exc.seconds, hold=hold)
     elif isinstance(exc, HandlerFailed):  # raised in an isolated handler's process, described there
         await worker.reporter.failure(d, exc.description, exc.trace)
     else:

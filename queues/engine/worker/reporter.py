@@ -116,7 +116,7 @@ class Reporter:
 
     # -- failures --------------------------------------------------------------------------
 
-    async def failure(self, d, error, trace, retry_after=None, exc=None):
+    async def failure(self, d, error, trace, retry_after=None, exc=None, hold=""):
         """A failed attempt (``exc``: the handler's exception, if any), or a deferral."""
         c, spec = self.w.config, d.spec
         self.failed += retry_after is None
@@ -137,6 +137,7 @@ class Reporter:
             retry_after=retry_after,
             keep=d.keep_lock,
             trace=d.run_trace,
+            hold=hold,
         )
         code = await self.call(call)
         if code == Code.STALE:
