@@ -26,6 +26,7 @@ SECTIONS = {
         "delayed": ("delayed",),
         "blocked": ("blocked",),
         "failed": ("failed",),
+        "expired": ("expired",),
         "failure_groups": ("failure_groups",),
         "locks": ("locks",),
         "limits": ("limits",),
