@@ -18,9 +18,7 @@ backoff    backoff  base seconds between retries (0 to a day; retry n waits back
 callback   callback http(s) URL the built-in webhook delivery POSTs the task to
 tags                 array of up to 20 strings (1-100 characters, no newline), indexed for search
 expires              seconds (> 0, at most 30 days): not started by then, the task never starts
-throttle             ``{"key", "seconds"}``: one task per key per window; the others get its id
-debounce             ``{"key", "seconds"}``: one task per key, run that long after the last
-                     enqueue with the last payload (no ``delay`` with it)
+throttle, debounce   ``{"key", "seconds"}`` (``docs/task-controls.md``; not both, no debounce+delay)
 after      -        task ids (at most 1,000) the task waits for: it is ``blocked`` until each
                     completed
 on_parent_failure   "cancel" (default) or "run": what a parent ending otherwise does to it
@@ -34,11 +32,13 @@ Batches: ``POST /api/batches`` takes ``description``, ``on_success`` and ``on_co
 import math
 
 from ..conf import get_connection
-from ..engine import controls, keys
+from ..engine import keys
+from ..engine.controls import LONGEST
 from ..engine.errors import ConfigurationError, InvalidQueueName, InvalidTask
 from ..engine.limits import CONCURRENCY_MAX, RATE_STARTS_MAX, RATE_WINDOW_MAX, parse_rate
 from ..quoting import QUEUE_NAME_RULE, TASK_ID_RULE, shown
 from ..webhooks import MAX_URL_LENGTH, InvalidCallback, allow_list, check_callback
+from .controls import not_both, window, window_schema
 from .errors import BadRequest
 
 #: Upper bounds: far beyond any sensible use, and small enough for Redis and Lua numbers.
@@ -164,13 +164,10 @@ class Field:
                 self._size(name, v)
             return value
         if self.kind == "window":
-            if not isinstance(value, dict) or set(value) != {"key", "seconds"}:
-                raise BadRequest(f'{name}: must be an object {{"key", "seconds"}}', name)
-            text(f"{name}.key", value["key"])
-            if not value["key"] or len(value["key"]) > keys.LOCK_KEY_MAX:
+            key = text(f"{name}.key", window(name, value)["key"])
+            if not key or len(key) > keys.LOCK_KEY_MAX:
                 raise BadRequest(f"{name}.key: must be 1 to {keys.LOCK_KEY_MAX} characters", f"{name}.key")
-            seconds = Field(f"{name}.seconds", "number", maximum=controls.LONGEST, positive=True)
-            return (value["key"], seconds.parse(value["seconds"]))
+            return (key, Field(f"{name}.seconds", "number", maximum=LONGEST, positive=True).parse(value["seconds"]))
         if self.kind == "queue":
             return queue_name(value, name)
         if self.kind == "task_id":
@@ -240,15 +237,7 @@ class Field:
         elif self.kind == "payloads":
             out = {"type": "array", "items": payload, "minItems": 1, "maxItems": MAX_BATCH_PAYLOADS}
         elif self.kind == "window":
-            out = {
-                "type": "object",
-                "additionalProperties": False,
-                "required": ["key", "seconds"],
-                "properties": {
-                    "key": {"type": "string", "minLength": 1, "maxLength": keys.LOCK_KEY_MAX},
-                    "seconds": {"type": "number", "exclusiveMinimum": 0, "maximum": controls.LONGEST},
-                },
-            }
+            out = window_schema()
         elif self.kind == "queue":
             out = dict(QUEUE_SCHEMA)
         elif self.kind == "task_id":
@@ -311,15 +300,7 @@ class Body:
         required = [name for name, f in self.fields.items() if f.required]
         out = {"type": "object", "additionalProperties": False, "required": required, "properties": properties}
         if self.exclusive:
-            out["allOf"] = [
-                {
-                    "not": {
-                        "required": [a, b],
-                        "properties": {a: {"not": {"type": "null"}}, b: {"not": {"type": "null"}}},
-                    }
-                }
-                for a, b in self.exclusive
-            ]
+            out["allOf"] = [not_both(a, b) for a, b in self.exclusive]
         return out
 
 
@@ -369,7 +350,7 @@ CREATE_TASK = _create(
         Field(
             "expires",
             "number",
-            maximum=controls.LONGEST,
+            maximum=LONGEST,
             positive=True,
             doc="seconds: a task not started by then never starts (it ends expired)",
         ),

@@ -7,7 +7,7 @@ import os
 from datetime import UTC, datetime
 from functools import partial
 
-from . import commands, controls, keys, readmodel, tracing, workflows
+from . import commands, controls, crypto, keys, readmodel, tracing, workflows
 from .codes import Code
 from .connection import NETWORK_ERRORS, get_default
 from .errors import ConfigurationError, InvalidInput, InvalidTask, PayloadTooLarge, TooManyQueues
@@ -82,6 +82,8 @@ class Queue:
         raw = payload.encode("utf-8", "surrogateescape")
         if len(raw) > config.max_payload_bytes:
             _too_large(raw, config)
+        if self.name in config.encrypted_queues:  # sealed by task id: the full path
+            return self.enqueue_many([payload])[0]
         spec = get_handler(self.name)
         if spec is not None and (spec.lock is not None or spec.limits.partition is not None or spec.expires):
             return self.enqueue_many([payload])[0]  # a lock or partition from the payload: the full path
@@ -186,6 +188,8 @@ class Queue:
     def _controls(self, count, ctl, options):
         """The enqueue's controls (``controls.check``), the handler's ``expires`` by default."""
         spec = get_handler(self.name)
+        if ctl.get("debounce") is not None and crypto.encrypts(self.connection.config, self.name):
+            raise InvalidTask(f"queue {self.name!r} is encrypted: debounce is not available on it")
         if "expires" not in ctl and spec is not None and spec.expires:
             ctl = dict(ctl, expires=spec.expires)
         return controls.check(count, **ctl, delay=options.get("delay"), eta=options.get("eta"))
@@ -231,6 +235,9 @@ class Queue:
         queue is made if need be without checking MAX_QUEUES (``_send``)."""
         when, opts, items = batches
         items = [((ids[i] if ids is not None else new_task_id(self.name)), *rest) for i, rest in enumerate(items)]
+        if crypto.encrypts(self.connection.config, self.name):  # sealed for each task: crypto
+            ring = crypto.keyring(self.connection.config)
+            items = [(i, ring.seal(self.name, i, raw, kind), uk, "e") for i, raw, uk, kind in items]
         extra = dict(parents=deps, batch=_batch, batch_callback=_batch_callback, once=_once, controls=_controls)
         options = dict(zip(commands.TASK_OPTIONS, opts, strict=True))
         remember = ids is not None if remember is None else remember

@@ -49,6 +49,8 @@ active, failed, completed (only while a kept result lasts). Finished tasks are o
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from .crypto import Sealed
+
 
 def ms_to_datetime(ms):
     if ms in (None, b"", ""):
@@ -79,9 +81,12 @@ def payload_from_hash(h):
 
 
 def decode_payload(raw, kind):
-    """The payload as the producer gave it: bytes if it was bytes, else text."""
+    """The payload as the producer gave it: bytes if it was bytes, else text; ``Sealed`` if it
+    is encrypted."""
     if raw is None:
         return None
+    if kind == b"e" or kind == "e":
+        return Sealed(raw)
     if kind == b"b" or kind == "b":
         return raw
     return raw.decode("utf-8", "surrogateescape")
@@ -250,7 +255,9 @@ class Task:
     def as_dict(self):
         """A JSON-friendly description (payload as text, bytes shown with replacements)."""
         payload = self.payload
-        if isinstance(payload, bytes):
+        if isinstance(payload, Sealed):
+            payload = "encrypted"
+        elif isinstance(payload, bytes):
             payload = payload.decode("utf-8", "replace")
         elif isinstance(payload, str):
             payload = payload.encode("utf-8", "surrogateescape").decode("utf-8", "replace")

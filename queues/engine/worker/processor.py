@@ -29,7 +29,7 @@ import logging
 import time
 import traceback as tb_module
 
-from .. import tracing
+from .. import crypto, tracing
 from ..errors import RateLimited, RetryLater
 from ..limits import StartedLate
 from .procpool import HandlerFailed
@@ -231,6 +231,13 @@ async def _end(worker, d):
 def _launch(worker, d):
     """Start ``d``'s handler (``d.handle``)."""
     task, func = d.task, d.spec.func
+    if isinstance(task.payload, crypto.Sealed):  # an encrypted queue's: opened here, for the handler
+        try:
+            task.payload = crypto.open_payload(worker.config, task)
+        except crypto.PayloadUnreadable as exc:  # the task fails with it; the worker goes on
+            d.handle = worker.loop.create_future()
+            d.handle.set_exception(exc)
+            return
     task.attach_sink(worker.progress)  # task.progress() and task.log() (an isolated one's come up its socket)
     if worker.tracing:  # the run span; the handler runs with it as its current span
         d.span = tracing.start_run(task, worker.name)
