@@ -540,6 +540,12 @@ def retry(queue, ids):
     return Call("retry", queue, (len(ids), *ids), _codes)
 
 
+def reseal(queue, items):
+    """Replace sealed payloads still as read: ``items`` (id, payload read, new payload); the
+    number replaced (``rotation``)."""
+    return Call("reseal", queue, (len(items), *(x for item in items for x in item)), int)
+
+
 def pause(queue, paused):
     """Pause (True) or resume; returns whether the state changed."""
     return Call("pause", queue, ("1" if paused else "0",), bool)
