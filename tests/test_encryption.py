@@ -97,3 +97,27 @@ def test_malformed_keys_are_refused(keys_, queues, words):
     with pytest.raises(ConfigurationError, match=words) as err:
         Config.from_mapping({"ENCRYPTION_KEYS": keys_, "ENCRYPTED_QUEUES": queues})
     assert "not base64!" not in str(err.value)
+
+
+@pytest.mark.django_db
+def test_the_dashboard_shows_encrypted_unless_the_user_may_see_it(sealed, client):
+    """The queue and task pages never show the stored bytes; the task page opens the payload only
+    for a user with queues.view_encrypted_payload."""
+    from django.test import Client
+    from django.urls import reverse
+
+    from tests.test_dashboard_views import make_user
+
+    task_id = Queue("vault").enqueue("the card is 4111-1111-1111-1111")
+    pages = {}
+    for name, perms in (("viewer", ["view_dashboard"]), ("keeper", ["view_dashboard", "view_encrypted_payload"])):
+        web = Client()
+        web.force_login(make_user(name, perms=perms))
+        pages[name] = (
+            web.get(reverse("queues:queue", args=["vault"])).content.decode(),
+            web.get(reverse("queues:task", args=[task_id])).content.decode(),
+        )
+    for name in ("viewer", "keeper"):
+        assert "4111-1111" not in pages[name][0] and "encrypted" in pages[name][0]
+    assert "4111-1111" not in pages["viewer"][1] and "needs the permission" in pages["viewer"][1]
+    assert "the card is 4111-1111-1111-1111" in pages["keeper"][1]

@@ -39,7 +39,7 @@ from django.utils.module_loading import import_string
 
 from .. import outbox
 from ..conf import get_connection, setting
-from ..engine import keys, readmodel
+from ..engine import crypto, keys, readmodel
 from ..engine.errors import ConfigurationError, InvalidQueueName, InvalidTask
 from ..engine.queue import new_task_id
 from ..engine.registry import handler
@@ -144,7 +144,13 @@ class WorqrBackend(BaseTaskBackend):
         queue = keys.queue_from_task_id(result_id)
         if queue is None or queue not in self.queues:
             raise TaskResultDoesNotExist(result_id)
-        wtask = Queue(queue).get(result_id)
+        q = Queue(queue)
+        wtask = q.get(result_id)
+        if wtask is not None and isinstance(wtask.payload, crypto.Sealed):  # an encrypted queue's: opened here
+            try:
+                wtask.payload = crypto.open_payload(q.connection.config, wtask)
+            except crypto.PayloadUnreadable:
+                wtask = None
         data = dispatch.decode(wtask.payload) if wtask is not None else None
         if data is None:
             raise TaskResultDoesNotExist(result_id)

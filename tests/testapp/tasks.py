@@ -117,7 +117,7 @@ handler("stuck", timeout=2, retries=2, backoff=0.1)(run_sync)
 
 # -- task controls (tests/test_controls_workers.py) ----------------------------------------------
 
-for name in ("ctl-th", "ctl-db", "ctl-rl", "ctl-ex"):
+for name in ("ctl-th", "ctl-db", "ctl-rl", "ctl-ex", "vault"):
     handler(name)(run_sync)
 
 

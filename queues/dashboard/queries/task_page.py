@@ -3,6 +3,7 @@
 import re
 
 from ...engine import keys, readmodel
+from ...engine.crypto import Sealed
 from ..bounds import TASK_FAILURES_SHOWN, TASK_TRACEBACK_SHOWN, TRACEBACK_MAX, log_shown, tail
 from .common import failure_json, fmt, server_ms, task_row
 
@@ -74,7 +75,8 @@ def task(client, task_id, full=False, payload_limit=4000):
             callback=found.callback or "",
             batch=found.batch_id or "",
             finished=fmt(found.finished_at),
-            is_bytes=isinstance(found.payload, bytes),
+            is_bytes=isinstance(found.payload, bytes) and not isinstance(found.payload, Sealed),
+            sealed=isinstance(found.payload, Sealed),
         )
         out["task"] = row
     out["log"] = log_shown(readmodel.task_log(client, task_id) if found is not None else [])
