@@ -101,8 +101,7 @@ def test_malformed_keys_are_refused(keys_, queues, words):
 
 @pytest.mark.django_db
 def test_the_dashboard_shows_encrypted_unless_the_user_may_see_it(sealed, client):
-    """The queue and task pages never show the stored bytes; the task page opens the payload only
-    for a user with queues.view_encrypted_payload."""
+    """Queue and task pages show "encrypted"; the task page opens it for view_encrypted_payload only."""
     from django.test import Client
     from django.urls import reverse
 
