@@ -38,8 +38,9 @@ def _raw_dump(client, queue):
     return b"\0".join(out)
 
 
-def test_redis_holds_no_plaintext_of_the_payloads(sealed, client):
+def test_redis_holds_no_plaintext_of_the_payloads(sealed):
     """No 16-byte run of any payload is anywhere in the queue's keys, in any state."""
+    client = sealed.client  # the session's client was closed with its connection
     q = Queue("vault")
     payloads = _secrets(30)
     ids = q.enqueue_many(payloads[:10])
@@ -58,7 +59,7 @@ def test_redis_holds_no_plaintext_of_the_payloads(sealed, client):
     assert q.get(ids[1]).as_dict()["payload"] == "encrypted"
 
 
-def test_a_payload_opens_only_for_its_own_task_and_queue(sealed, client):
+def test_a_payload_opens_only_for_its_own_task_and_queue(sealed):
     """Copying a sealed payload to another task or queue makes it unreadable."""
     ring = crypto.keyring(sealed.config)
     blob = ring.seal("vault", "vault-0000000000000001", b"secret", "")
@@ -68,8 +69,9 @@ def test_a_payload_opens_only_for_its_own_task_and_queue(sealed, client):
             ring.open(queue, task_id, blob)
 
 
-def test_older_keys_still_open_and_a_removed_key_is_a_clear_error(sealed, client):
+def test_older_keys_still_open_and_a_removed_key_is_a_clear_error(sealed):
     """Sealed under OLD: opens with [NEW, OLD]; with [NEW] alone it raises PayloadUnreadable naming the task."""
+    client = sealed.client  # the session's client was closed with its connection
     task_id = Queue("vault").enqueue("hello, sealed world")
     (task,) = take(client, "vault")
     assert crypto.open_payload(sealed.config.with_(encryption_keys=(NEW, OLD)), task) == "hello, sealed world"
@@ -100,7 +102,7 @@ def test_malformed_keys_are_refused(keys_, queues, words):
 
 
 @pytest.mark.django_db
-def test_the_dashboard_shows_encrypted_unless_the_user_may_see_it(sealed, client):
+def test_the_dashboard_shows_encrypted_unless_the_user_may_see_it(sealed):
     """Queue and task pages show "encrypted"; the task page opens it for view_encrypted_payload only."""
     from django.test import Client
     from django.urls import reverse

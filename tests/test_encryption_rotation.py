@@ -33,7 +33,7 @@ def test_rotation_of_100000_pending_tasks_in_bounded_calls(_engine, client, slow
     slowlog(5000)
     steps = []
     done = rotation.rotate(conn.client, conn.config, "vault", progress=lambda r: steps.append(r.calls))
-    slow = slow_commands(client, 5000)
+    slow = slow_commands(conn.client, 5000)
     assert done.resealed == PENDING and done.unreadable == 0
     assert [c for c in slow if c[0] > 50_000] == [], slow[:5]
     print(f"rotation: {done.calls} calls for {PENDING} tasks; calls over 5 ms: {len(slow)}; slowest: {slow[:3]}")

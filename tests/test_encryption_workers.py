@@ -26,7 +26,7 @@ def test_the_handler_gets_the_payload_and_an_unreadable_one_fails_cleanly(_engin
     bytes_id = q.enqueue(b"\x00\xffraw bytes, sealed")
     seal((crypto.new_key(),))
     lost_id = q.enqueue(json.dumps({"secret": "sealed under a key the worker lacks"}))
-    seal((NEW,))
+    client = seal((NEW,)).client  # the session's client was closed with its connection
     new_id = q.enqueue("sealed under the new key")
     w = workers(["vault"], concurrency=2, name="vault-0", env=_env(NEW, OLD))
     wait_registered(client, w.name)
