@@ -57,6 +57,7 @@ def test_redis_holds_no_plaintext_of_the_payloads(sealed):
     assert task.payload != payloads[0] and isinstance(task.payload, crypto.Sealed)
     assert crypto.open_payload(sealed.config, task) == payloads[0]
     assert q.get(ids[1]).as_dict()["payload"] == "encrypted"
+    assert q.failures()[0]["payload"] == "encrypted"
 
 
 def test_a_payload_opens_only_for_its_own_task_and_queue(sealed):
