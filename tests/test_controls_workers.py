@@ -133,3 +133,14 @@ def test_rate_limited_holds_the_queue_on_every_worker(client, workers):
     assert starts[0] >= held_from + 2.0 - 0.002, starts[0] - held_from
     assert {r["id"] for r in recs} == {raiser, *others}
     assert len({r["pid"] for r in recs}) >= 2  # the workers shared the work after the hold
+
+
+def test_rate_limited_from_an_isolated_handler_holds_the_queue(client, workers):
+    """A RateLimited raised in a handler process holds the queue as on a thread: the task runs again, attempt 1."""
+    q = Queue("ctl-rl-iso")
+    w = workers(["ctl-rl-iso"], concurrency=1, name="ctl-rl-iso-0")
+    wait_registered(client, w.name)
+    raiser = q.enqueue(json.dumps({"limited": 1}))
+    recs = wait_for(lambda: (r := records(client, "ctl-rl-iso")) and len(r) == 2 and r, timeout=60, message="two runs")
+    assert [(r["id"], r["outcome"], r["attempt"]) for r in recs] == [(raiser, "raised", 1), (raiser, "ok", 1)]
+    assert recs[1]["start"] >= recs[0]["end"] + 1.0 - 0.002

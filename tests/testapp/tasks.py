@@ -209,6 +209,7 @@ handler("pspin", isolation="process", timeout=2)(run_isolated)
 handler("pcrash", isolation="process", retries=1, backoff=0.1)(run_isolated)
 handler("plock", isolation="process", timeout=1, lock="one")(run_isolated)
 handler("pthread", isolation="thread")(run_sync)  # stays on a thread under --isolation process
+handler("ctl-rl-iso", isolation="process")(run_isolated)  # RateLimited from a handler process
 
 
 def run_counting_inits(task):
