@@ -46,3 +46,14 @@ def test_the_queue_page_shows_a_hold_until_when(web, client):
     assert "Held (RateLimited)" in html and f"nothing starts until {until} UTC" in html
     q.set_limits(reset=True)
     assert "Held (RateLimited)" not in web.get(reverse("queues:queue", args=["t1"])).content.decode()
+
+
+def test_the_task_page_shows_its_controls(web):
+    """A task's expiry and its throttle or debounce key are on its page."""
+    q = Queue("t1")
+    throttled = q.enqueue("a", throttle=("user-9", 60), expires=600)
+    debounced = q.enqueue("b", debounce=("doc-3", 60))
+    assert q.get(throttled).expires_at is not None and q.get(debounced).debounce_key == "doc-3"
+    page = web.get(reverse("queues:task", args=[throttled])).content.decode()
+    assert "Throttle key</th><td>user-9" in page and "Expires</th>" in page
+    assert "Debounce key</th><td>doc-3" in web.get(reverse("queues:task", args=[debounced])).content.decode()

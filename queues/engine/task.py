@@ -19,6 +19,8 @@ tc    trace context: W3C traceparent (+ newline, tracestate)  tg    tags, one pe
 pg    progress: a fraction, 0 to 1                             pm    progress message
 np    parents not yet told (blocked)                       ob    'run': run even if a parent failed
 bt    batch it belongs to                                  bc    batch it is a callback of
+ex    expires at (ms): not started by then, never starts   th    its throttle key
+db    its debounce key
 ====  =======================================================  ====  ===========================
 
 A payload longer than 64 bytes and at most ``PAYLOAD_PIECES_MAX`` × ``PAYLOAD_PIECE`` (1,008)
@@ -149,6 +151,10 @@ class Task:
     progress_message: str | None = None
     #: The batch the task belongs to, or is the callback of (``bt`` / ``bc``).
     batch_id: str | None = None
+    #: The task controls it was enqueued with (``controls``): expiry, throttle and debounce keys.
+    expires_at: datetime | None = None
+    throttle_key: str | None = None
+    debounce_key: str | None = None
     #: Set by the worker (from its event loop thread) when the task is cancelled or times out.
     _cancelled: bool = False
     #: Where ``progress`` and ``log`` go: set by the worker on the tasks it runs (None elsewhere).
@@ -240,6 +246,9 @@ class Task:
             progress_value=_float(g(b"pg")),
             progress_message=_text(g(b"pm")),
             batch_id=_text(g(b"bt") or g(b"bc")),
+            expires_at=ms_to_datetime(g(b"ex")),
+            throttle_key=_text(g(b"th")),
+            debounce_key=_text(g(b"db")),
         )
 
     @property

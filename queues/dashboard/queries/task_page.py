@@ -77,6 +77,9 @@ def task(client, task_id, full=False, payload_limit=4000):
             finished=fmt(found.finished_at),
             is_bytes=isinstance(found.payload, bytes) and not isinstance(found.payload, Sealed),
             sealed=isinstance(found.payload, Sealed),
+            expires=fmt(found.expires_at),
+            throttle_key=found.throttle_key or "",
+            debounce_key=found.debounce_key or "",
         )
         out["task"] = row
     out["log"] = log_shown(readmodel.task_log(client, task_id) if found is not None else [])

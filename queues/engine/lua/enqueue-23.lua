@@ -79,6 +79,7 @@ if throttle ~= '' then
   local ms, key = string.match(throttle, '^(%d+)\n(.*)$')
   local holder = throttle_holder(key, tonumber(ms), ARGV[21])
   if holder then return {0, now, holder} end
+  opts[#opts + 1] = 'th'; opts[#opts + 1] = key
 end
 local debounce_key, debounce_ms = false, 0
 if debounce ~= '' then
@@ -87,6 +88,7 @@ if debounce ~= '' then
   local holder = debounce_replace(key, debounce_ms, ARGV[22], ARGV[24], now)
   if holder then return {0, now, holder} end
   due = now + debounce_ms
+  opts[#opts + 1] = 'db'; opts[#opts + 1] = key
 end
 -- The parents a new task still waits for, and why it is cancelled at once (or false).
 local function parents_of(id)
