@@ -7,6 +7,7 @@ from .batches import Batch, BatchNotFound
 from .config import Config
 from .connection import Connection, configure, get_default
 from .errors import (
+    ChunkFailed,
     ConfigurationError,
     InvalidInput,
     InvalidQueueName,
@@ -56,6 +57,7 @@ __all__ = [
     "RedisUnavailable",
     "RateLimited",
     "RetryLater",
+    "ChunkFailed",
     "TooManyQueues",
     "WorkerCrashed",
 ]
