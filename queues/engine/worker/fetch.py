@@ -49,7 +49,7 @@ class Fetcher:
         await asyncio.wait(
             [asyncio.ensure_future(e.wait()) for e in (w.subscribed, w.stop_event)], return_when=asyncio.FIRST_COMPLETED
         )
-        backoff = Backoff()
+        backoff, failing = Backoff(), False
         fault = faults.active("fetch-yield-sigterm")
         while True:
             if w.deliveries:
@@ -77,13 +77,16 @@ class Fetcher:
                 finally:
                     w.reporter.put_back(behind)  # what was not sent goes with the next batch
                 backoff.reset()
+                failing = False
             except NETWORK_ERRORS as exc:
                 raise_if_cancelling()
                 # The call may have run with its reply lost: acknowledgements are sent again
                 # (a repeat is refused as stale, harmlessly) and tasks held in Redis but unknown
                 # here would be stranded, so take stock and give those back.
                 self.stock_needed = True
-                log.warning("worqr: fetch failed (%s); retrying", exc)
+                # Once per outage (the heartbeat's lines say when Redis is out of reach and back).
+                log.log(logging.DEBUG if failing else logging.WARNING, "worqr: fetch failed (%s); retrying", exc)
+                failing = True
                 await backoff.wait(w.stop_event)
                 continue
             for d in taken:

@@ -32,7 +32,7 @@ class Linker:
 
     async def run(self):
         c = self.w.config
-        next_sweep = time.monotonic() + c.heartbeat_interval
+        next_sweep, failing = time.monotonic() + c.heartbeat_interval, False
         while True:
             try:
                 await asyncio.wait_for(self.event.wait(), max(0.01, next_sweep - time.monotonic()))
@@ -46,9 +46,13 @@ class Linker:
                 if time.monotonic() >= next_sweep:
                     next_sweep = time.monotonic() + c.heartbeat_interval
                     await asyncio.to_thread(self.sweep)
+                failing = False
             except NETWORK_ERRORS as exc:
-                log.warning("worqr: telling children and batches failed (%s); the sweep retries", exc)
+                # Once per outage: the heartbeat's lines say when Redis is out of reach and back.
+                level = logging.DEBUG if failing else logging.WARNING
+                log.log(level, "worqr: telling children and batches failed (%s); the sweep retries", exc)
                 self.wanted |= queues
+                failing = True
             except Exception:  # never let one bad entry stop the worker's part: the sweep retries
                 log.exception("worqr: telling children and batches failed; the sweep retries")
 

@@ -25,12 +25,13 @@ async def shutdown(w):
     """Wait out the grace of worker ``w`` (a launcher.Worker), give back what still runs, and
     deregister it."""
     began = time.monotonic()
+    stranded = 0  # tasks left active in Redis under this worker's name: neither given back nor acknowledged
     if w.deliveries:
         log.info("worqr: stopping: waiting up to %.0f s for %d task(s)", w.grace, len(w.deliveries))
     while [d for d in w.deliveries.values() if not d.reported] and time.monotonic() < began + w.grace:
         w.changed.clear()
         await wait_event(w.changed, max(0.0, began + w.grace - time.monotonic()))
-        await w.reporter.flush()
+        stranded += await w.reporter.flush()
     await w.progress.flush()  # what handlers logged stays with the tasks given back
     left = sorted((d for d in w.deliveries.values() if not d.reported), key=lambda d: d.started)
     for d in left:
@@ -46,8 +47,9 @@ async def shutdown(w):
         by_queue[d.task.queue].append((d.task.id, d.task.lease, d.keep_lock))
         w.reporter.log_outcome(d, "stopped")
     for queue, items in by_queue.items():
-        await w.reporter.call(commands.stop(queue, w.name, items))
-    await w.reporter.flush()
+        if await w.reporter.call(commands.stop(queue, w.name, items)) is None:
+            stranded += len(items)
+    stranded += await w.reporter.flush()
     await w.reporter.send_releases()
     try:
         for q in w.queues:
@@ -55,4 +57,24 @@ async def shutdown(w):
         await w.heart.leave(w.heart.gone_entry("stopped"))  # before its heartbeat key goes (``Heart.leave``)
         await w.redis.delete(keys.heartbeat_key(w.name))
     except NETWORK_ERRORS as exc:
-        log.error("worqr: could not deregister (%s); the reaper will recover our tasks", exc)
+        left_without_deregistering(stranded, exc)
+
+
+def left_without_deregistering(stranded, exc):
+    """Say what a stop without Redis leaves behind, and no more: ``stranded`` tasks (not given
+    back, or run but not acknowledged) run again once Redis is back and a worker of their queue
+    presumes this one dead; with none, nothing waits on this worker."""
+    if stranded:
+        log.error(
+            "worqr: stopped without deregistering: Redis is out of reach (%s). %d task(s) of this worker "
+            "could not be given back or acknowledged: they run again once Redis is back and a worker of "
+            "their queue presumes this one dead (HEARTBEAT_TTL after Redis answers)",
+            exc,
+            stranded,
+        )
+    else:
+        log.warning(
+            "worqr: stopped without deregistering: Redis is out of reach (%s). This worker held no "
+            "tasks; it is listed as gone once Redis is back",
+            exc,
+        )
