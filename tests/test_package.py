@@ -155,6 +155,7 @@ def test_wheel_carries_the_app_its_templates_static_files_lua_and_migrations(whe
         "queues/migrations/0001_initial.py",
         "queues/urls.py",
         "queues/backends/__init__.py",
+        "queues/py.typed",  # the annotations are the package's (PEP 561)
     ):
         assert name in files
     assert any(n.startswith("queues/engine/lua/enqueue-") and n.endswith(".lua") for n in files)

@@ -4,14 +4,17 @@ import hashlib
 import logging
 import math
 import os
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from functools import partial
+from typing import Any, Literal, Unpack, cast
 
 from . import commands, keys, readmodel, tracing, workflows
 from .codes import Code
 from .connection import NETWORK_ERRORS, get_default
 from .errors import ConfigurationError, InvalidInput, InvalidTask, PayloadTooLarge, TooManyQueues
 from .limits import override_args
+from .options import EnqueueOptions, Payload, TaskOptions, check_names
 from .registry import get_handler
 from .sending import Sending
 from .task import Task
@@ -71,8 +74,9 @@ class Queue:
 
     # -- producing -------------------------------------------------------------------------
 
-    def enqueue(self, payload, **options):
-        """Add one task; returns its id. See ``enqueue_many`` for the options."""
+    def enqueue(self, payload: Payload, **options: Unpack[EnqueueOptions]) -> str:
+        """Add one task; returns its id. See ``enqueue_many`` for the options (``options.py``
+        names each)."""
         if options or not isinstance(payload, str):
             return self.enqueue_many([payload], **options)[0]
         # The common call (a str payload, no options) runs on every enqueue: the same checks and
@@ -128,7 +132,15 @@ class Queue:
         if not known and count >= limit:
             raise TooManyQueues(self.name, limit)
 
-    def enqueue_many(self, payloads, *, ids=None, after=None, on_parent_failure="cancel", **options):
+    def enqueue_many(
+        self,
+        payloads: Iterable[Payload],
+        *,
+        ids: Iterable[str] | None = None,
+        after: Iterable[str] | None = None,
+        on_parent_failure: Literal["cancel", "run"] = "cancel",
+        **options: Unpack[TaskOptions],
+    ) -> list[str]:
         """Add tasks, atomically in steps of 500 (``_BATCH``); returns their ids in order.
 
         Options: ``delay`` (seconds) or ``eta`` (a datetime) defers them; ``retries``,
@@ -151,14 +163,16 @@ class Queue:
         cancelled, deleted) they are cancelled (``on_parent_failure="cancel"``, the default) or
         run anyway (``"run"``). See ``workflows``.
         """
+        check_names(options)  # a misspelt option: InvalidTask naming it, nothing written
         payloads = list(payloads)
         if ids is not None:
             ids = list(ids)
             if len(ids) != len(payloads) or any(keys.queue_from_task_id(i) != self.name for i in ids):
                 raise InvalidTask(f"ids must be one task id of queue {self.name!r} per payload")
-        extra = {k: options.pop(k) for k in ("_batch", "_batch_callback", "_once", "_links") if k in options}
+        own = cast(dict[str, Any], options)  # the same dict: the engine's own options (_batch...) too
+        extra = {k: own.pop(k) for k in ("_batch", "_batch_callback", "_once", "_links") if k in own}
         # ids the caller gave are remembered (a second push is a no-op); ids made here are new
-        remember = options.pop("_remember", ids is not None)
+        remember = own.pop("_remember", ids is not None)
         parents = workflows.check_after(after, on_parent_failure, ids)
         batches = self._prepare(payloads, **options)
         if batches is None:  # the handler's lock or partition function gave different keys
