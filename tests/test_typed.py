@@ -31,6 +31,11 @@ def test_mypy_flags_a_misspelt_option_a_wrong_type_and_the_return_type(tmp_path)
         'Queue("emails").enqueue("x", delay="soon")\n'
         'count: int = Queue("emails").enqueue_many(["x"])\n'
         'ok: str = Queue("emails").enqueue("x", delay=30, retries=2, tags=["a"], on_parent_failure="run")\n'
+        "from queues import handler\n"
+        '@handler("emails", retries="3", isolation="process")\n'
+        "def send(task) -> int:\n"
+        "    return 1\n"
+        "kept: str = send(None)  # the decorator keeps the function's type\n"
     )
     done = subprocess.run(
         [
@@ -48,7 +53,9 @@ def test_mypy_flags_a_misspelt_option_a_wrong_type_and_the_return_type(tmp_path)
         timeout=300,
     )
     lines = [line for line in done.stdout.splitlines() if ": error:" in line]
-    assert [line.split(":")[1] for line in lines] == ["2", "3", "4"], done.stdout
+    assert [line.split(":")[1] for line in lines] == ["2", "3", "4", "7", "10"], done.stdout
     assert 'Unexpected keyword argument "dealy"' in lines[0] and 'did you mean "delay"' in lines[0]
     assert 'Argument "delay"' in lines[1] and '"float"' in lines[1]
     assert '"list[str]"' in lines[2]
+    assert 'Argument "retries" to "handler"' in lines[3]
+    assert 'expression has type "int"' in lines[4]
