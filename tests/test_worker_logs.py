@@ -72,3 +72,14 @@ def test_an_isolated_handlers_final_failure_logs_the_traceback_from_its_process(
     )
     assert failed["traceback"].startswith("Traceback (most recent call last):")
     assert failed["traceback"].endswith("ValueError: asked to fail on attempt 1")
+
+
+def test_retry_in_is_the_backoff_the_task_was_enqueued_with(workers):
+    """A task's own `backoff=` (not its handler's 0.3 s) is what its line announces, and what it waits."""
+    q = Queue("retries")
+    task_id = q.enqueue('{"fail": 1}', backoff=1.5)
+    w = workers(["retries"])
+    wait_for(lambda: q.counts()["completed"] == 1, timeout=60, message="the task to complete on its 2nd attempt")
+    wait_for(lambda: f"task {task_id} queue=retries outcome=completed" in w.output(), timeout=30, message="its line")
+    line = re.search(rf"task {task_id} queue=retries outcome=failed duration=[0-9.]+ms (.*)", w.output())
+    assert line and re.match(r"attempt=1/4 retry_in=1\.[56]s error=", line.group(1)), w.output()

@@ -18,7 +18,7 @@ import random
 import time
 from collections import defaultdict
 
-from .. import commands, tracing
+from .. import commands, keys, tracing
 from ..backoff import Backoff
 from ..codes import Code
 from ..connection import NETWORK_ERRORS, raise_if_cancelling
@@ -184,6 +184,7 @@ class Reporter:
             log.warning("worqr: task %s: lease %s is stale; failure refused", d.task.id, d.task.lease)
             self._stale(d)
         elif code == Code.RETRYING:
+            backoff = await self._own_backoff(d, backoff)
             wait = min(backoff * 2 ** max(d.task.attempt - 1, 0), c.backoff_max) * (1 + jitter)
             self.log_line(d, outcome, ran, error, attempts=retries + 1, retry_in=wait, level=logging.WARNING)
         elif code == Code.FAILED:
@@ -193,6 +194,16 @@ class Reporter:
             self.log_line(d, "cancelled", ran, error)
         else:  # deferred, or the report never got through
             self.log_line(d, outcome, ran, error, retry_in=retry_after)
+
+    async def _own_backoff(self, d, fallback):
+        """The backoff the task was enqueued with (``backoff=``, its hash's ``b``: the script
+        waits by it), else ``fallback`` (the handler's or the worker's). One read, for a retried
+        failure's log line only; Redis out of reach: ``fallback``."""
+        try:
+            own = await self.w.redis.hget(keys.task_key(d.task.queue, d.task.id), "b")
+        except NETWORK_ERRORS:
+            return fallback
+        return float(own) if own else fallback
 
     async def give_back(self, d):
         """``d``'s handler was never run (it could not start within its rate's start grace): its
