@@ -36,8 +36,10 @@ def _seconds(value):
 
 
 class Reporter:
-    def __init__(self, worker):
-        self.w = worker
+    def __init__(self, name, config, redis, poke):
+        """Reports for worker ``name`` on ``redis``; ``poke()`` wakes the fetcher, which sends the
+        acknowledgements and releases."""
+        self.name, self.config, self.redis, self.poke = name, config, redis, poke
         self.acks = defaultdict(list)  # queue -> [(delivery, result)]
         self.releases = defaultdict(list)  # queue -> [(id, lease)]
         self.processed = self.failed = 0
@@ -66,7 +68,7 @@ class Reporter:
             return
         task, (ms, ids) = d.task, ran
         extra = {
-            "worker": self.w.name,
+            "worker": self.name,
             "queue": task.queue,
             "task_id": task.id,
             "attempt": task.attempt,
@@ -96,7 +98,7 @@ class Reporter:
         self.processed += outcome == "completed"
         self.log_outcome(d, outcome)
         self.acks[d.task.queue].append((d, result))
-        self.w.changed.set()
+        self.poke()
 
     def take_acks(self):
         """{queue: [(id, lease, result, keep[, run traceparent])]} of everything to acknowledge
@@ -108,11 +110,11 @@ class Reporter:
             out[queue] = []
             behind[queue] = []
             for d, result in batch:
-                d.keep_lock = d.still_running()
+                keep = d.report_sent(d.still_running())
                 if d.run_trace:
-                    out[queue].append((d.task.id, d.task.lease, result, d.keep_lock, d.run_trace))
+                    out[queue].append((d.task.id, d.task.lease, result, keep, d.run_trace))
                 else:
-                    out[queue].append((d.task.id, d.task.lease, result, d.keep_lock))
+                    out[queue].append((d.task.id, d.task.lease, result, keep))
                 behind[queue].append((d, result))
         return out, behind
 
@@ -140,7 +142,7 @@ class Reporter:
         acks, behind = self.take_acks()
         unsent = 0
         for queue, batch in acks.items():
-            call = commands.finish(queue, self.w.name, batch, result_ttl=self.w.config.result_ttl)
+            call = commands.finish(queue, self.name, batch, result_ttl=self.config.result_ttl)
             codes = await self.call(call)
             if codes is not None:
                 self.check_codes([d for d, _ in behind[queue]], codes)
@@ -154,17 +156,17 @@ class Reporter:
         """A failed attempt (``exc``: the handler's exception, if any), or a deferral. Its line
         says what happens next (the script decides: ``attempt=2/4 retry_in=20s``, or a final
         failure at ERROR with its traceback)."""
-        c, spec = self.w.config, d.spec
+        c, spec = self.config, d.spec
         self.failed += retry_after is None
         outcome = "deferred" if retry_after is not None else "failed"
         ran = self.end_run(d, outcome, error, exc)
-        d.keep_lock = d.still_running()
+        keep = d.report_sent(d.still_running())
         retries = d.task.retries if d.task.retries is not None else default(spec.retries, c.retries)
         backoff = default(spec.backoff, c.backoff)
         jitter = random.random() * c.backoff_jitter
         call = commands.fail(
             d.task.queue,
-            self.w.name,
+            self.name,
             d.task.id,
             d.task.lease,
             error,
@@ -175,7 +177,7 @@ class Reporter:
             jitter=jitter,
             history=c.failure_history,
             retry_after=retry_after,
-            keep=d.keep_lock,
+            keep=keep,
             trace=d.run_trace,
         )
         code = await self.call(call)
@@ -200,7 +202,7 @@ class Reporter:
         waits by it), else ``fallback`` (the handler's or the worker's). One read, for a retried
         failure's log line only; Redis out of reach: ``fallback``."""
         try:
-            own = await self.w.redis.hget(keys.task_key(d.task.queue, d.task.id), "b")
+            own = await self.redis.hget(keys.task_key(d.task.queue, d.task.id), "b")
         except NETWORK_ERRORS:
             return fallback
         return float(own) if own else fallback
@@ -209,7 +211,7 @@ class Reporter:
         """``d``'s handler was never run (it could not start within its rate's start grace): its
         task goes back first in line, the attempt and its start not counted."""
         self.log_outcome(d, "late")
-        codes = await self.call(commands.stop(d.task.queue, self.w.name, [(d.task.id, d.task.lease, "unstarted")]))
+        codes = await self.call(commands.stop(d.task.queue, self.name, [(d.task.id, d.task.lease, "unstarted")]))
         if codes is not None and codes[0] == Code.STALE:
             self._stale(d)
 
@@ -217,28 +219,27 @@ class Reporter:
 
     def _stale(self, d):
         """A report was refused: whoever took the task may have kept its lock for this handler."""
-        d.stale = True
+        d.refused()
         self.release_if_due(d)
 
     def release_if_due(self, d):
         """Queue the release of what was kept for ``d`` (its lock, its slots under the limits)
         once its handler has returned: sent for every delivery reported with keep, whether or
         not it had a lock or slots (the script ignores holders it keeps nothing for)."""
-        if (d.keep_lock or d.stale) and d.ended and not d.released:
-            d.released = True
+        if d.release_due():
             self.releases[d.task.queue].append(d.key)
-            self.w.changed.set()
+            self.poke()
 
     def release_unknown(self, queue, task_id, lease):
         """Queue the release of what Redis keeps for (``task_id``, ``lease``), a delivery this
         worker does not run (the script ignores it if nothing is kept)."""
         self.releases[queue].append((task_id, lease))
-        self.w.changed.set()
+        self.poke()
 
     async def send_releases(self):
         releases, self.releases = self.releases, defaultdict(list)
         for queue, holders in releases.items():
-            await self.call(commands.release(queue, self.w.name, holders))
+            await self.call(commands.release(queue, self.name, holders))
 
     # -- calls -----------------------------------------------------------------------------
 
@@ -247,7 +248,7 @@ class Reporter:
         backoff = Backoff()
         for attempt in range(attempts):
             try:
-                return await call.arun(self.w.redis)
+                return await call.arun(self.redis)
             except NETWORK_ERRORS as exc:
                 raise_if_cancelling()
                 level = logging.WARNING if attempt == 0 else logging.DEBUG  # one line per call, not per try
