@@ -8,12 +8,22 @@ imports Django.
 
 from typing import TYPE_CHECKING
 
-from .engine import Batch, RedisUnavailable, RetryLater, Task, TooManyQueues, chain, handler
+from .engine import Batch, ChunkFailed, RedisUnavailable, RetryLater, Task, TooManyQueues, chain, handler
 
 if TYPE_CHECKING:  # type checkers see the class; at run time it is imported on first use (below)
     from .transactions import Queue
 
-__all__ = ["Batch", "Queue", "RedisUnavailable", "RetryLater", "Task", "TooManyQueues", "chain", "handler"]
+__all__ = [
+    "Batch",
+    "ChunkFailed",
+    "Queue",
+    "RedisUnavailable",
+    "RetryLater",
+    "Task",
+    "TooManyQueues",
+    "chain",
+    "handler",
+]
 
 
 def __getattr__(name):
