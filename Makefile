@@ -106,6 +106,7 @@ build: deps
 lint: deps
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
 
 clean:
 	rm -rf $(VENV) var/*.sqlite3 test-artifacts dist build $(TRIXIE_ROOT) var/conformance

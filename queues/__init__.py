@@ -6,6 +6,8 @@ imports nothing from Django. ``Queue`` is the engine's Queue plus ``on_commit=Tr
 imports Django.
 """
 
+from typing import TYPE_CHECKING
+
 from .engine import (
     Batch,
     ChunkFailed,
@@ -17,6 +19,9 @@ from .engine import (
     chain,
     handler,
 )
+
+if TYPE_CHECKING:  # type checkers see the class; at run time it is imported on first use (below)
+    from .transactions import Queue
 
 __all__ = [
     "Batch",

@@ -177,6 +177,7 @@ def task(request, token, task_id):
 def queue_json(counts, workers):
     counts = dict(counts)
     name, paused = counts.pop("name"), counts.pop("paused")
+    counts.pop("served", None)  # the dashboard's mark; the API's body keeps its shape
     serving = [
         {
             k: w.get(k)

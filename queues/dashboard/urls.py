@@ -2,6 +2,7 @@
 
 from django.urls import path
 
+from .unavailable import guard_all
 from .views import actions, batches, overview, queue, schedule_actions, schedules, search, task, workers
 
 app_name = "queues"
@@ -35,3 +36,5 @@ urlpatterns = [
     path("task/<str:task_id>/retry/", actions.task_retry, name="task-retry"),
     path("task/<str:task_id>/delete/", actions.task_delete, name="task-delete"),
 ]
+
+guard_all(urlpatterns)  # Redis down: 503 pages, not 500s (queues.dashboard.unavailable)

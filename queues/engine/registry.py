@@ -2,14 +2,19 @@
 
 import importlib
 import inspect
+from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import Any, Literal, TypeVar
 
 from . import keys
 from .controls import LONGEST
 from .errors import ConfigurationError
 from .limits import NO_LIMITS, Limits, check_limits
 
-_handlers = {}
+#: A handler: a function of the task, sync or ``async def``; ``handler`` returns it unchanged.
+F = TypeVar("F", bound=Callable[..., Any])
+#: A rate: (starts, window in seconds), or "100/m", "10/s", "500/h".
+Rate = tuple[int, float] | str
 
 #: Where a sync handler runs: on one of the worker's threads, or in a pre-forked process of its own.
 ISOLATIONS = ("thread", "process")
@@ -35,24 +40,27 @@ class HandlerSpec:
     expires: float | None = None  # seconds: a task not started by then never starts (controls)
 
 
+_handlers: dict[str, HandlerSpec] = {}
+
+
 def handler(
-    queue,
+    queue: str,
     *,
-    retries=None,
-    timeout=None,
-    backoff=None,
-    lock=None,
-    keep_result=False,
-    isolation=None,
-    concurrency=None,
-    rate=None,
-    partition=None,
-    partition_concurrency=None,
-    partition_rate=None,
-    chunk=None,
-    chunk_wait=None,
-    expires=None,
-):
+    retries: int | None = None,
+    timeout: float | None = None,
+    backoff: float | None = None,
+    lock: str | Callable[..., str | None] | None = None,
+    keep_result: bool = False,
+    isolation: Literal["thread", "process"] | None = None,
+    concurrency: int | None = None,
+    rate: Rate | None = None,
+    partition: Callable[..., str | None] | None = None,
+    partition_concurrency: int | None = None,
+    partition_rate: Rate | None = None,
+    chunk: int | None = None,
+    chunk_wait: float | None = None,
+    expires: float | None = None,
+) -> Callable[[F], F]:
     """Register the decorated function (sync or ``async def``) as the handler of ``queue``.
 
     Limits, for every worker together: ``concurrency`` (active tasks at once), ``rate`` (starts in

@@ -19,7 +19,12 @@ SUMMED_LIVE = 500
 
 
 def _queue_row(name, counts):
-    return {"name": name, "paused": counts["paused"], **{k: counts[k] for k in _COUNT_NAMES}}
+    return {
+        "name": name,
+        "paused": counts["paused"],
+        "served": counts["served"],
+        **{k: counts[k] for k in _COUNT_NAMES},
+    }
 
 
 def totals_of(rows):
@@ -105,7 +110,12 @@ def queue(client, name, page=1, cache=None):
         "view": "queue",
         "queue": name,
         "now_ms": now,
-        "counts": {"paused": counts["paused"], **{k: counts[k] for k in _COUNT_NAMES}, "expired": counts["expired"]},
+        "counts": {
+            "paused": counts["paused"],
+            "served": counts["served"],
+            **{k: counts[k] for k in _COUNT_NAMES},
+            "expired": counts["expired"],
+        },
         "pending": {
             "page": read["page"],
             "pages": read["pages"],

@@ -35,7 +35,7 @@ class Counts:
 
 
 def _read_counts(reply):
-    front, listed, delayed, active, failed, flat, paused = reply
+    front, listed, delayed, active, failed, flat, paused, served = reply
     stats = dict(zip(flat[::2], flat[1::2]))
     counts = {name: int(stats.get(name.encode(), 0)) for name in _STAT_NAMES}
     gone = counts.pop("gone")
@@ -46,6 +46,7 @@ def _read_counts(reply):
         pending=runnable + counts["waiting"], runnable=runnable, delayed=delayed, active=active, failed=failed
     )
     counts["paused"] = bool(paused)
+    counts["served"] = bool(served)  # a worker has registered for the queue (ever)
     return Counts(counts, front, listed, partitioned)
 
 
