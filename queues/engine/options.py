@@ -42,6 +42,14 @@ class TaskOptions(TypedDict, total=False):
     meta: str
     #: Tags, indexed per queue (search: ``tag:``).
     tags: Iterable[str]
+    #: Seconds (or an aware datetime) by which the task must start, else it ends ``expired``.
+    expires: float | datetime
+    #: ``(key, seconds)``: further enqueues with the key inside the window add nothing and
+    #: return the first task's id.
+    throttle: tuple[str, float]
+    #: ``(key, seconds)``: the task runs ``seconds`` after the last enqueue with the key, with the
+    #: last payload.
+    debounce: tuple[str, float]
 
 
 class EnqueueOptions(TaskOptions, total=False):
