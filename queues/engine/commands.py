@@ -511,6 +511,12 @@ def progress(queue, reports):
     return Call("progress", queue, (len(reports), *args), _codes)
 
 
+def prune_history(queue, cutoffs, max_per_queue, step):
+    """Prune the record of ended tasks (``history.py``): ``cutoffs`` (ms, for completed,
+    cancelled and failed). Returns (records removed, 1 if more are due)."""
+    return Call("prune_history", queue, (*(int(c) for c in cutoffs), int(max_per_queue), int(step)), tuple)
+
+
 # -- managing --------------------------------------------------------------------------------
 
 

@@ -7,6 +7,7 @@ engine never reads settings itself.
 from dataclasses import dataclass, fields, replace
 
 from .errors import ConfigurationError
+from .retention import Retention
 
 #: How long an enqueue waits for a connection to Redis to open (s; or ENQUEUE_SOCKET_TIMEOUT if
 #: shorter): a Redis host that does not answer costs a try this long at most.
@@ -74,6 +75,9 @@ class Config:
     #: unused this long (seconds; 7 days, what its history shows), is forgotten by the workers'
     #: sweep: its keys deleted, and it no longer counts under MAX_QUEUES. 0: never.
     queue_forget_after: float = 7 * 86400.0
+    #: How long the record of ended tasks is kept, by outcome, and how many per queue at most
+    #: (``WORQR["RETENTION"]``, a dict: ``retention.py``); pruned by the workers.
+    retention: Retention = Retention()
 
     def __post_init__(self):
         if self.heartbeat_interval <= 0 or self.heartbeat_ttl <= 0:
@@ -112,6 +116,9 @@ class Config:
             raise ConfigurationError(f"unknown WORQR setting(s): {', '.join(unknown)}")
         kwargs = {}
         for key, value in mapping.items():
+            if key == "RETENTION":
+                kwargs["retention"] = Retention.parse(value)
+                continue
             kind = type(getattr(cls, names[key]))
             if kind is bool:
                 if not isinstance(value, bool):

@@ -82,6 +82,15 @@ Queue keys (``QUEUE_KINDS``; the type is in brackets):
                          handful of entries, written at most once per window per producer
                          setting, those past their time removed then (a quiet queue keeps its
                          last, ~100 bytes; drop deletes it). Built from the prefix, as ``ended`` is
+- ``history``    [hash]  the record of ended tasks (completed, cancelled, failed for good): id ->
+                         a JSON object of the task's fields (``task.py``) with its outcome in
+                         ``s``, ``fin`` when it ended, its payload up to ``HISTORY_PAYLOAD_MAX``
+                         bytes (``ps`` its size when cut) and ``log`` its last
+                         ``HISTORY_LOG_LINES`` lines (``ln`` how many it had); pruned by the
+                         workers (``history.py``) by ``WORQR["RETENTION"]``. Built from the
+                         prefix, as ``ended`` is (``lua/includes/history.lua``)
+- ``hcompleted``, ``hcancelled``, ``hfailed`` [zset] the ids in ``history`` by outcome (score:
+                         when the task ended, ms), read newest first and pruned oldest first
 - ``kept``       [hash]  the slots kept by handlers still running after their outcome was
                          recorded (a timeout, a cancel of a sync handler): ``<id>:<lease>`` ->
                          its partition key (``''``: none). Each counts under the queue's
@@ -195,6 +204,10 @@ QUEUE_KINDS = (
     "ended",
     "kept",
     "resend",
+    "history",
+    "hcompleted",
+    "hcancelled",
+    "hfailed",
 )
 
 #: The record of recently ended tasks (``ended``): kept at most this long (ms; the whole key
@@ -205,6 +218,21 @@ ENDED_KEEP_MS = 86_400_000
 ENDED_MAX = 10_000
 ENDED_TRIM_MAX = 2_000
 ENDED_OUTCOMES = ("completed", "failed", "cancelled", "deleted")
+
+#: The record of ended tasks (``history``): a task's payload is kept up to this many bytes (and
+#: its traceback's last this many), with its last ``HISTORY_LOG_LINES`` log lines.
+HISTORY_PAYLOAD_MAX = 4096
+HISTORY_LOG_LINES = 20
+#: The outcomes a record is kept for, each with its index (``h<outcome>``).
+HISTORY_OUTCOMES = ("completed", "cancelled", "failed")
+
+
+def history_index(queue, outcome):
+    """The index of the records of ``queue``'s tasks that ended with ``outcome`` (a zset)."""
+    if outcome not in HISTORY_OUTCOMES:
+        raise ValueError(f"no history is kept for {outcome!r}")
+    return queue_key(queue, "h" + outcome)
+
 
 #: Kinds of a batch's keys (in its own slot, ``worqr:{batch:<id>}:<kind>``).
 BATCH_KINDS = ("batch", "live", "tasks", "queues")

@@ -24,12 +24,15 @@ By subject, each in its module, all used as ``readmodel.<name>``:
 - search: the language, parsed (``_search_syntax``: ``parse_search``, ``Search``,
   ``SearchError``), and searches run (``_search``: ``search``, ``search_total``,
   ``SearchPage``);
+- ended tasks (``_ended``): ``Ended``, ``ended_task``, ``ended_tasks``, ``ended_counts``,
+  ``ended_from_record``;
 - history (``_history``): ``throughput``, ``history``, ``durations``,
   ``duration_percentiles``;
 - the server (``_common``): ``server_ms``, ``subscriber_connections``.
 """
 
 from ._common import server_ms, subscriber_connections
+from ._ended import Ended, ended_counts, ended_from_record, ended_task, ended_tasks
 from ._history import HISTORY_SPANS, duration_percentiles, durations, history, throughput
 from ._limits import PARKED_COUNTED, limited_queues, limits
 from ._queues import (
@@ -79,6 +82,7 @@ __all__ = [
     "SEARCH_QUALIFIERS",
     "SEARCH_STATES",
     "TOTAL_QUEUES",
+    "Ended",
     "Search",
     "SearchError",
     "SearchPage",
@@ -94,6 +98,10 @@ __all__ = [
     "delayed",
     "duration_percentiles",
     "durations",
+    "ended_counts",
+    "ended_from_record",
+    "ended_task",
+    "ended_tasks",
     "failed",
     "failed_ids",
     "failures",

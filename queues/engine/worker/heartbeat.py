@@ -26,7 +26,7 @@ import time
 
 import redis
 
-from .. import commands, faults, keys, scripts, upkeep
+from .. import commands, faults, history, keys, scripts, upkeep
 from ..backoff import Backoff, wait_event
 from ..codes import Code
 from ..connection import NETWORK_ERRORS, raise_if_cancelling
@@ -56,6 +56,7 @@ class Heart:
         self.side = None  # the beats' side work under way (``_side``), an asyncio task
         self.reaped_seen = False  # workers were reaped: the gone ones are to be noted
         self.gone_checked_at = 0.0  # when the registry was last checked for dead workers (monotonic)
+        self.pruner = history.Pruner(worker.config.retention)  # prunes the record of ended tasks
         self.sweep = Sweep(worker.name, worker.config)  # the queue sweep (one worker at a time)
         self.wake = asyncio.Event()  # beat now (``beat_soon``)
         self.asked = False  # a beat was asked for: tell the worker when one got through
@@ -300,6 +301,8 @@ class Heart:
                 self.sampled_at = time.monotonic()
                 await self.sample_depth()
             await asyncio.to_thread(self.sweep.step, self.w.connection.client)
+            if self.pruner.due():
+                await asyncio.to_thread(self.pruner.step, self.w.connection.client, list(self.w.queues))
             if self.w.config.min_replicas_ack > 0:
                 await scripts.arecheck_master(self.w.redis)
                 await scripts.arecheck_master(r)

@@ -1,0 +1,60 @@
+"""The record of ended tasks and its pruning.
+
+Every script that ends a task keeps a record of it (``lua/includes/history.lua``: the queue's
+``history`` hash and one index per outcome, ``keys.py``): its fields, its payload up to
+``keys.HISTORY_PAYLOAD_MAX`` bytes and its last ``keys.HISTORY_LOG_LINES`` log lines. The
+workers prune it (``Pruner``, a periodic duty of their heartbeat) by ``WORQR["RETENTION"]``
+(``retention.py``): records past their outcome's retention go, then the oldest beyond
+``max_per_queue``, at most ``PRUNE_STEP`` per script call, so no call holds Redis up for long
+whatever the record's size.
+"""
+
+import time
+
+from . import commands, keys
+
+#: Records removed at most per call of the pruning script.
+PRUNE_STEP = 500
+#: Calls at most per queue per prune (a backlog is worked off over several beats).
+PRUNE_CALLS_MAX = 20
+#: Seconds between two prunes of a worker's queues.
+PRUNE_EVERY = 10.0
+
+
+def prune_call(queue, retention, now_ms, step=PRUNE_STEP):
+    """One call of ``prune_history`` for ``queue`` at ``now_ms``."""
+    own = retention.for_queue(queue)
+    cutoffs = [now_ms - getattr(own, o) * 1000 for o in keys.HISTORY_OUTCOMES]
+    return commands.prune_history(queue, cutoffs, own.max_per_queue, step)
+
+
+def prune(client, queue, retention, now_ms=None, step=PRUNE_STEP, calls_max=PRUNE_CALLS_MAX):
+    """Prune ``queue``'s record of ended tasks: up to ``calls_max`` calls of at most ``step``
+    records each. Returns (records removed, whether more are still due)."""
+    if now_ms is None:
+        seconds, micros = client.time()
+        now_ms = int(seconds) * 1000 + int(micros) // 1000
+    removed, more = 0, True
+    for _ in range(calls_max):
+        n, more = prune_call(queue, retention, now_ms, step).run(client)
+        removed += n
+        if not more:
+            break
+    return removed, bool(more)
+
+
+class Pruner:
+    """A worker's periodic duty: every ``PRUNE_EVERY`` s, prune each of its queues (on a thread:
+    plain calls on the synchronous client)."""
+
+    def __init__(self, retention, every=PRUNE_EVERY):
+        self.retention = retention
+        self.every = every
+        self.pruned_at = 0.0
+
+    def due(self):
+        return time.monotonic() - self.pruned_at >= self.every
+
+    def step(self, client, queues):
+        self.pruned_at = time.monotonic()
+        return {q: prune(client, q, self.retention) for q in queues}
