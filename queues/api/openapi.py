@@ -276,7 +276,9 @@ _RESPONSES = {
             "id": _STR,
             "queue": _STR,
             "payload": _STR,
-            "state": {"enum": ["pending", "delayed", "waiting", "blocked", "active", "failed", "completed"]},
+            "state": {
+                "enum": ["pending", "delayed", "waiting", "blocked", "active", "failed", "completed", "cancelled"]
+            },
             "attempts": _INT,
             "retries": {"type": ["integer", "null"]},
             "timeout": {"type": ["number", "null"]},

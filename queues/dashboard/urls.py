@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from .views import actions, batches, overview, queue, schedule_actions, schedules, search, task, workers
+from .views import actions, again, batches, overview, queue, schedule_actions, schedules, search, task, workers
 
 app_name = "queues"
 
@@ -34,4 +34,5 @@ urlpatterns = [
     path("task/<str:task_id>/cancel/", actions.task_cancel, name="task-cancel"),
     path("task/<str:task_id>/retry/", actions.task_retry, name="task-retry"),
     path("task/<str:task_id>/delete/", actions.task_delete, name="task-delete"),
+    path("task/<str:task_id>/again/", again.task_run_again, name="task-run-again"),
 ]

@@ -517,6 +517,12 @@ def prune_history(queue, cutoffs, max_per_queue, step):
     return Call("prune_history", queue, (*(int(c) for c in cutoffs), int(max_per_queue), int(step)), tuple)
 
 
+def note_again(queue, pairs):
+    """Note tasks run again: ``pairs`` (new id, id of the task it runs again) each."""
+    pairs = list(pairs)
+    return Call("note_again", queue, (len(pairs), *(i for pair in pairs for i in pair)), int)
+
+
 # -- managing --------------------------------------------------------------------------------
 
 

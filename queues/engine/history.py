@@ -11,7 +11,8 @@ whatever the record's size.
 
 import time
 
-from . import commands, keys
+from . import commands, keys, readmodel
+from .queue import Queue
 
 #: Records removed at most per call of the pruning script.
 PRUNE_STEP = 500
@@ -58,3 +59,53 @@ class Pruner:
     def step(self, client, queues):
         self.pruned_at = time.monotonic()
         return {q: prune(client, q, self.retention) for q in queues}
+
+
+#: Tasks "Run again" enqueues at most per call.
+RUN_AGAIN_MAX = 500
+
+
+def again_options(task):
+    """The options of ``Queue.enqueue`` that make a new task like ``task`` (as it was enqueued:
+    retries, timeout, backoff, lock, unique key, callback, meta, tags)."""
+    options = {}
+    for name in ("retries", "timeout", "backoff", "lock", "callback", "meta"):
+        value = getattr(task, name)
+        if value is not None:
+            options[name] = value
+    if task.unique_key:
+        options["unique"] = task.unique_key
+    if task.tags:
+        options["tags"] = list(task.tags)
+    return options
+
+
+def run_again(client, task_ids, queue_of=keys.queue_from_task_id):
+    """Enqueue, for each of ``task_ids`` that ended (its record kept) or failed for good, a new
+    task with the same payload and options, noted as a run again of it. Returns {old id: new id,
+    or a reason it was not run again: "unknown" (no such task or its record is gone), "running"
+    (it has not ended), "cut" (its payload was kept only in part)}."""
+    task_ids = list(task_ids)
+    if len(task_ids) > RUN_AGAIN_MAX:
+        raise ValueError(f"at most {RUN_AGAIN_MAX} tasks are run again per call")
+    out, made = {}, {}
+    for old in task_ids:
+        queue = queue_of(old)
+        if queue is None:
+            out[old] = "unknown"
+            continue
+        record = readmodel.ended_task(client, old)
+        task = record.task if record is not None else readmodel.task(client, old)
+        if task is None:
+            out[old] = "unknown"
+        elif record is None and task.state != "failed":
+            out[old] = "running"
+        elif record is not None and record.payload_size:
+            out[old] = "cut"
+        else:
+            new = Queue(queue).enqueue(task.payload, **again_options(task))
+            out[old] = new
+            made.setdefault(queue, []).append((new, old))
+    for queue, pairs in made.items():
+        commands.note_again(queue, pairs).run(client)
+    return out

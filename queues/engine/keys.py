@@ -91,6 +91,8 @@ Queue keys (``QUEUE_KINDS``; the type is in brackets):
                          prefix, as ``ended`` is (``lua/includes/history.lua``)
 - ``hcompleted``, ``hcancelled``, ``hfailed`` [zset] the ids in ``history`` by outcome (score:
                          when the task ended, ms), read newest first and pruned oldest first
+- ``again``      [hash]  a task enqueued by "Run again" -> the id of the task it runs again
+                         (``history.run_again``); pruned with its record
 - ``kept``       [hash]  the slots kept by handlers still running after their outcome was
                          recorded (a timeout, a cancel of a sync handler): ``<id>:<lease>`` ->
                          its partition key (``''``: none). Each counts under the queue's
@@ -208,6 +210,7 @@ QUEUE_KINDS = (
     "hcompleted",
     "hcancelled",
     "hfailed",
+    "again",
 )
 
 #: The record of recently ended tasks (``ended``): kept at most this long (ms; the whole key

@@ -56,6 +56,7 @@ def _placeholders():
         hcompleted="hcompleted",
         hcancelled="hcancelled",
         hfailed="hfailed",
+        again="again",
         history_payload_max=str(keys.HISTORY_PAYLOAD_MAX),
         history_log_lines=str(keys.HISTORY_LOG_LINES),
         ended_keep_ms=str(keys.ENDED_KEEP_MS),

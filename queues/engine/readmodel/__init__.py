@@ -24,7 +24,7 @@ By subject, each in its module, all used as ``readmodel.<name>``:
 - search: the language, parsed (``_search_syntax``: ``parse_search``, ``Search``,
   ``SearchError``), and searches run (``_search``: ``search``, ``search_total``,
   ``SearchPage``);
-- ended tasks (``_ended``): ``Ended``, ``ended_task``, ``ended_tasks``, ``ended_counts``,
+- ended tasks (``_ended``): ``Ended``, ``ended_task``, ``ended_tasks``, ``ended_counts``, ``again_of``,
   ``ended_from_record``;
 - history (``_history``): ``throughput``, ``history``, ``durations``,
   ``duration_percentiles``;
@@ -32,7 +32,7 @@ By subject, each in its module, all used as ``readmodel.<name>``:
 """
 
 from ._common import server_ms, subscriber_connections
-from ._ended import Ended, ended_counts, ended_from_record, ended_task, ended_tasks
+from ._ended import Ended, again_of, ended_counts, ended_from_record, ended_task, ended_tasks
 from ._history import HISTORY_SPANS, duration_percentiles, durations, history, throughput
 from ._limits import PARKED_COUNTED, limited_queues, limits
 from ._queues import (
@@ -87,6 +87,7 @@ __all__ = [
     "SearchError",
     "SearchPage",
     "active",
+    "again_of",
     "batch",
     "batch_live",
     "batch_tasks",

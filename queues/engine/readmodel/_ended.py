@@ -81,3 +81,11 @@ def ended_counts(client, queue):
     for outcome in keys.HISTORY_OUTCOMES:
         p.zcard(keys.history_index(queue, outcome))
     return dict(zip(keys.HISTORY_OUTCOMES, p.execute()))
+
+
+def again_of(client, task_id):
+    """The id of the task that ``task_id`` was enqueued to run again ("Run again"), or None."""
+    queue = keys.queue_from_task_id(task_id)
+    if queue is None:
+        return None
+    return decode(client.hget(keys.queue_key(queue, "again"), task_id))

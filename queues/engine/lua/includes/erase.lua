@@ -9,6 +9,6 @@ local function erase_queue(event)
   rcall('UNLINK', K.pending, K.front, K.delayed, K.active, K.deadlines, K.failed, K.failures, K.stats,
     K.throughput, K.meta, K.workers, K.idle, K.unique, K.lockwaits, K.lockheads, K.results, K.durations,
     K.limits, K.starts, K.ring, K.pactive, K.pwait, K.blocked, K.outbox, K.batchruns, K.once, ENDED, RESEND, KEPT,
-    HISTORY, HISTORY_INDEX.completed, HISTORY_INDEX.cancelled, HISTORY_INDEX.failed)
+    HISTORY, HISTORY_INDEX.completed, HISTORY_INDEX.cancelled, HISTORY_INDEX.failed, AGAIN)
   publish({e = event})
 end

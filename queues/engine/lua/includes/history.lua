@@ -8,6 +8,7 @@
 -- is: every script that ends a task writes it.
 
 local HISTORY = PREFIX .. '@@history@@'
+local AGAIN = PREFIX .. '@@again@@'  -- runs again -> the task they run again (note_again)
 local HISTORY_INDEX = {
   completed = PREFIX .. '@@hcompleted@@', cancelled = PREFIX .. '@@hcancelled@@', failed = PREFIX .. '@@hfailed@@',
 }

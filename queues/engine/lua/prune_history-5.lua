@@ -1,8 +1,9 @@
 -- Prune the queue's record of ended tasks (history.lua) by its retention, in a bounded step: the
 -- records that ended before their outcome's cutoff go, then, while more than `max` are kept, the
 -- oldest. At most `step` records go per call, so a call stays short whatever the record's size
--- (the workers call it again while it says more are due: history.py).
--- Keys: history hcompleted hcancelled hfailed
+-- (the workers call it again while it says more are due: history.py). A record's link to the
+-- task it ran again (`again`) goes with it.
+-- Keys: history hcompleted hcancelled hfailed again
 -- @include base
 -- Input: ARGV[3..5] the cutoffs (ms: records that ended before go) for completed, cancelled and
 --   failed; ARGV[6] max (records kept per queue at most); ARGV[7] step (records removed at most)
@@ -15,6 +16,7 @@ local removed = 0
 local function drop(index, ids)
   if #ids == 0 then return end
   rcall('HDEL', K.history, unpack(ids))
+  rcall('HDEL', K.again, unpack(ids))  -- a run again's link goes with its record
   rcall('ZREM', index, unpack(ids))
   removed = removed + #ids
   budget = budget - #ids
