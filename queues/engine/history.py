@@ -63,6 +63,8 @@ class Pruner:
 
 #: Tasks "Run again" enqueues at most per call.
 RUN_AGAIN_MAX = 500
+#: What ``run_again`` answers for a task it did not run again.
+NOT_RUN_AGAIN = ("unknown", "running", "cut")
 
 
 def again_options(task):
