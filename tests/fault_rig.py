@@ -20,9 +20,11 @@ overlap of two runs of a lock, one of them a frozen worker's (``overlaps_after_f
 
 A new kind is a ``Fault`` subclass with its ``kind`` and ``strike()``, added to ``FAULTS``.
 
-The producer enqueues through a connection the faults spare, and never while a restart is under
-way (``gate``): a reply it lost would leave it unsure whether its task was added, which is
-another matter than what the suite checks (what workers do under faults).
+The producer is struck too: its connection is killed with the workers' and Redis restarts under
+its enqueues. An enqueue that raises ``RedisUnavailable`` leaves its ``unknown`` ids (sent, no
+reply) unsure: the producer sends each again with ``enqueue_many(ids=...)``, as the README tells
+a caller to, until one answers, and then counts it acknowledged. So an acknowledged task run twice
+or never is a failure whatever happened to the reply of its first enqueue.
 """
 
 import json
@@ -86,9 +88,14 @@ class _Kills(Fault):
         self.client = _rig_client(self.rig.url, f"killer-{self.kind}")
 
     def strike(self):
-        doomed = [c["id"] for c in self.client.client_list(_type=self.type) if not c["name"].startswith(RIG)]
-        for client_id in doomed:
-            self.detail["connections"] += self.client.client_kill_filter(_id=client_id)
+        doomed = [
+            (c["id"], c["name"]) for c in self.client.client_list(_type=self.type) if not c["name"].startswith(RIG)
+        ]
+        for client_id, name in doomed:
+            killed = self.client.client_kill_filter(_id=client_id)
+            self.detail["connections"] += killed
+            if name == "producer":
+                self.detail["producer's"] += killed
         return bool(doomed)
 
 
@@ -112,12 +119,11 @@ class Restarts(Fault):
 
     def strike(self):
         down = self.rng.uniform(*self.outage)
-        with self.rig.gate:
-            began = time.monotonic()
-            self.rig.server.kill()
-            time.sleep(max(0.0, down - 0.1))  # (loading the AOF takes the rest)
-            self.rig.server.start()
-            self.outages.append(round(time.monotonic() - began, 2))
+        began = time.monotonic()
+        self.rig.server.kill()
+        time.sleep(max(0.0, down - 0.1))  # (loading the AOF takes the rest)
+        self.rig.server.start()
+        self.outages.append(round(time.monotonic() - began, 2))
 
 
 class WorkerKills(Fault):
@@ -166,7 +172,8 @@ class Run:
 @dataclass
 class Findings:
     acked: int = 0
-    unacked: int = 0
+    unacked: int = 0  # enqueues that certainly added nothing (not_added)
+    unsure: int = 0  # ids whose enqueue raised with them unknown, each sent again until answered
     completed: int = 0
     lost: list = field(default_factory=list)
     twice_after: dict = field(default_factory=dict)  # tasks run again after a kill9 / freeze of their runner
@@ -215,12 +222,13 @@ class Rig:
         self.seed = seed
         self.server = RedisServer(appendfsync="always").start()
         self.url = self.server.url
-        self.gate = threading.Lock()  # the producer's enqueue and a restart's outage never overlap
         self.stop_faults, self.stop_producing = threading.Event(), threading.Event()
         self.live, self.procs = {}, {}  # name -> WorkerProcess (live ones; all of them)
         self.killed = {}  # pid -> time.time() of its kill -9
         self.frozen = defaultdict(list)  # pid -> [(SIGSTOP, SIGCONT) time.time()]
         self.acked, self.unacked = [], 0
+        self.unsure = []  # (Queue, id, payload, lock) whose enqueue's reply was lost
+        self.unsure_seen = 0
         self.reaped = []  # (name, when) of the workers in 'worker_failed' events
         self.faults, self.threads = [], []
         self.generation = 0
@@ -253,8 +261,8 @@ class Rig:
         self.add_worker()
 
     def producer(self, queue):
-        """A Queue on the rig's Redis, through a connection the faults spare."""
-        return Queue(queue, Connection(f"{self.url}?client_name={RIG}producer"))
+        """A Queue on the rig's Redis, through a connection the faults strike like the workers'."""
+        return Queue(queue, Connection(f"{self.url}?client_name=producer"))
 
     def wait_serving(self, timeout=60):
         deadline = time.monotonic() + timeout
@@ -307,10 +315,10 @@ class Rig:
         self.stop_faults.set()
         for f in self.faults:
             f.join(30)
-        self.stop_producing.set()
-        self.threads[0].join(30)
         if self.server.proc is None:
             self.server.start()
+        self.stop_producing.set()
+        self.threads[0].join(90)
         deadline = time.monotonic() + drain
         while time.monotonic() < deadline and (self._unfinished() or any(self._left().values())):
             time.sleep(0.5)
@@ -331,17 +339,39 @@ class Rig:
         queues = [self.producer(q) for q in self.queues]
         rng = random.Random(self.seed * 7)
         while not self.stop_producing.is_set():
+            self._send_unsure_again()
             q = rng.choice(queues)
             payload = {"sleep": round(rng.uniform(*sleep), 3)}
             lock = f"L{rng.randrange(locks)}" if rng.random() < locked else None
             if lock:
                 payload["lock"] = lock
-            with self.gate:
-                try:
-                    self.acked.append(q.enqueue(json.dumps(payload), lock=lock))
-                except RedisUnavailable:
-                    self.unacked += 1
+            try:
+                self.acked.append(q.enqueue(json.dumps(payload), lock=lock))
+            except RedisUnavailable as exc:
+                self._note_unavailable(q, json.dumps(payload), lock, exc)
             time.sleep(rng.expovariate(rate))
+        deadline = time.monotonic() + 60
+        while self.unsure and time.monotonic() < deadline:
+            self._send_unsure_again()
+            time.sleep(0.2)
+
+    def _note_unavailable(self, q, raw, lock, exc):
+        self.acked.extend(exc.added)
+        self.unacked += len(exc.not_added)
+        self.unsure.extend((q, task_id, raw, lock) for task_id in exc.unknown)
+        self.unsure_seen += len(exc.unknown)
+
+    def _send_unsure_again(self):
+        """Send each unsure id again with its payload (what a caller is told to do); an answer,
+        whether it added the task or found it already there, makes it acknowledged."""
+        while self.unsure:
+            q, task_id, raw, lock = self.unsure[0]
+            try:
+                q.enqueue_many([raw], ids=[task_id], lock=lock)
+            except RedisUnavailable:
+                return  # still unsure: again at the next turn
+            self.unsure.pop(0)
+            self.acked.append(task_id)
 
     def _observe(self):
         """Note the workers reaped ('worker_failed' events), resubscribing after every fault."""
@@ -404,9 +434,10 @@ class Rig:
         self.runs()
         with self._reading:  # (the observer may read on meanwhile)
             runs = {task_id: list(rs) for task_id, rs in self._runs.items()}
-        f = Findings(acked=len(self.acked), unacked=self.unacked)
+        f = Findings(acked=len(self.acked), unacked=self.unacked, unsure=self.unsure_seen)
+        f.lost = [task_id for _, task_id, _, _ in self.unsure]  # never answered (listed as lost)
         f.completed = sum(1 for rs in runs.values() if any(r.outcome == "ok" for r in rs))
-        f.lost = self._unfinished()
+        f.lost += self._unfinished()
         killed_names = {name for name, w in self.procs.items() if w.pid in self.killed}
         frozen_names = {name for name, w in self.procs.items() if w.pid in self.frozen}
         after = Counter()

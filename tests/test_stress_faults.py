@@ -4,7 +4,8 @@ killed, Redis killed -9 and restarted on its AOF after 0.5-8 s, workers killed -
 locks in play. Each run is logged to a Redis no fault touches (tests/fault_rig.py): no task runs
 twice but after a kill -9 or a freeze of the worker running it, no acknowledged task is lost, no
 two runs of a lock overlap (but with a frozen holder's, the documented limit), no live worker is
-presumed dead. ``WORQR_SOAK=1`` runs the long version: at least 2,000
+presumed dead. The producer is struck too and sends an enqueue whose reply it lost again by id,
+as a caller is told to. ``WORQR_SOAK=1`` runs the long version: at least 2,000
 connection kills, 2,000 pub/sub kills, 50 restarts and 20 kill -9."""
 
 import pytest
@@ -44,6 +45,7 @@ def test_connection_kills_reap_no_live_worker_and_run_nothing_twice(rig):
     findings = r.finish()
     _check(r, "conn", findings)
     assert findings.faults["conn"]["strikes"] >= 15
+    assert findings.faults["conn"]["producer's"] >= 5, findings.faults  # the producer is struck too
 
 
 def test_redis_restarts_of_up_to_8_s_reap_no_worker_and_run_nothing_twice(rig):
