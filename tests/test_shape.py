@@ -212,7 +212,10 @@ TOLERATED_CYCLES = [
         "queues.engine.queue",
         "queues.engine.readmodel",
         # the read model depends only downward; it is in the cycle through task -> batches
-        *(f"queues.engine.readmodel._{m}" for m in ("common", "ended", "history", "limits", "queues", "schedules")),
+        *(
+            f"queues.engine.readmodel._{m}"
+            for m in ("common", "ended", "failed_all", "history", "limits", "queues", "schedules")
+        ),
         *(f"queues.engine.readmodel._{m}" for m in ("search", "tasks", "workers", "workflows")),
         "queues.engine.scripts",
         "queues.engine.task",

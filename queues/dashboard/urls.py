@@ -2,7 +2,19 @@
 
 from django.urls import path
 
-from .views import actions, again, batches, overview, queue, schedule_actions, schedules, search, task, workers
+from .views import (
+    actions,
+    again,
+    batches,
+    failures_all,
+    overview,
+    queue,
+    schedule_actions,
+    schedules,
+    search,
+    task,
+    workers,
+)
 
 app_name = "queues"
 
@@ -24,6 +36,7 @@ urlpatterns = [
     path("q/<str:name>/purge/", actions.queue_purge, name="queue-purge"),
     path("q/<str:name>/retry-all/", actions.queue_retry_all, name="queue-retry-all"),
     path("q/<str:name>/limits/", actions.queue_limits, name="queue-limits"),
+    path("failures/", failures_all.failures_all, name="failures"),
     path("search/", search.search, name="search"),
     path("search/bulk/", search.bulk_start, name="bulk-start"),
     path("search/bulk/<str:job>/", search.bulk_status, name="bulk"),

@@ -26,6 +26,7 @@ By subject, each in its module, all used as ``readmodel.<name>``:
   ``SearchPage``);
 - ended tasks (``_ended``): ``Ended``, ``ended_task``, ``ended_tasks``, ``ended_counts``, ``again_of``,
   ``ended_from_record``;
+- failed tasks across queues (``_failed_all``): ``failed_all``, ``FailedAll``;
 - history (``_history``): ``throughput``, ``history``, ``durations``,
   ``duration_percentiles``;
 - the server (``_common``): ``server_ms``, ``subscriber_connections``.
@@ -33,6 +34,7 @@ By subject, each in its module, all used as ``readmodel.<name>``:
 
 from ._common import server_ms, subscriber_connections
 from ._ended import Ended, again_of, ended_counts, ended_from_record, ended_task, ended_tasks
+from ._failed_all import FAILED_PER_QUEUE, FailedAll, failed_all
 from ._history import HISTORY_SPANS, duration_percentiles, durations, history, throughput
 from ._limits import PARKED_COUNTED, limited_queues, limits
 from ._queues import (
@@ -83,6 +85,8 @@ __all__ = [
     "SEARCH_STATES",
     "TOTAL_QUEUES",
     "Ended",
+    "FAILED_PER_QUEUE",
+    "FailedAll",
     "Search",
     "SearchError",
     "SearchPage",
@@ -104,6 +108,7 @@ __all__ = [
     "ended_task",
     "ended_tasks",
     "failed",
+    "failed_all",
     "failed_ids",
     "failures",
     "failures_signature",
