@@ -141,7 +141,8 @@ Channels: ``worqr:{<queue>}:events`` (every transition, for dashboards) and
 
 Global keys: ``worqr:queues`` (known queues), ``worqr:workers`` (the worker registry),
 ``worqr:heartbeat:<worker>``, ``worqr:schedules`` (schedule name -> queue),
-``worqr:schedule-queues`` (the queues that have had schedules), ``worqr:workers:gone`` (the
+``worqr:schedule-queues`` (the queues that have had schedules), ``worqr:schedules-live`` (the
+schedules made at run time, name -> their settings), ``worqr:workers:gone`` (the
 last ``GONE_WORKERS_MAX`` workers that stopped or were found dead, newest first),
 ``worqr:workers:gone-check`` (the turn of the check for dead workers, with an expiry), the
 workers' queue sweep's (``sweep.py``): ``worqr:summary`` (its sums over every queue, JSON),
@@ -270,6 +271,9 @@ WORKER_REGISTRY = f"{PREFIX}:workers"
 #: Every schedule's queue (a hash name -> queue; only ever read and written from Python): the
 #: schedule of that name in another queue (left by a concurrent sync) is ignored.
 SCHEDULES = f"{PREFIX}:schedules"
+#: The schedules made at run time (``live_schedules``): name -> their settings as given (JSON; a
+#: hash, only ever read and written from Python). A worker's sync of its settings leaves them.
+LIVE_SCHEDULES = f"{PREFIX}:schedules-live"
 #: The queues that have had schedules (a set; only ever read and written from Python).
 SCHEDULE_QUEUES = f"{PREFIX}:schedule-queues"
 #: The last GONE_WORKERS_MAX workers gone (a list of JSON objects, newest first; only ever read
