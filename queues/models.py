@@ -22,6 +22,7 @@ ACTION_PERMISSIONS = {
     "purge_queue": "Can purge a queue's pending tasks",
     "manage_schedules": "Can pause, resume and trigger schedules",
     "manage_limits": "Can change and reset queues' limits",
+    "change_schedule": "Can create, change and delete schedules made at run time",
 }
 
 
