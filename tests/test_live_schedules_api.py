@@ -19,7 +19,11 @@ def test_create_change_delete_with_rights_and_audit(db):
     r = api.post("/api/schedules/api-t", {"queue": "as", "every": 60, "callback": "http://evil.example/x"})
     assert r.status_code == 400 and r.json()["field"] == "callback"
     r = api.call("PATCH", "/api/schedules/api-s", {"cron": "0 * * * *", "payload": None})
-    assert r.status_code == 200 and (r.json()["cron"], r.json()["every"], r.json()["payload"]) == ("0 * * * *", None, "")
+    assert r.status_code == 200 and (r.json()["cron"], r.json()["every"], r.json()["payload"]) == (
+        "0 * * * *",
+        None,
+        "",
+    )
     r = api.call("PATCH", "/api/schedules/api-s", {"timezone": "Mars/Olympus"})
     assert r.status_code == 400 and r.json()["field"] == "timezone"
     assert api.delete("/api/schedules/api-s").json() == {"name": "api-s", "deleted": True}
