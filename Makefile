@@ -32,35 +32,41 @@ browser:
 	@command -v redis-server >/dev/null 2>&1 || { \
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null; fi; true; }
 
-# The engine, worker, crash, lock, lifecycle, dashboard-live, API, metrics and Tasks-backend tests
-# run a second time on a real Redis Cluster of 3 masters + 3 replicas (tests/cluster_servers.py).
-CLUSTER_TESTS ?= tests/test_cluster.py tests/test_queue_page.py tests/test_enqueue.py tests/test_worker.py tests/test_locks.py \
-	tests/test_lifecycle.py tests/test_worker_crash.py tests/test_dashboard_live.py tests/test_api.py \
-	tests/test_metrics.py tests/test_tasks_backend.py tests/test_workflows.py tests/test_workflows_workers.py \
-	tests/test_batches.py tests/test_outbox.py tests/test_limits.py tests/test_limits_workers.py tests/test_schedules.py \
-	tests/test_schedules_workers.py tests/test_schedule_ticks.py tests/test_dashboard_views.py
+# The tests where a cluster changes what happens run a second time on a real Redis Cluster of
+# 3 masters + 3 replicas (tests/cluster_servers.py): routing and connections (cluster, enqueue),
+# pub/sub wake-ups and control messages on the nodes (worker, crash, dashboard-live), reads and
+# writes across many queues' slots (queue page, metrics, workflows, batches, outbox, schedules and
+# their ticks) and the limit scripts. Tests of the layers above one queue's scripts (HTTP API,
+# dashboard views, Tasks backend, locks, lifecycle, limits and schedules through workers) run once.
+CLUSTER_TESTS ?= tests/test_cluster.py tests/test_enqueue.py tests/test_worker.py tests/test_worker_crash.py \
+	tests/test_dashboard_live.py tests/test_queue_page.py tests/test_metrics.py tests/test_workflows.py \
+	tests/test_workflows_workers.py tests/test_batches.py tests/test_outbox.py tests/test_schedules.py \
+	tests/test_schedule_ticks.py tests/test_limits.py
 
 # The Tasks-backend (with the framework's own backend tests), enqueue, worker, API, dashboard
 # views, admin, checks, schedules and package tests run a third time on Python 3.13 + Django 6.1,
 # in a Debian trixie root that scripts/trixie.sh builds once (debootstrap; Debian's packages and
 # PyPI only) into TRIXIE_ROOT and reuses. It needs root, as make test does for chromium.
 TRIXIE_ROOT ?= var/trixie
-DJANGO6_TESTS ?= tests/test_tasks_backend.py tests/test_tasks_backend_contract.py tests/test_conformance_rq.py \
+DJANGO6_TESTS ?= tests/test_tasks_backend.py tests/test_conformance_rq.py \
 	tests/test_conformance_db.py tests/test_conformance_django.py tests/test_enqueue.py tests/test_worker.py \
 	tests/test_api.py tests/test_dashboard_views.py tests/test_api_tokens.py tests/test_setup.py \
 	tests/test_schedules.py tests/test_package.py
 
+# Each pytest session prints its 15 slowest tests at the end.
+DURATIONS := --durations=15
+
 test: deps browser lint
-	$(PY) -m pytest -q
-	WORQR_TEST_REDIS=cluster $(PY) -m pytest -q $(CLUSTER_TESTS)
-	./scripts/trixie.sh $(TRIXIE_ROOT) -q $(DJANGO6_TESTS)
+	$(PY) -m pytest -q $(DURATIONS)
+	WORQR_TEST_REDIS=cluster $(PY) -m pytest -q $(DURATIONS) $(CLUSTER_TESTS)
+	./scripts/trixie.sh $(TRIXIE_ROOT) -q $(DURATIONS) $(DJANGO6_TESTS)
 
 django6:
 	./scripts/trixie.sh $(TRIXIE_ROOT) -q $(DJANGO6_TESTS)
 
 # The README's screenshots of the dashboard (docs/screenshots/), made by its browser test.
 screenshots: deps browser
-	WORQR_SCREENSHOTS=1 $(PY) -m pytest -q tests/test_dashboard_round2_browser.py
+	WORQR_SCREENSHOTS=1 $(PY) -m pytest -q tests/test_dashboard_search_bulk_browser.py
 
 demo: deps
 	PY=$(PY) PORT=$(PORT) ./scripts/demo.sh

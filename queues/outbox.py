@@ -33,7 +33,7 @@ from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections, transaction
 from django.utils import timezone
 
 from .conf import setting
-from .engine import faults
+from .engine import enqueueing, faults
 from .engine.backoff import Backoff
 from .engine.connection import NETWORK_ERRORS
 from .engine.errors import RedisUnavailable, WorqrError
@@ -88,10 +88,12 @@ def absolute(when):
 
 
 def entries(queue, payloads, ids, options):
-    """The outbox entries of an enqueue (checked as ``enqueue_many`` checks it)."""
-    prepared = queue._prepare(payloads, **options)
+    """The outbox entries of an enqueue to ``queue`` (a ``Queue``), checked as ``enqueue_many``
+    checks it."""
+    config = queue.connection.config
+    prepared = enqueueing.prepare(config, queue.name, payloads, **options)
     if prepared is None:  # a handler's lock function gave different locks: one preparation each
-        parts = [queue._prepare([p], **options) for p in payloads]
+        parts = [enqueueing.prepare(config, queue.name, [p], **options) for p in payloads]
     else:
         when, opts, items = prepared
         parts = [(when, opts, [item]) for item in items]
@@ -196,10 +198,12 @@ def push(queue, items, using, background=False, retry_for=None):
     enqueued = None
     for group in _groups(items):
         when, opts = group[0].when, list(group[0].options)
-        batch = (when, opts, [(e.payload, e.unique, e.kind) for e in group])
+        batch = enqueueing.Prepared(when, opts, [(e.payload, e.unique, e.kind) for e in group])
         # create: a task in the outbox was accepted (its transaction committed): it is pushed
         # even if its queue is new and MAX_QUEUES queues exist, never dropped.
-        enqueued = queue._enqueue(
+        enqueued = enqueueing.enqueue_prepared(
+            queue.connection,
+            queue.name,
             batch,
             [e.task_id for e in group],
             retry_for=PUSH_RETRY_FOR if retry_for is None else retry_for,

@@ -28,8 +28,8 @@ both raise ``InvalidInput`` before anything is written.
 from django.db import DEFAULT_DB_ALIAS, transaction
 
 from . import outbox
+from .engine import enqueueing, linking, tracing
 from .engine import queue as engine_queue
-from .engine import tracing, workflows
 from .engine.connection import NETWORK_ERRORS
 from .engine.errors import InvalidInput, InvalidTask, RedisUnavailable
 
@@ -63,7 +63,7 @@ class Queue(engine_queue.Queue):
         if not deferred and not durable:
             return super().enqueue_many(payloads, **options)
         after, on_parent_failure = options.pop("after", None), options.pop("on_parent_failure", "cancel")
-        if workflows.check_after(after, on_parent_failure, None):
+        if linking.check_after(after, on_parent_failure, None):
             raise InvalidInput(
                 f"queue {self.name}: after= cannot be combined with on_commit=True inside a transaction or "
                 "durable=True (its parents are linked in Redis at the call, the task is written at commit); "
@@ -74,10 +74,10 @@ class Queue(engine_queue.Queue):
                 f"queue {self.name}: unique cannot be combined with on_commit inside a transaction or "
                 "durable (the task id is returned before it is known); enqueue after commit instead"
             )
-        items = outbox.entries(self, payloads, [engine_queue.new_task_id(self.name) for _ in payloads], options)
+        items = outbox.entries(self, payloads, [enqueueing.new_task_id(self.name) for _ in payloads], options)
         if not outbox.redis_down():
             try:  # MAX_QUEUES, checked now: once committed, a task is pushed even into a new queue
-                self._check_room(self.connection.enqueue_client, self.connection.config.max_queues)
+                enqueueing.check_room(self.connection.enqueue_client, self.name, self.connection.config.max_queues)
             except NETWORK_ERRORS:
                 pass  # Redis away: the outbox is for that; its tasks are pushed when it is back
         return self.through_outbox(items, using)

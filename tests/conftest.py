@@ -12,9 +12,15 @@ from pathlib import Path
 import pytest
 
 from queues.testing import RedisServer
+from tests.stress import RedisStalls
 
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "test-artifacts"
+
+#: The shared fixtures of tests/support/: ``hooks`` (api), ``spans`` and ``traced`` (tracing), and the
+#: browser tests' ``operator``, ``server`` and ``page`` (browser). A test file's own fixture of the
+#: same name wins over these.
+pytest_plugins = ["tests.support.api", "tests.support.browser", "tests.support.tracing"]
 
 #: ``WORQR_TEST_REDIS=cluster`` runs the session on a real Redis Cluster (3 masters, 3
 #: replicas: ``tests.cluster_servers``) instead of one redis-server (``make test`` runs the
@@ -175,12 +181,19 @@ def slowlog(client):
     log (read it with tests.stress.slow_commands); the settings are restored at the end."""
     saved = {k: client.config_get(k)[k] for k in ("slowlog-log-slower-than", "slowlog-max-len")}
 
+    samplers = []
+
     def arm(threshold_us):
+        """Also starts a tests.stress.RedisStalls, returned: pass it to slow_commands."""
         client.config_set("slowlog-max-len", 10000)
         client.config_set("slowlog-log-slower-than", threshold_us)
         client.slowlog_reset()
+        samplers.append(RedisStalls(client))
+        return samplers[-1]
 
     yield arm
+    for sampler in samplers:
+        sampler.stop()
     for key, value in saved.items():
         client.config_set(key, value)
     client.slowlog_reset()

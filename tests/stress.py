@@ -224,29 +224,98 @@ def _words(entry):
     return text, text.split(" ")
 
 
-def slow_commands(client, over_us):
+class RedisStalls:
+    """How much the machine held the test redis-server back, read from outside it: a thread reads
+    the server's main thread's ``/proc/<pid>/task/<pid>/schedstat`` (nanoseconds on a CPU, and
+    runnable but waiting for one) every 50 ms. Over a stretch of time, Redis ran for ``share`` of
+    the time it wanted a CPU; a command that took ``d`` of wall time did about ``d * share`` of
+    its own work. Without /proc (or a local pid) the share is 1: wall time counts."""
+
+    EVERY = 0.05
+
+    def __init__(self, client):
+        self.samples, self.path = [], None
+        try:
+            pid = int(client.info("server")["process_id"])
+            path = f"/proc/{pid}/task/{pid}/schedstat"
+            open(path).read()
+            self.path = path
+        except (KeyError, TypeError, ValueError, OSError):
+            return
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True, name="redis-stalls")
+        self._thread.start()
+
+    def _read(self):
+        ran, waited = open(self.path).read().split()[:2]
+        return time.time(), int(ran), int(waited)
+
+    def _sample(self):
+        while not self._stop.is_set():
+            try:
+                self.samples.append(self._read())
+            except OSError:  # the server is gone
+                return
+            self._stop.wait(self.EVERY)
+
+    def stop(self):
+        if self.path:
+            self._stop.set()
+            self._thread.join(timeout=5)
+
+    def share(self, start, end):
+        """The share of the time Redis wanted a CPU that it had, between ``start`` and ``end``
+        (Unix seconds, widened to the samples around them); 1 when unknown."""
+        if not self.path:
+            return 1.0
+        samples = list(self.samples)
+        try:
+            samples.append(self._read())
+        except OSError:
+            pass
+        before = [x for x in samples if x[0] <= start] or samples[:1]
+        after = [x for x in samples if x[0] >= end] or samples[-1:]
+        if not before or not after:
+            return 1.0
+        ran, waited = after[0][1] - before[-1][1], after[0][2] - before[-1][2]
+        return ran / (ran + waited) if ran > 0 else 1.0
+
+
+def slow_commands(client, over_us, stalls=None):
     """SLOWLOG entries slower than ``over_us`` microseconds: [(µs, command)], slowest first.
 
     What counts is the work a command did: Redis 7 also logs the commands a script runs, so a
     script's time is its logged duration minus that of the constant-time commands inside it that
     were logged as slow (the machine stalling Redis meanwhile, not the script working); such
-    commands are not reported themselves. A script call is named by its script."""
+    commands are not reported themselves. With ``stalls`` (a RedisStalls running meanwhile) a
+    command's time is also at most its duration times the share of CPU time Redis had around it
+    (SLOWLOG stamps an entry to the second when the command ends), whichever is less: a loaded
+    machine slows a bounded script down, it does not make it do more. A script call is named by
+    its script."""
     entries = sorted(client.slowlog_get(10000), key=lambda e: e["id"])
     out, nested = [], []
+
+    def own(entry, stalled=0):
+        if stalls is None:
+            return entry["duration"] - stalled
+        ended = entry["start_time"]
+        share = stalls.share(ended - entry["duration"] / 1e6, ended + 1)
+        return min(entry["duration"] - stalled, int(entry["duration"] * share))
+
     for entry in entries:
         text, words = _words(entry)
         name = words[0].upper()
         if name in ("EVALSHA", "EVAL"):
             stalled = sum(e["duration"] for e in nested if _words(e)[1][0].upper() in CONSTANT_TIME)
             nested = []
-            if entry["duration"] - stalled > over_us:
+            if (took := own(entry, stalled)) > over_us:
                 if len(words) > 1:
                     text = f"script {_script_names().get(words[1], words[1])}"
-                out.append((entry["duration"] - stalled, text[:120]))
+                out.append((took, text[:120]))
         else:
             nested.append(entry)
-            if name not in CONSTANT_TIME and entry["duration"] > over_us:
-                out.append((entry["duration"], text[:120]))
+            if name not in CONSTANT_TIME and (took := own(entry)) > over_us:
+                out.append((took, text[:120]))
     return sorted(out, reverse=True)
 
 

@@ -1,10 +1,7 @@
 """The HTTP API: every endpoint with good and bad input, with and without a token, with and
 without the permission, against the real Redis of the test session."""
 
-import json
-
 import pytest
-from django.contrib.auth.models import Permission
 from django.test import Client
 
 from queues import Queue
@@ -12,6 +9,7 @@ from queues.engine import connection, keys
 from queues.models import ACTION_PERMISSIONS, ApiToken, AuditLog
 from tests.conftest import wait_registered
 from tests.engine_calls import fail, take
+from tests.support.api import Api, error, make_token
 
 pytestmark = pytest.mark.django_db
 
@@ -19,45 +17,9 @@ pytestmark = pytest.mark.django_db
 # -- helpers (imported by the other test_api* files) ---------------------------------------
 
 
-def make_token(*codenames, name=None):
-    """A token with the given permissions ("all": every action permission); returns the raw key."""
-    codenames = list(ACTION_PERMISSIONS) if codenames == ("all",) else codenames
-    perms = Permission.objects.filter(content_type__app_label="queues", codename__in=codenames)
-    return ApiToken.create(name or f"t{ApiToken.objects.count()}", perms)[1]
-
-
-class Api:
-    """A Django test client that sends a bearer token and JSON bodies."""
-
-    def __init__(self, raw=None, **client_kwargs):
-        self.http = Client(**client_kwargs)
-        self.headers = {"Authorization": f"Bearer {raw}"} if raw else {}
-
-    def call(self, method, path, body=None, content_type="application/json", headers=None):
-        data = body if isinstance(body, (str, bytes)) or body is None else json.dumps(body)
-        return self.http.generic(
-            method, path, data=data or "", content_type=content_type, headers={**self.headers, **(headers or {})}
-        )
-
-    def get(self, path):
-        return self.call("GET", path)
-
-    def post(self, path, body=None, **kw):
-        return self.call("POST", path, body, **kw)
-
-    def delete(self, path):
-        return self.call("DELETE", path)
-
-
 @pytest.fixture
 def api():
     return Api(make_token("all", name="admin"))
-
-
-@pytest.fixture
-def hooks(settings):
-    """Callbacks allowed to 127.0.0.1 and localhost in this process."""
-    settings.WORQR = {**settings.WORQR, "CALLBACK_ALLOWED_HOSTS": ["127.0.0.1", "localhost"]}
 
 
 def failed_task(queue="failing", payload="x"):
@@ -68,15 +30,6 @@ def failed_task(queue="failing", payload="x"):
     (task,) = take(client, queue)
     fail(client, task)
     return task.id
-
-
-def error(response, status, field=None):
-    assert response.status_code == status, (response.status_code, response.content)
-    assert response["Content-Type"] == "application/json"
-    body = response.json()
-    assert isinstance(body["error"], str) and body["error"]
-    assert body.get("field") == field, body
-    return body["error"]
 
 
 # -- authentication and permissions -------------------------------------------------------

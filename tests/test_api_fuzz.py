@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from queues.engine import keys, task
 from queues.models import AuditLog
-from tests.test_api import Api, make_token
+from tests.support.api import Api, make_token
 
 pytestmark = pytest.mark.django_db
 

@@ -4,7 +4,7 @@ import pytest
 
 from queues import Queue
 from queues.models import AuditLog
-from tests.test_api import Api, make_token
+from tests.support.api import Api, make_token
 
 pytestmark = pytest.mark.django_db
 

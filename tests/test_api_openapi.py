@@ -12,7 +12,7 @@ from queues.api import openapi, urls
 from queues.engine import connection, schedules
 from queues.engine.schedule_settings import parse
 from queues.engine.task import Task
-from tests.test_api import Api, make_token
+from tests.support.api import Api, make_token
 
 pytestmark = pytest.mark.django_db
 

@@ -23,7 +23,7 @@ from schemathesis.specs.openapi.checks import (
 )
 
 from tests.conftest import ARTIFACTS
-from tests.test_api import make_token
+from tests.support.api import make_token
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -9,7 +9,7 @@ from django.core.management import CommandError, call_command
 
 from queues import Queue
 from queues.models import ApiToken, hash_token
-from tests.test_api import Api
+from tests.support.api import Api
 
 pytestmark = pytest.mark.django_db
 

@@ -4,7 +4,7 @@ import pytest
 
 from queues.engine import Batch, Queue, workflows
 from tests.engine_calls import finish, take
-from tests.test_api import Api, make_token
+from tests.support.api import Api, make_token
 
 pytestmark = pytest.mark.django_db
 

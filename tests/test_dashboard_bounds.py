@@ -11,7 +11,7 @@ from queues import Queue
 from queues.dashboard import feeds, live, sections
 from queues.engine import commands, keys, upkeep
 from tests.browser import DaphneServer
-from tests.test_dashboard_sockets import forced_cookie, open_socket, staff
+from tests.support.dashboard import forced_cookie, make_queue_names, open_socket, staff
 
 #: The documented bound of one websocket message (README "Live updates"; Daphne refuses over 1 MiB).
 MESSAGE_MAX = 512 * 1024
@@ -32,17 +32,6 @@ QUEUE = "q" + "w" * 199  # the longest name
 WORKER = "w" * 200
 QUOTES = '"' * 5000  # escaped six times over in HTML (&quot;)
 ANGLES = "<" * 30000  # four times (&lt;)
-
-
-def make_queue_names(client, n):
-    """``n`` queues of 200-character names, one task each, made as an enqueue makes them."""
-    names = [f"{i:06d}".ljust(200, "n") for i in range(n)]
-    for start in range(0, n, 500):
-        chunk = names[start : start + 500]
-        calls = [commands.enqueue(q, [(f"{q}-{0:016x}", b"x", "", "")]) for q in chunk]
-        commands.run_pipelined(client, calls)
-        client.sadd(keys.KNOWN_QUEUES, *chunk)
-    return names
 
 
 def fail_once(client, task, error, traceback, retries=0):

@@ -18,8 +18,7 @@ from queues import Queue
 from queues.engine import readmodel
 from queues.models import AuditLog
 from tests.conftest import wait_for
-from tests.test_dashboard_views import ACTIONS, make_user
-from tests.test_search import _failed_tasks
+from tests.support.dashboard import ACTIONS, failed_tasks, make_user
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -60,7 +59,7 @@ def while_held(client, change, done=None):
 def test_a_user_without_the_queue_wide_rights_cannot_bulk_act_on_all_matching(client):
     """Without purge_queue and retry_all_failed, "all matching" delete and retry are refused (403) and the search ..."""
     # ... page offers no "All matching"; without cancel_task, a delete of chosen tasks deletes only the failed ones.
-    failed = _failed_tasks(client, "br1", 5)  # first: it fails the first tasks of the queue
+    failed = failed_tasks(client, "br1", 5)  # first: it fails the first tasks of the queue
     pending = Queue("br1").enqueue_many(["x"] * 300)
     user = make_user("narrow", perms=["view_dashboard", "retry_task", "delete_task"])
     web = Client()
@@ -82,7 +81,7 @@ def test_a_user_without_the_queue_wide_rights_cannot_bulk_act_on_all_matching(cl
 
 def test_all_matching_with_the_queue_wide_right_but_no_cancel_task_leaves_tasks_that_have_not_run(client):
     """With purge_queue and delete_task but not cancel_task, deleting all matching deletes the failed tasks only."""
-    failed = _failed_tasks(client, "br2", 4)
+    failed = failed_tasks(client, "br2", 4)
     pending = Queue("br2").enqueue_many(["x"] * 50)
     web = Client()
     web.force_login(make_user("purger", perms=["view_dashboard", "delete_task", "purge_queue"]))
@@ -94,7 +93,7 @@ def test_all_matching_with_the_queue_wide_right_but_no_cancel_task_leaves_tasks_
 def test_deleting_one_task_that_has_not_run_needs_cancel_task(client):
     """The dashboard's Delete of a pending task needs cancel_task as well (403, the task stays, no Delete ..."""
     # ... button on its page); a failed task is deleted with delete_task alone.
-    (failed,) = _failed_tasks(client, "br3", 1)
+    (failed,) = failed_tasks(client, "br3", 1)
     tid = Queue("br3").enqueue("x")
     web = Client()
     web.force_login(make_user("deleter", perms=["view_dashboard", "delete_task"]))

@@ -13,7 +13,7 @@ from queues import Queue
 from queues.engine import readmodel, upkeep
 from queues.models import AuditLog
 from tests.conftest import wait_for
-from tests.test_dashboard_views import ACTIONS, make_user
+from tests.support.dashboard import ACTIONS, failed_tasks, make_user
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -61,9 +61,8 @@ def test_search_page_finds_by_tag_and_text_and_goes_further(client, web, operato
 
 def test_bulk_retry_of_chosen_tasks_is_audited_once(client, web, operator):
     """Retrying chosen failed tasks: one audit row with its count, the tasks back to pending."""
-    from tests.test_search import _failed_tasks
 
-    ids = _failed_tasks(client, "ds2", 3)
+    ids = failed_tasks(client, "ds2", 3)
     web.force_login(operator)
     resp = web.post(
         reverse("queues:bulk-start"),

@@ -3,21 +3,19 @@ site's own origins may open it, and a logout, a deactivation or a removed permis
 a user's open sockets within 2 s, pushed across processes through Redis."""
 
 import json
-import socket
 import time
 import urllib.request
 from http.cookiejar import CookieJar
 from urllib.parse import urlencode
 
 import pytest
-from django.contrib.auth.models import Group, Permission, User
-from django.test import Client
+from django.contrib.auth.models import Group
 from websockets.exceptions import ConnectionClosed, InvalidStatus
-from websockets.sync.client import connect
 
 from queues import Queue
 from queues.engine import keys
 from tests.browser import DaphneServer
+from tests.support.dashboard import forced_cookie, open_socket, perm, staff
 
 TRUSTED = "http://trusted.example:8443"
 CLOSE_WITHIN = 2.0  # seconds, as promised
@@ -30,26 +28,6 @@ def server():
         yield daphne.wait_ready()
     finally:
         daphne.stop()
-
-
-def perm(codename):
-    return Permission.objects.get(content_type__app_label="queues", codename=codename)
-
-
-def staff(username, *, group=None):
-    """A staff user who may view the dashboard (directly, or through ``group``)."""
-    user = User.objects.create_user(username, password="pw-" + username, is_staff=True)
-    if group is None:
-        user.user_permissions.add(perm("view_dashboard"))
-    else:
-        user.groups.add(group)
-    return user
-
-
-def forced_cookie(user):
-    web = Client()
-    web.force_login(user)
-    return f"sessionid={web.cookies['sessionid'].value}"
 
 
 class WebSession:
@@ -77,21 +55,6 @@ class WebSession:
     @property
     def cookie(self):
         return "; ".join(f"{c.name}={c.value}" for c in self.jar)
-
-
-def open_socket(server, path, cookie, origin="same", host=None):
-    """A websocket to the server, sent as a page of ``origin`` would send it."""
-    origin = server.url if origin == "same" else origin
-    sock = socket.create_connection(("127.0.0.1", server.port), timeout=10)
-    ws = connect(
-        f"ws://{host or f'127.0.0.1:{server.port}'}{path}",
-        sock=sock,
-        origin=origin,
-        additional_headers={"Cookie": cookie},
-        open_timeout=15,
-    )
-    ws.recv(timeout=15)  # the first snapshot: the socket is live
-    return ws
 
 
 def refused_status(server, path, cookie, origin, host=None):

@@ -4,21 +4,14 @@ input checks (400/404/409, never 500) and what the pages show."""
 import re
 
 import pytest
-from django.contrib.auth.models import Permission, User
+from django.contrib.auth.models import User
 from django.urls import reverse
 
 from queues import Queue
 from queues.dashboard.failures import group_failures, message_shape, split_error
-from queues.models import ACTION_PERMISSIONS, AuditLog
+from queues.models import AuditLog
 from tests.conftest import records, wait_for
-
-ACTIONS = [name for name in ACTION_PERMISSIONS if name not in ("view_dashboard", "enqueue_task")]
-
-
-def make_user(username, staff=True, perms=()):
-    user = User.objects.create_user(username, password="pw", is_staff=staff)
-    user.user_permissions.set(Permission.objects.filter(content_type__app_label="queues", codename__in=perms))
-    return user
+from tests.support.dashboard import ACTIONS, make_user
 
 
 @pytest.fixture

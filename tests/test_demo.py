@@ -8,12 +8,17 @@ import sys
 import urllib.request
 from pathlib import Path
 
+import pytest
+
 from queues import embedded
 from queues.testing import free_port
 
 from .conftest import wait_for
 
 ROOT = Path(__file__).resolve().parent.parent
+
+#: The demo's start-up may take minutes on a loaded machine: its waits, not the suite's 180 s, bound it.
+pytestmark = pytest.mark.timeout(900)
 
 
 def _answers(url):
@@ -25,35 +30,48 @@ def _answers(url):
 
 
 def _run_demo(var, port):
+    """The demo in a session of its own (its id is the script's pid), its output in var/demo.out."""
     env = {
         k: v for k, v in os.environ.items() if k not in ("WORQR_REDIS_URL", "DJANGO_SETTINGS_MODULE", "WORQR_DB_PATH")
     }
     env.update(PY=sys.executable, PORT=str(port), WORQR_VAR_DIR=str(var))
-    return subprocess.Popen(
-        ["scripts/demo.sh"],
-        cwd=ROOT,
-        env=env,
-        start_new_session=True,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
+    var.mkdir(parents=True, exist_ok=True)
+    with open(var / "demo.out", "w") as out:  # a file, not a pipe: nothing blocks on a full pipe
+        proc = subprocess.Popen(
+            ["scripts/demo.sh"], cwd=ROOT, env=env, start_new_session=True, stdout=out, stderr=subprocess.STDOUT
+        )
+    proc.output = lambda: (var / "demo.out").read_text()
+    return proc
+
+
+def _wait_started(proc, port):
+    """Until the demo's dashboard answers; an exit of the demo fails at once, with its output. The
+    start-up (migrate, collectstatic, a worker, five enqueue commands) is slow on a loaded
+    machine, so the bound is generous: the demo's exit is the signal that it will not start."""
+    url = f"http://127.0.0.1:{port}/admin/login/"
+    wait_for(lambda: proc.poll() is not None or _answers(url), 600, 0.3, "the demo's dashboard")
+    assert proc.poll() is None, f"the demo exited ({proc.returncode}):\n{proc.output()}"
 
 
 def _ctrl_c(proc):
     os.killpg(proc.pid, signal.SIGINT)  # what a terminal sends the foreground group
     try:
-        out, _ = proc.communicate(timeout=60)  # the worker may finish a 10 s task first
+        proc.wait(timeout=120)  # the worker may finish a 10 s task first
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
-        out, _ = proc.communicate()
-        raise AssertionError(f"the demo did not stop on Ctrl-C:\n{out}") from None
-    return out
+        proc.wait()
+        raise AssertionError(f"the demo did not stop on Ctrl-C:\n{proc.output()}") from None
+    return proc.output()
 
 
-def _demo_worker_alive():
-    ps = subprocess.run(["ps", "-ww", "-eo", "args"], capture_output=True, text=True).stdout
-    return any("--name demo-worker" in line and "manage.py worker" in line for line in ps.splitlines())
+def _demo_worker_alive(proc):
+    """The demo's own worker runs: a process of the demo's session (not any demo on the machine)."""
+    ps = subprocess.run(["ps", "-ww", "-eo", "sid=,args="], capture_output=True, text=True).stdout
+    for line in ps.splitlines():
+        sid, _, args = line.strip().partition(" ")
+        if sid == str(proc.pid) and "--name demo-worker" in args and "manage.py worker" in args:
+            return True
+    return False
 
 
 def test_demo_serves_the_dashboard_and_ctrl_c_stops_it_and_its_redis(tmp_path):
@@ -63,16 +81,16 @@ def test_demo_serves_the_dashboard_and_ctrl_c_stops_it_and_its_redis(tmp_path):
     var, port = tmp_path / "var", free_port()
     proc = _run_demo(var, port)
     try:
-        wait_for(lambda: _answers(f"http://127.0.0.1:{port}/admin/login/"), 90, 0.3, "the demo's dashboard")
+        _wait_started(proc, port)
         assert embedded.running(var)
-        worker_was_alive = _demo_worker_alive()
+        worker_was_alive = _demo_worker_alive(proc)
     finally:
         out = _ctrl_c(proc)
     assert worker_was_alive, out
     assert "worqr demo is running" in out and f"http://127.0.0.1:{port}/queues/" in out, out
     assert "Embedded Redis: stopped" in out, out
     assert not embedded.running(var)
-    wait_for(lambda: not _demo_worker_alive(), 10, 0.2, "the demo's worker to stop")
+    wait_for(lambda: not _demo_worker_alive(proc), 10, 0.2, "the demo's worker to stop")
 
 
 def test_demo_leaves_an_embedded_redis_it_did_not_start_running(tmp_path):
@@ -82,7 +100,7 @@ def test_demo_leaves_an_embedded_redis_it_did_not_start_running(tmp_path):
     try:
         proc = _run_demo(var, port)
         try:
-            wait_for(lambda: _answers(f"http://127.0.0.1:{port}/admin/login/"), 90, 0.3, "the demo's dashboard")
+            _wait_started(proc, port)
         finally:
             out = _ctrl_c(proc)
         assert "Embedded Redis: stopped" not in out, out

@@ -18,6 +18,7 @@ import redis
 
 from queues.testing import free_port, redis_binary
 from tests.conftest import ROOT
+from tests.support.package import readme_files
 
 DEPLOY = ROOT / "deploy"
 UNITS = ["worqr-web.service", "worqr-worker@.service", "worqr.target"]
@@ -148,7 +149,6 @@ def example_env():
 def guide_project(tmp_path_factory):
     """A new project (startproject, startapp jobs) set up as the README says, plus the deploy guide's
     settings; (its directory, a runner of its manage.py with deploy/worqr.env.example's variables)."""
-    from tests.test_package import readme_files
 
     root = tmp_path_factory.mktemp("guide")
     subprocess.run([sys.executable, "-m", "django", "startproject", "mysite"], cwd=root, check=True, timeout=60)

@@ -17,7 +17,7 @@ from queues.engine.errors import (
     TaskNotFound,
 )
 from tests.engine_calls import fail, finish, take
-from tests.test_api import Api, make_token
+from tests.support.api import Api, make_token
 
 
 def test_enqueue_returns_ids_and_tasks_are_pending_in_fifo_order(client):

@@ -8,7 +8,7 @@ from django.urls import reverse
 from queues import Queue
 from queues.engine import commands, keys, readmodel, upkeep
 from tests.engine_calls import take
-from tests.test_dashboard_views import make_user
+from tests.support.dashboard import make_user
 
 
 def _finish_one(client, queue):

@@ -14,7 +14,7 @@ from queues.engine import readmodel, registry
 from queues.engine.config import Config
 from queues.engine.errors import ConfigurationError
 from tests.conftest import records, wait_for, wait_registered
-from tests.test_tracing import spans, traced  # noqa: F401  (fixtures)
+from tests.support.api import Api, make_token
 
 
 def pids(client, task_id):
@@ -104,8 +104,6 @@ def test_cancel_of_a_cpu_bound_isolated_task_stops_it_within_1_s(client, workers
     # its process is gone within 1 s, the task is cancelled, and the worker carries on.
     from django.test import Client as Web
     from django.urls import reverse
-
-    from tests.test_api import Api, make_token
 
     q = Queue("p2")
     workers(["p2"], name=f"iso-cancel-{how}")
@@ -221,7 +219,7 @@ def test_bad_isolation_input_is_refused(client):
     assert readmodel.workers(client) == []
 
 
-def test_an_isolated_handlers_spans_are_children_of_its_run_span(spans, traced):  # noqa: F811
+def test_an_isolated_handlers_spans_are_children_of_its_run_span(spans, traced):
     """The worker's run span is current in the handler's process."""
     # a span the handler makes there is its child, in the enqueue's trace.
     task_id = Queue("p1").enqueue('{"span": "handler work"}')

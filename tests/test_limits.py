@@ -12,20 +12,11 @@ from queues import Queue
 from queues.engine import commands, keys, readmodel
 from queues.engine.codes import Code
 from queues.engine.errors import ConfigurationError, InvalidInput, InvalidTask
-from queues.engine.limits import check_limits, parse_rate
+from queues.engine.limits import parse_rate
 from queues.engine.registry import handler
-from tests.conftest import ON_CLUSTER, ROOT
-from tests.engine_calls import GRACE, LOCK_TTL, finish
-
-WORKER = "w"
-
-
-def _noop(task):
-    return None
-
-
-def _customer(task):
-    return task.payload.split(":")[0]
+from tests.conftest import ROOT
+from tests.engine_calls import finish
+from tests.support.limits import WORKER, customer, noop, register, start
 
 
 def _bad_partition(task):
@@ -36,23 +27,10 @@ def _bad_partition(task):
     return "ok"
 
 
-handler("lim-part", partition=_customer)(_noop)
-handler("lim-pc", partition=_customer, partition_concurrency=1)(_noop)
-handler("lim-pr", partition=_customer, partition_rate=(2, 60))(_noop)
-handler("lim-badpart", partition=_bad_partition, partition_concurrency=1)(_noop)
-
-
-def register(client, queue, worker=WORKER, **limits):
-    spec = check_limits(queue, **limits)
-    commands.register(
-        queue, worker, ttl=60, lock_ttl=LOCK_TTL, grace=GRACE, default_timeout=0, fresh=False, limits=spec
-    ).run(client)
-
-
-def start(client, queue, count, worker=WORKER):
-    return commands.start(queue, worker, count, lock_ttl=LOCK_TTL, grace=GRACE, default_timeout=0, result_ttl=60).run(
-        client
-    )
+handler("lim-part", partition=customer)(noop)
+handler("lim-pc", partition=customer, partition_concurrency=1)(noop)
+handler("lim-pr", partition=customer, partition_rate=(2, 60))(noop)
+handler("lim-badpart", partition=_bad_partition, partition_concurrency=1)(noop)
 
 
 def test_concurrency_caps_starts_and_a_freed_slot_wakes_an_idle_worker(client):
@@ -103,7 +81,7 @@ def test_rate_is_a_sliding_window_by_redis_time(client):
 def test_a_task_given_back_unstarted_gives_its_start_back(client):
     """rate=(1, 60): a task given back unstarted frees its start for the next take; one stopped after it ran does not."""
     q = Queue("lim-u")
-    register(client, "lim-u", partition=_customer, rate=(1, 60), partition_rate=(1, 60))
+    register(client, "lim-u", partition=customer, rate=(1, 60), partition_rate=(1, 60))
     q.enqueue_many(["A:1", "A:2"])
     first = start(client, "lim-u", 2)
     (task,) = first.tasks
@@ -148,7 +126,7 @@ def test_partitions_are_served_round_robin(client):
 def test_partition_concurrency_holds_one_partition_back_not_the_others(client):
     """partition_concurrency=1: one active task per customer; a finish lets that customer's next in."""
     q = Queue("lim-pc")
-    register(client, "lim-pc", partition=_customer, partition_concurrency=1)
+    register(client, "lim-pc", partition=customer, partition_concurrency=1)
     q.enqueue_many(["A:1", "A:2", "A:3", "B:1", "C:1"])
     got = start(client, "lim-pc", 10).tasks
     assert sorted(t.payload for t in got) == ["A:1", "B:1", "C:1"]
@@ -164,7 +142,7 @@ def test_partition_concurrency_holds_one_partition_back_not_the_others(client):
 def test_partition_rate_parks_the_partition_until_its_window_opens(client):
     """partition_rate=(2, 60): two starts per customer, the rest wait with the window's due time."""
     q = Queue("lim-pr")
-    register(client, "lim-pr", partition=_customer, partition_rate=(2, 60))
+    register(client, "lim-pr", partition=customer, partition_rate=(2, 60))
     q.enqueue_many(["A:1", "A:2", "A:3", "B:1"])
     got = start(client, "lim-pr", 10)
     assert sorted(t.payload for t in got.tasks) == ["A:1", "A:2", "B:1"]
@@ -179,8 +157,8 @@ def test_partition_rate_parks_the_partition_until_its_window_opens(client):
 def test_raising_partition_concurrency_unparks_partitions(client, raised):
     """A partition parked at partition_concurrency=1 runs its next task once set_limits raises or lifts it."""
     q = Queue("lim-pc")
-    register(client, "lim-pc", partition=_customer, partition_concurrency=1)
-    register(client, "lim-pc", worker="w2", partition=_customer, partition_concurrency=1)
+    register(client, "lim-pc", partition=customer, partition_concurrency=1)
+    register(client, "lim-pc", worker="w2", partition=customer, partition_concurrency=1)
     q.enqueue_many(["A:1", "A:2", "A:3", "B:1"])
     assert sorted(t.payload for t in start(client, "lim-pc", 10).tasks) == ["A:1", "B:1"]
     assert start(client, "lim-pc", 10, worker="w2").tasks == []  # A parked, w2 idle
@@ -201,61 +179,12 @@ def test_raising_partition_concurrency_unparks_partitions(client, raised):
 def test_a_deploy_raising_partition_concurrency_unparks_partitions(client):
     """A worker registering with a higher partition_concurrency lets parked partitions run at once."""
     q = Queue("lim-pc")
-    register(client, "lim-pc", partition=_customer, partition_concurrency=1)
+    register(client, "lim-pc", partition=customer, partition_concurrency=1)
     q.enqueue_many(["A:1", "A:2"])
     assert [t.payload for t in start(client, "lim-pc", 10).tasks] == ["A:1"]
     assert start(client, "lim-pc", 10).tasks == []
-    register(client, "lim-pc", worker="w2", partition=_customer, partition_concurrency=2)
+    register(client, "lim-pc", worker="w2", partition=customer, partition_concurrency=2)
     assert [t.payload for t in start(client, "lim-pc", 10, worker="w2").tasks] == ["A:2"]
-
-
-@pytest.mark.skipif(ON_CLUSTER, reason="the model check's driver hears no control messages on a cluster")
-def test_the_model_unparks_partitions_as_set_limits_does(client):
-    """Park a partition, raise then lift partition_concurrency: Redis and tests/model.py agree at each step."""
-    # the seeded model check rarely has a partition parked by its concurrency when it sets limits
-    from tests.test_model_check import LONG, WORKERS, Driver, Q, check
-
-    d = Driver(client, 0)
-    for w in WORKERS:
-        commands.register(Q, w, ttl=LONG, lock_ttl=LONG, grace=1, default_timeout=0, fresh=False).run(client)
-        d._registered(w)
-    d.messages()
-
-    def set_pc(pc):
-        values = dict(c=None, rn=None, pc=pc, prn=None)
-        args = ("-", "-", "-", "-" if pc is None else str(pc), "-", "-")
-        d.run(lambda: commands.set_limits(Q, args).run(client), lambda _: d.m.set_limits(values))
-        check(client, d.m)
-
-    def enqueue(part, n):
-        ids = [f"{Q}-{os.urandom(8).hex()}" for _ in range(n)]
-        items = [(i, b"p", "", "") for i in ids]
-        reply, expected = d.run(
-            lambda: commands.enqueue(Q, items, retries="0", backoff=str(LONG), partition=part).run(client),
-            lambda handed: d.m.enqueue(ids, None, None, False, 0, handed, part),
-        )
-        assert reply.ids == expected
-        check(client, d.m)
-
-    def take(w, count):
-        reply, expected = d.run(
-            lambda: commands.start(Q, w, count, lock_ttl=LONG, grace=1, default_timeout=0, result_ttl=60).run(client),
-            lambda _: d.m.start(w, count, []),
-        )
-        assert (reply.status, [(t.id, t.lease) for t in reply.tasks], reply.codes) == expected
-        check(client, d.m)
-        return len(reply.tasks)
-
-    set_pc(1)
-    enqueue("P1", 4)
-    enqueue("P2", 2)
-    assert take("w1", 4) == 2  # one of each, then both parked
-    assert client.hgetall(keys.queue_key(Q, "partitions")) == {b"P1": b"b", b"P2": b"b"}
-    set_pc(2)
-    assert take("w2", 4) == 2
-    set_pc(None)
-    assert take("w3", 4) == 2  # P1's last two
-    d.pubsub.close()
 
 
 def test_set_limits_overrides_durably_and_reset_goes_back(client):
@@ -331,7 +260,7 @@ def test_a_limited_queue_without_limits_data_costs_nothing(client):
 def test_bad_handler_options_name_the_queue_and_option(options, message):
     """A bad limit option of a handler raises ConfigurationError naming the queue and the option."""
     with pytest.raises(ConfigurationError, match=message) as exc:
-        handler("lim-bad", **options)(_noop)
+        handler("lim-bad", **options)(noop)
     assert "'lim-bad'" in str(exc.value)
 
 
@@ -368,7 +297,7 @@ def test_the_system_check_reports_bad_handler_options():
     from queues import checks
 
     try:
-        handler("lim-check", concurrency=0)(_noop)
+        handler("lim-check", concurrency=0)(noop)
     except ConfigurationError as exc:
         checks.HANDLER_ERRORS.append(exc)
     try:
@@ -384,7 +313,7 @@ def test_limits_combine_with_delays_retries_pause_and_locks(client):
     from tests.engine_calls import fail
 
     q = Queue("lim-pc")
-    register(client, "lim-pc", partition=_customer, partition_concurrency=1)
+    register(client, "lim-pc", partition=customer, partition_concurrency=1)
     first = q.enqueue("A:1")
     q.enqueue("A:2", delay=0.05)
     q.enqueue("B:1", lock="L")
@@ -410,7 +339,7 @@ def test_a_schedules_runs_go_to_the_partition_of_its_payload(client):
     schedules.sync(client, [parse("lim-sched", {"queue": "lim-pc", "every": 3600, "payload": "S:1"})])
     task_id = schedules.trigger(client, "lim-sched")
     assert client.lrange(keys.partition_list_key("lim-pc", "S"), 0, -1) == [task_id.encode()]
-    register(client, "lim-pc", partition=_customer, partition_concurrency=1)
+    register(client, "lim-pc", partition=customer, partition_concurrency=1)
     assert [t.id for t in start(client, "lim-pc", 5).tasks] == [task_id]
 
 

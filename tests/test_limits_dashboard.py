@@ -8,17 +8,17 @@ from queues import Queue
 from queues.engine.registry import handler
 from queues.models import AuditLog
 from tests.engine_calls import finish
-from tests.test_dashboard_views import make_user
-from tests.test_limits import _customer, _noop, register, start
+from tests.support.dashboard import make_user
+from tests.support.limits import customer, noop, register, start
 
 pytestmark = pytest.mark.django_db
 
-handler("lim-mpart", partition=_customer, rate=(10, 60), partition_concurrency=2, partition_rate=(2, 60))(_noop)
+handler("lim-mpart", partition=customer, rate=(10, 60), partition_concurrency=2, partition_rate=(2, 60))(noop)
 
 
 def park_partitions(client):
     """lim-mpart with A parked by its concurrency (2 active, 4 listed) and B by its rate (1 listed)."""
-    register(client, "lim-mpart", partition=_customer, rate=(10, 60), partition_concurrency=2, partition_rate=(2, 60))
+    register(client, "lim-mpart", partition=customer, rate=(10, 60), partition_concurrency=2, partition_rate=(2, 60))
     q = Queue("lim-mpart")
     q.enqueue_many([f"A:{i}" for i in range(6)] + [f"B:{i}" for i in range(3)] + ["C:0"])
     got = start(client, "lim-mpart", 10).tasks
@@ -116,7 +116,6 @@ def test_the_form_needs_manage_limits_and_a_csrf_token(db):
 def test_metrics_show_limits_use_and_held_back(db, client):
     """/metrics has each limit in force, its use and the tasks held back, for limited queues only."""
     from queues.metrics import render
-    from tests.test_limits import register, start
 
     q = Queue("lim-met")
     register(client, "lim-met", concurrency=1, rate=(10, 60))
@@ -153,8 +152,6 @@ def test_the_queues_command_shows_limits(db, client):
     import json
 
     from django.core.management import call_command
-
-    from tests.test_limits import register, start
 
     Queue("lim-cmd").enqueue_many(["a", "b"])
     register(client, "lim-cmd", concurrency=1)

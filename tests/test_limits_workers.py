@@ -8,18 +8,9 @@ import time
 from queues import Queue
 from queues.engine import keys
 from tests.conftest import records, wait_for, wait_registered
+from tests.support.limits import overlap
 
 TTL = 3.0  # tests/settings.py HEARTBEAT_TTL
-
-
-def _overlap(recs):
-    """The most handler runs in progress at one moment."""
-    events = sorted([(r["start"], 1) for r in recs] + [(r["end"], -1) for r in recs], key=lambda e: (e[0], e[1]))
-    most = now = 0
-    for _, step in events:
-        now += step
-        most = max(most, now)
-    return most
 
 
 def test_concurrency_holds_across_three_workers(client, workers):
@@ -33,7 +24,7 @@ def test_concurrency_holds_across_three_workers(client, workers):
     # Three idle workers with free slots are offered the 20 tasks at once: a limit kept per worker
     # would let them overlap up to 6. Which worker runs them is not asserted: a worker that ends a
     # task may rightly take the freed slot itself.
-    assert _overlap(recs) == 2
+    assert overlap(recs) == 2
 
 
 def test_rate_holds_over_any_window(client, workers):
@@ -85,7 +76,7 @@ def test_partitions_are_served_fairly(client, workers):
     recs = records(client, "lim-fair")
     order = [json.loads(r["payload"])["c"] for r in sorted(recs, key=lambda r: r["end"])]
     assert max(i for i, c in enumerate(order) if c == "B") < 20  # B's last is among the first 20 of 1,003
-    assert _overlap([r for r in recs if json.loads(r["payload"])["c"] == "A"]) == 1
+    assert overlap([r for r in recs if json.loads(r["payload"])["c"] == "A"]) == 1
 
 
 def test_a_killed_workers_slots_come_back_within_the_recovery_time(client, workers):

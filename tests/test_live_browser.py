@@ -12,8 +12,8 @@ from django.contrib.auth.models import Permission, User
 
 from queues import Queue
 from tests.browser import CHROMIUM, DaphneServer, launch_chromium
-from tests.test_dashboard_bounds import make_queue_names
-from tests.test_dashboard_browser import REPORT_CSP, WAIT
+from tests.support.browser import REPORT_CSP, WAIT
+from tests.support.dashboard import make_queue_names
 
 playwright_api = pytest.importorskip("playwright.sync_api")
 pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="needs /usr/bin/chromium (make browser)")

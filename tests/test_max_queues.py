@@ -15,7 +15,7 @@ from queues.conf import build_config
 from queues.engine import Batch, connection, keys
 from queues.models import OutboxTask
 from tests.conftest import wait_for, wait_registered
-from tests.test_api import Api, make_token
+from tests.support.api import Api, make_token
 
 URL = os.environ["WORQR_REDIS_URL"]
 

@@ -32,6 +32,7 @@ import pytest
 from queues import Queue
 from queues.engine import commands, keys, readmodel
 from queues.engine.codes import Code
+from tests.conftest import ON_CLUSTER
 from tests.model import QueueModel
 
 Q = "mc"
@@ -42,7 +43,7 @@ HOUR_MS = 3_600_000  # rate windows: no window passes during a run
 TAGS = ("t1", "t2")
 LONG = 3600.0  # s: no lock, heartbeat or delay expires during a run
 SOAK = os.environ.get("WORQR_SOAK") == "1"
-STEPS = 4000 if SOAK else 2000
+STEPS = 4000 if SOAK else 1000
 SEEDS = (
     [int(os.environ["WORQR_MODEL_SEED"])]
     if os.environ.get("WORQR_MODEL_SEED")
@@ -626,3 +627,50 @@ def test_counts_reads_the_queue_in_one_atomic_call(client):
                 sent.append(name)
     one_call = sent in (["EVALSHA"], ["EVAL"], ["FCALL"]) or (sent[:1] == ["MULTI"] and sent[-1:] == ["EXEC"])
     assert one_call, f"counts() sent {sent}: not one atomic read"
+
+
+@pytest.mark.skipif(ON_CLUSTER, reason="the model check's driver hears no control messages on a cluster")
+def test_the_model_unparks_partitions_as_set_limits_does(client):
+    """Park a partition, raise then lift partition_concurrency: Redis and tests/model.py agree at each step."""
+    # the seeded model check rarely has a partition parked by its concurrency when it sets limits
+    d = Driver(client, 0)
+    for w in WORKERS:
+        commands.register(Q, w, ttl=LONG, lock_ttl=LONG, grace=1, default_timeout=0, fresh=False).run(client)
+        d._registered(w)
+    d.messages()
+
+    def set_pc(pc):
+        values = dict(c=None, rn=None, pc=pc, prn=None)
+        args = ("-", "-", "-", "-" if pc is None else str(pc), "-", "-")
+        d.run(lambda: commands.set_limits(Q, args).run(client), lambda _: d.m.set_limits(values))
+        check(client, d.m)
+
+    def enqueue(part, n):
+        ids = [f"{Q}-{os.urandom(8).hex()}" for _ in range(n)]
+        items = [(i, b"p", "", "") for i in ids]
+        reply, expected = d.run(
+            lambda: commands.enqueue(Q, items, retries="0", backoff=str(LONG), partition=part).run(client),
+            lambda handed: d.m.enqueue(ids, None, None, False, 0, handed, part),
+        )
+        assert reply.ids == expected
+        check(client, d.m)
+
+    def take(w, count):
+        reply, expected = d.run(
+            lambda: commands.start(Q, w, count, lock_ttl=LONG, grace=1, default_timeout=0, result_ttl=60).run(client),
+            lambda _: d.m.start(w, count, []),
+        )
+        assert (reply.status, [(t.id, t.lease) for t in reply.tasks], reply.codes) == expected
+        check(client, d.m)
+        return len(reply.tasks)
+
+    set_pc(1)
+    enqueue("P1", 4)
+    enqueue("P2", 2)
+    assert take("w1", 4) == 2  # one of each, then both parked
+    assert client.hgetall(keys.queue_key(Q, "partitions")) == {b"P1": b"b", b"P2": b"b"}
+    set_pc(2)
+    assert take("w2", 4) == 2
+    set_pc(None)
+    assert take("w3", 4) == 2  # P1's last two
+    d.pubsub.close()

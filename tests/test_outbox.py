@@ -18,7 +18,7 @@ from django.utils import timezone
 
 from queues import Queue, RedisUnavailable
 from queues import outbox as outbox_mod
-from queues.engine import Config, Connection, commands, readmodel
+from queues.engine import Config, Connection, commands, enqueueing, readmodel
 from queues.engine.queue import new_task_id
 from queues.models import OutboxTask
 from queues.testing import free_port
@@ -88,7 +88,8 @@ def test_relay_pushes_a_row_pushed_already_without_running_it_twice(client):
     q = Queue("ob-twice")
     entries = outbox_mod.entries(q, ["once"], [new_task_id("ob-twice")], {})
     outbox_mod.store("default", q.name, entries)
-    q._enqueue((entries[0].when, list(entries[0].options), [(b"once", "", "")]), [entries[0].task_id])
+    prepared = enqueueing.Prepared(entries[0].when, list(entries[0].options), [(b"once", "", "")])
+    enqueueing.enqueue_prepared(q.connection, q.name, prepared, [entries[0].task_id])
     [task] = engine_calls.take(client, "ob-twice")
     engine_calls.finish(client, task)
     assert outbox_mod.relay_once(min_age=0) == 1
@@ -576,7 +577,7 @@ def test_the_driver_insert_writes_what_django_writes_and_instrumentation_sees_it
 
 def test_after_with_on_commit_or_durable_is_refused_before_anything_is_written():
     """after= with on_commit=True in a transaction, or durable=True: InvalidInput naming them; no row, no task."""
-    # It crashed with a TypeError from Queue._prepare (after= unexpected), in the caller's transaction.
+    # It crashed with a TypeError from the enqueue's option check (after= unexpected), in the caller's transaction.
     from queues.engine.errors import InvalidInput
 
     parent = Queue("ob-after-p").enqueue("p")

@@ -28,8 +28,8 @@ from packaging.utils import canonicalize_name
 from queues import Queue
 from tests.browser import CHROMIUM, free_port, launch_chromium
 from tests.conftest import ARTIFACTS, ROOT, wait_for
+from tests.support.package import readme_files
 
-README_SECTION = "## Use worqr in your own project"
 WAIT = 20_000  # ms, for the browser: generous, for a slow shared machine
 
 
@@ -168,20 +168,6 @@ def test_wheel_carries_the_app_its_templates_static_files_lua_and_migrations(whe
     extras = [r for r in requires if "extra ==" in r]  # the optional extras, e.g. worqr[otel]
     assert normalised(set(requires) - set(extras)) == normalised(runtime_requirements())
     assert normalised(r.split(";")[0] for r in extras) == normalised(["opentelemetry-api>=1.20", *EXTRA_DJANGO52])
-
-
-def readme_files():
-    """The files README's "Use worqr in your own project" shows: {path: (text, append?)}."""
-    text = (ROOT / "README.md").read_text()
-    section = text[text.index(README_SECTION) :]
-    section = section[: section.index("\n## ", 1)]
-    files = {}
-    for block in re.findall(r"```python\n(.*?)```", section, re.S):
-        header, _, body = block.partition("\n")
-        match = re.fullmatch(r"# (\S+)(: add at the end)?", header)
-        assert match, f"a README block without a '# <file>' header: {header!r}"
-        files[match[1]] = (body, bool(match[2]))
-    return files, section
 
 
 def test_readme_shows_the_steps_the_package_test_takes():

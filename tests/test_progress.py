@@ -13,6 +13,7 @@ from queues.engine.codes import Code
 from queues.engine.errors import InvalidInput, InvalidTask
 from queues.engine.task import Task
 from tests.conftest import wait_for, wait_registered
+from tests.support.api import Api, make_token
 
 
 def tag_keys(client, queue):
@@ -272,7 +273,6 @@ def test_the_gone_list_is_capped(client):
 @pytest.mark.django_db
 def test_api_takes_tags_and_shows_progress_and_log(client, conn):
     """POST /api/tasks takes tags (bad ones: 400, nothing written); GET shows tags, progress, log."""
-    from tests.test_api import Api, make_token
 
     api = Api(make_token("all", name="admin"))
     for bad in ("x", ["a\nb"], [""], [3]):

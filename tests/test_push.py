@@ -13,6 +13,7 @@ import pytest
 
 from queues import Queue
 from queues.engine import Connection, commands, direct, keys, scripts
+from queues.engine.commands import _producing as producing
 from tests.conftest import ON_CLUSTER, records, wait_for
 
 pytestmark = pytest.mark.skipif(
@@ -24,7 +25,7 @@ pytestmark = pytest.mark.skipif(
 def _push_again():
     """Each test starts with push tried first (a decline sends a queue's calls straight to
     enqueue for a second)."""
-    commands._declined.clear()
+    producing._declined.clear()
 
 
 def _hash(client, queue, task_id):
@@ -87,14 +88,14 @@ def test_after_a_decline_the_queue_goes_straight_to_enqueue_for_a_second(client,
     q = Queue("t1")
     client.sadd(keys.queue_key("t1", "idle"), "w-gone")  # a worker listed idle (not running)
     q.enqueue("declined")
-    assert "t1" in commands._declined
+    assert "t1" in producing._declined
     calls = []
     real = scripts.run
     monkeypatch.setattr(scripts, "run", lambda c, name, *a, **k: calls.append(name) or real(c, name, *a, **k))
     q.enqueue("straight")
     assert calls == ["enqueue"]
     client.delete(keys.queue_key("t1", "idle"))
-    monkeypatch.setattr(commands, "_DECLINED_FOR", 0.0)
+    monkeypatch.setattr(producing, "_DECLINED_FOR", 0.0)
     q.enqueue("push again")
     assert calls == ["enqueue", "push"]
     pending = [i.decode() for i in client.lrange(keys.queue_key("t1", "pending"), 0, -1)]

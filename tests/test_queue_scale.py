@@ -11,22 +11,8 @@ import pytest
 from django.test import Client
 
 from queues.engine import commands, keys
-from tests.test_api import Api, make_token
-from tests.test_dashboard_sockets import staff
-
-
-def queues_of_one_task(client, n):
-    """``n`` queues of one pending task each (as many enqueues would make them); their names."""
-    names = [f"s{i:05d}" for i in range(n)]
-    for start in range(0, n, 1000):
-        chunk = names[start : start + 1000]
-        commands.run_pipelined(client, [commands.enqueue(q, [(f"{q}-{0:016x}", b"payload", "", "")]) for q in chunk])
-        client.sadd(keys.KNOWN_QUEUES, *chunk)
-    return names
-
-
-def commands_processed(client):
-    return int(client.info("stats")["total_commands_processed"])
+from tests.support.api import Api, make_token
+from tests.support.dashboard import commands_processed, queues_of_one_task, staff
 
 
 def cost(client, request):

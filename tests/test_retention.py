@@ -1,6 +1,8 @@
 """The record of ended tasks: what is kept when a task completes, is cancelled or fails for
 good, what ``WORQR["RETENTION"]`` accepts, and the pruning's bounded steps."""
 
+import asyncio
+
 import pytest
 
 from queues import Queue
@@ -8,6 +10,7 @@ from queues.engine import commands, history, keys, readmodel
 from queues.engine.config import Config
 from queues.engine.errors import ConfigurationError
 from queues.engine.retention import Retention
+from queues.engine.worker.duties.history import HistoryPruning
 from tests.engine_calls import fail, take
 
 
@@ -149,3 +152,19 @@ def test_pruning_200000_records_never_holds_redis_up_for_50_ms(client):
     assert client.exists(hist, index) == 0
     print(f"pruned {n} records in {calls} calls; longest call {longest / 1000:.1f} ms (Redis's measure)")
     assert longest < 50_000, f"a pruning call took {longest} us"
+
+
+def test_the_workers_duty_prunes_its_queues_when_due(client, conn):
+    """The periodic duty prunes each served queue by the config's retention, once per interval."""
+    q = Queue("rt6")
+    q.enqueue_many(["a", "b"])
+    for t in take(client, "rt6", count=2):
+        _finish(client, t)
+    duty = HistoryPruning(conn, Config(retention=Retention(completed=0)), ["rt6"], every=3600)
+    asyncio.run(duty.run(None))
+    assert readmodel.ended_counts(client, "rt6")["completed"] == 0
+    q.enqueue("c")
+    (t,) = take(client, "rt6")
+    _finish(client, t)
+    asyncio.run(duty.run(None))  # not due again yet
+    assert readmodel.ended_counts(client, "rt6")["completed"] == 1

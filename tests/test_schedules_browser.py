@@ -10,13 +10,13 @@ from queues import Queue, schedules
 from queues.engine import schedules as engine_schedules
 from queues.engine.schedule_settings import parse
 from tests.browser import CHROMIUM
-from tests.test_dashboard_browser import operator, page, server, shot  # noqa: F401  (fixtures)
+from tests.support.browser import shot
 
 playwright_api = pytest.importorskip("playwright.sync_api")
 pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="needs /usr/bin/chromium (make browser)")
 
 
-def test_schedules_page_countdown_and_trigger(operator, server, page, client):  # noqa: F811
+def test_schedules_page_countdown_and_trigger(operator, server, page, client):
     """Logged in with manage_schedules."""
     # the countdown ticks down, pause shows 'paused', and trigger puts a pending task in the row's last run, without a
     # reload.

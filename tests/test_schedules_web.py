@@ -15,8 +15,8 @@ from queues import Queue, schedules
 from queues.engine import schedules as engine_schedules
 from queues.engine.schedule_settings import parse
 from queues.models import AuditLog
-from tests.test_api import Api, make_token
-from tests.test_dashboard_views import make_user
+from tests.support.api import Api, make_token
+from tests.support.dashboard import make_user
 
 pytestmark = pytest.mark.django_db
 

@@ -104,18 +104,6 @@ def test_state_error_worker_and_dates_filter(client, conn):
     assert len(readmodel.search(client, "queue:s4 after:2000-01-01").tasks) == 2
 
 
-def _failed_tasks(client, queue, n, tags=None):
-    """``n`` tasks of ``queue`` failed for good (through the scripts); their ids."""
-    ids = Queue(queue).enqueue_many([f"f{i}" for i in range(n)], retries=0, tags=tags)
-    commands.register(queue, "wf", ttl=60, lock_ttl=60, grace=1, default_timeout=0, fresh=True).run(client)
-    started = commands.start(queue, "wf", n, lock_ttl=60, grace=1, default_timeout=0, result_ttl=60).run(client)
-    for t in started.tasks:
-        commands.fail(
-            queue, "wf", t.id, t.lease, "E", "", retries=0, backoff=0, backoff_max=0, jitter=0, history=5
-        ).run(client)
-    return ids
-
-
 def test_bulk_engine_cancels_retries_and_deletes_in_batches(client, conn):
     """bulk.find_ids finds every match across steps; bulk.apply counts only what changed."""
     from queues.engine import bulk

@@ -15,8 +15,7 @@ from django.test import Client
 from queues.dashboard.views import search as search_view
 from queues.engine import keys, readmodel
 from queues.engine.budget import GONE, ROUND_TRIPS, Budget
-from tests.test_dashboard_sockets import staff
-from tests.test_queue_scale import commands_processed, queues_of_one_task
+from tests.support.dashboard import commands_processed, queues_of_one_task, staff
 
 URL = os.environ["WORQR_REDIS_URL"]
 #: Counted on the single test Redis (its URL opens the counting client; INFO stats of one server).

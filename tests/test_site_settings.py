@@ -16,7 +16,7 @@ from django.test import Client
 from queues import Queue
 from queues.published_keys import refuse_published
 from tests.conftest import ROOT
-from tests.test_api import Api, make_token
+from tests.support.api import Api, make_token
 
 PUBLISHED_KEY = "worqr-demo-insecure-change-me"  # the default that was in the source
 

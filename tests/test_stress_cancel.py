@@ -43,7 +43,7 @@ def test_a_cancel_heard_before_the_start_reply_lands_never_starts_the_handler(co
     """A real Worker hears a task's cancel before its start reply is handled: the handler never starts."""
     # The worker (in this process, on a thread) takes the task with `start`; before it handles the
     # reply, the task is cancelled in Redis and the cancel reaches it over its control channel
-    # while it does not know the task yet. Then the reply lands and start_delivery runs.
+    # while it does not know the task yet. Then the reply lands and the fetcher starts the delivery.
     q = Queue(queue)
     tid = q.enqueue(json.dumps({"sleep": 2}))
     fetch = Fetcher._fetch
@@ -54,9 +54,9 @@ def test_a_cancel_heard_before_the_start_reply_lands_never_starts_the_handler(co
         if any(d.task.id == tid for d in taken):
             assert await asyncio.to_thread(q.cancel, tid) is True
             deadline = time.monotonic() + 5
-            while (queue, tid) not in self.w.early_cancels and time.monotonic() < deadline:
+            while (queue, tid) not in self.deliveries.early_cancels and time.monotonic() < deadline:
                 await asyncio.sleep(0.005)
-            heard.append((queue, tid) in self.w.early_cancels)
+            heard.append((queue, tid) in self.deliveries.early_cancels)
         return taken, due_ms, more
 
     monkeypatch.setattr(Fetcher, "_fetch", fetch_then_cancel)

@@ -7,7 +7,7 @@ import pytest
 
 from queues import Queue
 from tests.conftest import records, wait_for, wait_registered
-from tests.test_limits_workers import _overlap
+from tests.support.limits import overlap
 
 pytestmark = pytest.mark.stress
 
@@ -30,5 +30,5 @@ def test_concurrency_holds_through_kill_9_and_replacements(client, workers):
         timeout=60,
         message="every task done",
     )
-    assert _overlap(recs) <= 2
+    assert overlap(recs) <= 2
     assert Queue("lim-conc").limits()["active"] == 0

@@ -41,7 +41,7 @@ def test_300000_tasks_behind_one_lock_never_block_redis(client, workers, slowlog
         started["big-lock"] = workers(["st2"], concurrency=2, name="big-lock")
         wait_ready(client, "big-lock", 2)
         q.pause()
-    slowlog(50_000)
+    stalls = slowlog(50_000)
     t0 = time.monotonic()
     ids = q.enqueue_many(["0"] * n, lock="x")
     enqueue_s = time.monotonic() - t0
@@ -54,9 +54,9 @@ def test_300000_tasks_behind_one_lock_never_block_redis(client, workers, slowlog
     purged = q.purge()
     silent = wait_beats(client, list(started))  # a worker presumed dead meanwhile is reaped by now
     long_starts = [e for e in events(client, "st2", "start") if e["id"] == long]
-    in_drop = len(slow_commands(client, 50_000))
+    in_drop = len(slow_commands(client, 50_000, stalls))
     q.drop()
-    slow = slow_commands(client, 50_000)
+    slow = slow_commands(client, 50_000, stalls)
     in_drop = len(slow) - in_drop
     problems = []
     if slow:
@@ -90,7 +90,7 @@ def test_cancel_and_delete_in_the_middle_of_1000000_pending_are_fast(client, slo
     ids = []
     for _ in range(n // 100_000):
         ids += q.enqueue_many(["0"] * 100_000)
-    slowlog(5_000)
+    stalls = slowlog(5_000)
     t0 = time.perf_counter()
     assert q.cancel(ids[n // 2]) is True
     cancel_ms = (time.perf_counter() - t0) * 1000
@@ -99,7 +99,7 @@ def test_cancel_and_delete_in_the_middle_of_1000000_pending_are_fast(client, slo
     delete_ms = (time.perf_counter() - t0) * 1000
     assert q.cancel(ids[-1]) is True
     assert q.delete(ids[-2]) is True
-    slow = slow_commands(client, 5_000)
+    slow = slow_commands(client, 5_000, stalls)
     c = q.counts()
     assert (c["pending"], c["cancelled"], c["deleted"]) == (n - 4, 2, 2)
     around = [t.id for t in readmodel.pending(client, "st3", n // 2 - 1, 10)]
@@ -120,10 +120,10 @@ def test_drop_of_300000_lock_waiters_never_blocks_redis(client, slowlog):
     ids = q.enqueue_many(["0"] * n, lock="x")
     c = q.counts()
     assert (c["runnable"], c["waiting"]) == (1, n - 1)
-    slowlog(50_000)
+    stalls = slowlog(50_000)
     t0 = time.monotonic()
     q.drop()
     drop_s = time.monotonic() - t0
-    slow = slow_commands(client, 50_000)
+    slow = slow_commands(client, 50_000, stalls)
     assert q.counts()["waiting"] == 0 and not client.exists(keys.task_key("st4", ids[-1]))
     assert slow == [], f"drop of {n:,} lock waiters took {drop_s:.1f} s; over 50 ms: {describe_slow(slow)}"

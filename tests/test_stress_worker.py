@@ -11,7 +11,7 @@ from collections import Counter
 import pytest
 
 from queues import Queue
-from queues.engine import keys, readmodel
+from queues.engine import enqueueing, keys, readmodel
 from queues.engine.queue import new_task_id
 from tests.conftest import wait_for
 from tests.stress import MARKS, events, runs, wait_ready
@@ -74,7 +74,8 @@ def test_a_task_handed_over_while_its_id_still_runs_in_a_stuck_thread_runs(clien
     # (the queue's last 10,000 ended tasks, and all that ended within its resend window). The same
     # id comes back only once that record has let it go: as if 10,000 tasks had ended since.
     client.zrem(keys.queue_key("st1", "ended"), tid[-16:])
-    q._enqueue(q._prepare([json.dumps({"sleep": 0.1})]), [tid], remember=False)
+    prepared = enqueueing.prepare(q.connection.config, q.name, [json.dumps({"sleep": 0.1})])
+    enqueueing.enqueue_prepared(q.connection, q.name, prepared, [tid], remember=False)
     t0 = time.monotonic()
     ran = None
     while ran is None and time.monotonic() - t0 < 10:

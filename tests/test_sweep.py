@@ -9,8 +9,7 @@ from queues import Queue
 from queues.conf import build_config
 from queues.engine import commands, keys, readmodel, sweep
 from tests.conftest import wait_for, wait_registered
-from tests.test_dashboard_bounds import make_queue_names
-from tests.test_dashboard_sockets import staff
+from tests.support.dashboard import make_queue_names, staff
 
 HOUR_MS = 3600 * 1000
 

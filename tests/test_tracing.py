@@ -11,9 +11,6 @@ import pytest
 from django.core.management import call_command
 from django.db import transaction
 from opentelemetry import context as otel_context
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
@@ -22,40 +19,11 @@ from queues.checks import check_worqr_settings
 from queues.engine import Batch, Connection, Task, chain, commands, keys, tracing
 from queues.engine.worker.logs import JsonFormatter
 from tests.conftest import ROOT, wait_for
+from tests.support.api import Api, make_token
+from tests.support.webhooks import WEBHOOK_ENV, Receiver
 from tests.tasksapp import tasks as framework_tasks
-from tests.test_api import Api, hooks, make_token  # noqa: F401  (hooks: a fixture)
-from tests.test_webhooks import WEBHOOK_ENV, Receiver
 
 MESSAGING = {"messaging.system": "worqr", "messaging.operation.type": "process"}
-
-
-@pytest.fixture
-def spans(monkeypatch):
-    """worqr's spans in this process go to an SDK tracer with an in-memory exporter; the test's
-    own spans (``spans.tracer``) too."""
-    provider = TracerProvider()
-    exporter = InMemorySpanExporter()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    monkeypatch.setattr(tracing, "_tracer", provider.get_tracer("worqr"))
-    exporter.tracer = provider.get_tracer("tests")
-    exporter.named = lambda name: [s for s in exporter.get_finished_spans() if s.name == name]
-    yield exporter
-    provider.shutdown()
-
-
-@pytest.fixture
-def traced(workers, tmp_path):
-    """Start worker processes whose spans are written to a file: ``traced.spans()`` reads them."""
-    path = tmp_path / "spans.jsonl"
-    path.touch()
-
-    def start(queues, env=None, **kwargs):
-        env = {"WORQR_TEST_SPANS": str(path), **(env or {})}
-        return workers(queues, settings="tests.settings_tracing", env=env, **kwargs)
-
-    start.spans = lambda: [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    start.named = lambda name: [s for s in start.spans() if s["name"] == name]
-    return start
 
 
 def hex_id(value, digits):
@@ -202,7 +170,7 @@ def test_api_enqueue_and_webhook_carry_the_request_trace(spans, traced):
     assert post["attributes"]["url.full"] == receiver.url("/hook")  # without the query, which may hold a secret
 
 
-def test_the_tracestate_goes_with_the_task_to_its_run_and_its_webhook(spans, traced, client, hooks):  # noqa: F811
+def test_the_tracestate_goes_with_the_task_to_its_run_and_its_webhook(spans, traced, client, hooks):
     """An enqueue in a context with a tracestate stores it; the run span and the webhook carry it."""
     # The parent context as a web framework's instrumentation extracts it from a request's headers.
     parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"

@@ -39,9 +39,8 @@ from django.utils.module_loading import import_string
 
 from .. import outbox
 from ..conf import get_connection, setting
-from ..engine import keys, readmodel
+from ..engine import enqueueing, keys, readmodel
 from ..engine.errors import ConfigurationError, InvalidQueueName, InvalidTask
-from ..engine.queue import new_task_id
 from ..engine.registry import handler
 from ..engine.task import ms_to_datetime
 from ..transactions import Queue, in_transaction
@@ -102,7 +101,7 @@ class WorqrBackend(BaseTaskBackend):
 
     def enqueue(self, task, args, kwargs):
         self.validate_task(task)
-        task_id = new_task_id(task.queue_name)
+        task_id = enqueueing.new_task_id(task.queue_name)
         result = TaskResult(  # normalises args and kwargs: raises TypeError if not JSON
             task=task,
             id=task_id,
@@ -123,7 +122,7 @@ class WorqrBackend(BaseTaskBackend):
         # Checked now, so a bad call fails here even when the enqueue waits for the commit.
         if self.tags:
             options["tags"] = self.tags
-        batches = queue._prepare([payload], **options)
+        prepared = enqueueing.prepare(queue.connection.config, queue.name, [payload], **options)
 
         def enqueued(enqueued):
             # Redis's time of the enqueue, the task's "created": what get_result() reads back.
@@ -135,7 +134,7 @@ class WorqrBackend(BaseTaskBackend):
             # enqueued_at stays None).
             queue.through_outbox(outbox.entries(queue, [payload], [task_id], options), self.using, enqueued)
         else:  # the id was made here and is new: nothing to remember it for
-            enqueued(queue._enqueue(batches, [task_id], remember=False))
+            enqueued(enqueueing.enqueue_prepared(queue.connection, queue.name, prepared, [task_id], remember=False))
         return result
 
     # -- results ---------------------------------------------------------------------------

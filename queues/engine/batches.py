@@ -29,11 +29,15 @@ import os
 import time
 from functools import partial
 
-from . import commands, keys, readmodel, tracing
+from . import batchinfo, commands, enqueueing, keys, readmodel, tracing
+from .batch_ends import fire_callbacks, sweep, tell
 from .codes import Code
 from .connection import get_default
 from .errors import InvalidInput, InvalidState, InvalidTask, WorqrError
+from .queue import Queue
 from .sending import Sending
+
+__all__ = ["Batch", "BatchNotFound", "new_batch_id", "tell", "fire_callbacks", "sweep"]
 
 #: Ids reserved per batch_add call; tasks per enqueue call, and enqueue calls per round trip.
 _ADD_CHUNK = 5000
@@ -62,13 +66,6 @@ def _callback(name, value):
     if isinstance(payload, (bytes, bytearray)):
         return json.dumps([queue, bytes(payload).decode("latin-1"), "b"])
     raise InvalidInput(f"{name}: the payload must be str or bytes, not {type(payload).__name__}")
-
-
-def _callback_task_id(queue, batch_id, kind):
-    """The callback's task id, the same on every attempt: ``<queue>-<16 hex>``."""
-    import hashlib
-
-    return f"{queue}-{hashlib.sha1(f'{batch_id}:{kind}'.encode()).hexdigest()[:16]}"
 
 
 class Batch:
@@ -110,10 +107,7 @@ class Batch:
         """The batch as a dict: id, description, state ("open", "running", "succeeded",
         "finished_with_failures"), total, pending, active, completed, failed, cancelled,
         created_at, finished_at (and closed, cancel_requested, callbacks, queues); None if unknown."""
-        if not keys.is_batch_id(batch_id):
-            raise InvalidInput(f"{batch_id!r} is not a batch id")
-        client = (connection or get_default()).client
-        return readmodel.batch(client, batch_id)
+        return batchinfo.get(batch_id, connection)
 
     # -- adding tasks ----------------------------------------------------------------------
 
@@ -125,22 +119,22 @@ class Batch:
         """Add tasks to the batch, in ``queue``, in bulk; returns their ids. Options as
         ``Queue.enqueue_many`` (``unique`` excepted: a batch's task must be its own). A closed
         batch refuses them (InvalidState), and nothing is written."""
-        from .queue import Queue, new_task_id
-
         payloads = list(payloads)
         if options.get("unique"):
             raise InvalidTask("a batch's tasks can't be unique (each must be its own task)")
         if "ids" in options:
             raise InvalidTask("a batch makes its tasks' ids")
-        q = Queue(queue, self._connection)
+        queue = keys.check_queue_name(queue)
+        connection = self.connection
         if "after" in options or "on_parent_failure" in options:
             raise InvalidTask("a batch's tasks can't wait for other tasks (after=)")
-        checked = q._prepare(payloads, **options)  # everything checked before anything is written
-        if payloads:
-            q._check_room(q.client, q.connection.config.max_queues)  # MAX_QUEUES, before the batch counts them
-        ids = [new_task_id(q.name) for _ in payloads]
+        # everything checked before anything is written
+        checked = enqueueing.prepare(connection.config, queue, payloads, **options)
+        if payloads:  # MAX_QUEUES, before the batch counts them
+            enqueueing.check_room(connection.client, queue, connection.config.max_queues)
+        ids = [enqueueing.new_task_id(queue) for _ in payloads]
         for i in range(0, max(len(ids), 1), _ADD_CHUNK):
-            code = commands.batch_add(self.id, q.name, ids[i : i + _ADD_CHUNK]).run(self.client)
+            code = commands.batch_add(self.id, queue, ids[i : i + _ADD_CHUNK]).run(self.client)
             if code == Code.UNKNOWN:
                 raise BatchNotFound(f"no such batch {self.id}")
             if code == Code.FINISHED:
@@ -148,27 +142,27 @@ class Batch:
         if not payloads:
             return []
         if checked is None:  # a handler's lock function puts them under several locks
-            return q.enqueue_many(payloads, ids=ids, _batch=self.id, _remember=False, **options)
-        if getattr(q.client, "worqr_replicas", None):  # each call waits for its replicas
-            return q._enqueue(checked, ids, _batch=self.id, remember=False).ids
-        if not tracing.enabled(q.connection.config):
-            return self._send_pipelined(q, checked, ids)
-        with tracing.enqueue_span(q.name, len(ids)) as (span, trace):
-            out = self._send_pipelined(q, checked, ids, trace)
+            return enqueueing.enqueue_many(connection, queue, payloads, options, ids=ids, batch=self.id, remember=False)
+        if getattr(connection.client, "worqr_replicas", None):  # each call waits for its replicas
+            return enqueueing.enqueue_prepared(connection, queue, checked, ids, batch=self.id, remember=False).ids
+        if not tracing.enabled(connection.config):
+            return self._send_pipelined(connection, queue, checked, ids)
+        with tracing.enqueue_span(queue, len(ids)) as (span, trace):
+            out = self._send_pipelined(connection, queue, checked, ids, trace)
             tracing.enqueued(span, out)
             return out
 
-    def _send_pipelined(self, q, checked, ids, trace=""):
+    def _send_pipelined(self, connection, queue, checked, ids, trace=""):
         """Enqueue in calls of 500 tasks (each atomic), 20 calls per round trip, retried as every
         enqueue is (``sending``: a round trip whose replies were lost is sent again, adding
         nothing)."""
         when, opts, items = checked
         options = dict(zip(commands.TASK_OPTIONS, opts, strict=True))
         items = [(ids[i], *rest) for i, rest in enumerate(items)]
-        sending = Sending(q.connection, q.name, ids)
+        sending = Sending(connection, queue, ids)
         calls = [
             commands.enqueue(
-                q.name,
+                queue,
                 items[s : s + _ENQUEUE_CHUNK],
                 when=when,
                 trace=trace,
@@ -178,7 +172,7 @@ class Batch:
             )
             for s in range(0, len(items), _ENQUEUE_CHUNK)
         ]
-        client, new = q.connection.enqueue_client, False
+        client, new = connection.enqueue_client, False
         for g in range(0, len(calls), _PIPELINE):
             group = calls[g : g + _PIPELINE]
             carried = min(len(items), (g + len(group)) * _ENQUEUE_CHUNK) - g * _ENQUEUE_CHUNK
@@ -198,8 +192,6 @@ class Batch:
     def cancel(self):
         """Close the batch and cancel every unfinished task (running ones are told to stop).
         Returns how many were asked to cancel."""
-        from .queue import Queue
-
         self._close(cancel=True)
         asked, cursor = 0, 0
         while True:
@@ -236,61 +228,3 @@ class Batch:
 
 def _now_ms():
     return int(time.time() * 1000)
-
-
-def tell(client, batch_id, ended):
-    """Tasks of a batch ended ((id, outcome[, the run's traceparent]) each): count them; fire the
-    callbacks if that finished it."""
-    if commands.batch_tell(batch_id, ended).run(client):
-        fire_callbacks(client, batch_id)
-
-
-def fire_callbacks(client, batch_id):
-    """Enqueue the finished batch's callbacks, each exactly once, then mark them done. Safe to
-    repeat (a sweep after a crash): each enqueue has a once key."""
-    info = readmodel.batch(client, batch_id)
-    if info is None or info["finished_at"] is None:
-        return False
-    raw = client.hmget(keys.batch_key(batch_id, "batch"), "os", "oc", "cb", "rt")
-    links = [raw[3].decode()] if raw[3] else None  # the run that ended its last task (tracing on)
-    if raw[2] == b"due":
-        wanted = [("complete", raw[1])]
-        if info["state"] == "succeeded":
-            wanted.insert(0, ("success", raw[0]))
-        for kind, doc in wanted:
-            if not doc:
-                continue
-            queue, payload, flag = json.loads(doc)
-            if flag == "b":
-                payload = payload.encode("latin-1")
-            task_id = _callback_task_id(queue, batch_id, kind)
-            _enqueue_callback(client, queue, payload, task_id, batch_id, kind, links)
-        commands.batch_callbacks_done(batch_id).run(client)
-    client.zrem(keys.BATCHES_DUE, batch_id)
-    return True
-
-
-def _enqueue_callback(client, queue, payload, task_id, batch_id, kind, links=None):
-    from .connection import Connection
-    from .queue import Queue
-
-    q = Queue(queue, _ClientConnection(client) if not isinstance(client, Connection) else client)
-    extra = {"_links": links} if links else {}  # its enqueue span links to the run that finished the batch
-    q.enqueue_many([payload], ids=[task_id], _batch_callback=batch_id, _once=f"batch:{batch_id}:{kind}", **extra)
-
-
-class _ClientConnection:
-    """A connection-like wrapper around a bare client (the drain runs with one)."""
-
-    def __init__(self, client):
-        self.client = client
-        self.enqueue_client = client
-        self.config = get_default().config
-
-
-def sweep(client, now_ms, limit=20):
-    """A worker's sweep: fire the callbacks of closed batches that finished but whose callbacks a
-    dead process left undone; batches still running are looked at again later."""
-    for batch_id in readmodel.batches_due(client, limit, before_ms=now_ms - 2000):
-        if not fire_callbacks(client, batch_id):
-            client.zadd(keys.BATCHES_DUE, {batch_id: now_ms}, xx=True)

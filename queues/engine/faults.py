@@ -7,9 +7,11 @@ relay), to see a helper's failure logged and the helper started again, and
 point that signals: ``fetch-yield-sigterm`` (``sigterm_once``: a stop signal lands while the
 worker's fetcher yields to the event loop with a task running)."""
 
+import asyncio
 import os
 import signal
 import threading
+import time
 
 
 class InjectedFault(RuntimeError):
@@ -52,9 +54,6 @@ async def sigterm_once(point, handled):
     SIGTERM and yield to the event loop until ``handled()`` (its handler ran), for at most 1 s."""
     if not _first_time(point):
         return
-    import asyncio
-    import time
-
     os.kill(os.getpid(), signal.SIGTERM)
     deadline = time.monotonic() + 1.0
     while not handled() and time.monotonic() < deadline:

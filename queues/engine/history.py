@@ -3,13 +3,11 @@
 Every script that ends a task keeps a record of it (``lua/includes/history.lua``: the queue's
 ``history`` hash and one index per outcome, ``keys.py``): its fields, its payload up to
 ``keys.HISTORY_PAYLOAD_MAX`` bytes and its last ``keys.HISTORY_LOG_LINES`` log lines. The
-workers prune it (``Pruner``, a periodic duty of their heartbeat) by ``WORQR["RETENTION"]``
+workers prune it (``worker.duties.history``, a periodic duty) by ``WORQR["RETENTION"]``
 (``retention.py``): records past their outcome's retention go, then the oldest beyond
 ``max_per_queue``, at most ``PRUNE_STEP`` per script call, so no call holds Redis up for long
 whatever the record's size.
 """
-
-import time
 
 from . import commands, keys, readmodel
 from .queue import Queue
@@ -42,23 +40,6 @@ def prune(client, queue, retention, now_ms=None, step=PRUNE_STEP, calls_max=PRUN
         if not more:
             break
     return removed, bool(more)
-
-
-class Pruner:
-    """A worker's periodic duty: every ``PRUNE_EVERY`` s, prune each of its queues (on a thread:
-    plain calls on the synchronous client)."""
-
-    def __init__(self, retention, every=PRUNE_EVERY):
-        self.retention = retention
-        self.every = every
-        self.pruned_at = 0.0
-
-    def due(self):
-        return time.monotonic() - self.pruned_at >= self.every
-
-    def step(self, client, queues):
-        self.pruned_at = time.monotonic()
-        return {q: prune(client, q, self.retention) for q in queues}
 
 
 #: Tasks "Run again" enqueues at most per call.

@@ -154,6 +154,8 @@ schedulers re-read them).
 
 import re
 
+from .errors import InvalidQueueName, InvalidTask, InvalidWorkerName
+
 PREFIX = "worqr"
 
 QUEUE_NAME_MAX = 200
@@ -297,8 +299,6 @@ ALL_QUEUE_EVENTS = f"{PREFIX}:{{*}}:events"
 
 def check_queue_name(name):
     """Return ``name`` if it is a valid queue name, else raise InvalidQueueName."""
-    from .errors import InvalidQueueName
-
     if not isinstance(name, str):
         raise InvalidQueueName(f"queue name must be a string, not {type(name).__name__}")
     if not name:
@@ -315,8 +315,6 @@ def check_queue_name(name):
 
 def check_worker_name(name):
     """Return ``name`` if it is a valid worker name, else raise InvalidWorkerName."""
-    from .errors import InvalidWorkerName
-
     if not isinstance(name, str) or not name or len(name) > WORKER_NAME_MAX:
         raise InvalidWorkerName(f"worker name must be 1 to {WORKER_NAME_MAX} characters")
     if not _WORKER_RE.fullmatch(name):
@@ -326,8 +324,6 @@ def check_worker_name(name):
 
 def check_lock_key(key):
     """Return ``key`` if it can name a lock (any non-empty text up to 200 characters)."""
-    from .errors import InvalidTask
-
     if not isinstance(key, str) or not key or len(key) > LOCK_KEY_MAX:
         raise InvalidTask(f"lock key must be a non-empty string of at most {LOCK_KEY_MAX} characters")
     return key
@@ -377,8 +373,6 @@ def bulk_job_key(job_id):
 
 def check_tags(tags):
     """Return ``tags`` as a list of unique strings (order kept) if valid, else raise InvalidTask."""
-    from .errors import InvalidTask
-
     if isinstance(tags, str) or not isinstance(tags, (list, tuple)):
         raise InvalidTask(f"tags must be a list of strings, not {tags!r}")
     out = []

@@ -21,8 +21,8 @@ import time
 from dataclasses import dataclass, field
 
 from . import keys, ticks
+from .enqueueing import task_options
 from .errors import InvalidInput, InvalidSchedule
-from .queue import Queue
 
 MISSED_POLICIES = ("skip", "once")
 OPTION_KEYS = ("retries", "timeout", "backoff", "lock", "callback")
@@ -53,7 +53,7 @@ class ScheduleSpec:
         partition key the handler's ``partition`` function gives the payload (its runs are
         listed in that partition)."""
         opts = {}
-        texts = Queue._options(
+        texts = task_options(
             *(self.options.get(k) for k in ("retries", "timeout", "backoff", "lock", "callback")), None
         )
         for name, text in zip(OPTION_KEYS, texts):
@@ -144,7 +144,7 @@ def parse(name, raw, *, max_payload_bytes=None, now_ms=None):
     options = {k: raw[k] for k in OPTION_KEYS if raw.get(k) is not None}
     for key, value in options.items():
         try:
-            Queue._options(*(value if k == key else None for k in OPTION_KEYS), None)
+            task_options(*(value if k == key else None for k in OPTION_KEYS), None)
         except InvalidInput as exc:
             raise _bad(name, key, str(exc)) from None
     return ScheduleSpec(

@@ -21,10 +21,10 @@ import json
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from . import commands, keys, readmodel, ticks, tracing
+from . import commands, durations, keys, readmodel, ticks, tracing
 from .codes import Code
+from .enqueueing import lock_of, new_task_id, partition_of
 from .errors import InvalidSchedule, ScheduleNotFound
-from .queue import Queue, new_task_id
 from .registry import get_handler
 from .schedule_settings import ScheduleSpec, from_document, version_of
 from .task import ms_to_datetime
@@ -158,8 +158,6 @@ def _int(value):
 
 
 def _lateness(h):
-    from . import durations
-
     total, buckets = 0, []
     for bound in (*durations.BUCKETS, None):
         text = durations.bound_text(bound)
@@ -265,7 +263,7 @@ def handler_lock(spec):
     if isinstance(handler.lock, str):
         return handler.lock
     try:
-        return keys.check_lock_key(Queue._lock_of(handler.lock, spec.payload))
+        return keys.check_lock_key(lock_of(handler.lock, spec.payload))
     except Exception as exc:
         raise InvalidSchedule(spec.name, "lock", f"the handler's lock function failed on the payload: {exc}") from exc
 
@@ -276,7 +274,7 @@ def handler_partition(spec):
     if handler is None or handler.limits.partition is None:
         return None
     try:
-        return Queue(spec.queue)._partition_of(handler.limits.partition, spec.payload)
+        return partition_of(spec.queue, handler.limits.partition, spec.payload)
     except Exception as exc:
         raise InvalidSchedule(spec.name, "partition", f"the handler's partition function failed: {exc}") from exc
 

@@ -24,6 +24,7 @@ from collections import Counter
 from functools import cache, lru_cache
 from pathlib import Path
 
+import redis.asyncio
 from redis.exceptions import AskError, ClusterDownError, ResponseError, TryAgainError
 
 from . import direct, durations, keys, limits, task
@@ -353,8 +354,6 @@ def _refresh(client):
 
 def _async_node_client(client, key):
     """A plain asyncio client of the master that holds ``key``'s slot, kept on ``client``."""
-    import redis.asyncio
-
     node = client.get_node_from_key(key)
     cache = client.__dict__.setdefault("worqr_node_clients", {})
     if node.name not in cache:

@@ -47,13 +47,13 @@ active, failed, completed (only while a kept result lasts). Finished tasks are o
 """
 
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 
+from . import batchinfo
+from .errors import InvalidInput
+from .replies import ms_to_datetime
 
-def ms_to_datetime(ms):
-    if ms in (None, b"", ""):
-        return None
-    return datetime.fromtimestamp(int(float(ms)) / 1000, tz=UTC)
+__all__ = ["Task", "ms_to_datetime", "payload_from_hash", "decode_payload"]
 
 
 #: Payload pieces (see above): at most this many, of this many bytes.
@@ -157,8 +157,6 @@ class Task:
     def progress(self, fraction, message=""):
         """Report how far the handler is: ``fraction`` from 0 to 1, and a short message (shown
         live on the dashboard and in the HTTP API's task). Cheap: sent in batches."""
-        from .errors import InvalidInput
-
         if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0 <= fraction <= 1:
             raise InvalidInput(f"progress must be a number from 0 to 1, not {fraction!r}")
         if not isinstance(message, str):
@@ -170,8 +168,6 @@ class Task:
     def log(self, line):
         """Append a line to the task's log (a text with newlines makes several lines; each is cut
         at 2,000 characters). The last 1,000 lines are kept while the task lives."""
-        from .errors import InvalidInput
-
         if not isinstance(line, str):
             raise InvalidInput(f"a log line must be a string, not {line!r}")
         lines = [part[:LOG_LINE_MAX] for part in (line.splitlines() or [""])]
@@ -243,9 +239,7 @@ class Task:
         read now from Redis (``Batch.get``); None if it has none."""
         if not self.batch_id:
             return None
-        from .batches import Batch
-
-        return Batch.get(self.batch_id)
+        return batchinfo.get(self.batch_id)
 
     def as_dict(self):
         """A JSON-friendly description (payload as text, bytes shown with replacements)."""

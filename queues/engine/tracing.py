@@ -35,6 +35,8 @@ Attributes follow the messaging semantic conventions: ``messaging.system`` ("wor
 import json
 from contextlib import contextmanager, nullcontext
 
+from . import connection
+
 try:
     from opentelemetry import context as _context
     from opentelemetry import propagate as _propagate
@@ -60,8 +62,6 @@ def enabled(config=None):
     if not AVAILABLE:
         return False
     if config is None:
-        from . import connection
-
         config = getattr(connection._default, "config", None)
     return config is None or config.opentelemetry
 

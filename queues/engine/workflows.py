@@ -4,13 +4,13 @@ tells children (and batches) that a task ended.
 A task enqueued with ``after=[ids]`` is ``blocked`` until each parent has completed. Parents may
 be in other queues; each queue is its own cluster slot and one script touches one slot, so:
 
-1. enqueue: ``link`` runs in each parent's queue (the parent records the new ids in
+1. enqueue (``linking``): ``link`` runs in each parent's queue (the parent records the new ids in
    ``links:<parent>``, or answers its outcome if it already ended), then ``enqueue`` writes the
    children as ``blocked`` in theirs (with ``parents:<child>``);
 2. a task ends (completed, failed for good, cancelled, deleted): the script that ended it
    records the outcome in ``links:<id>`` and puts the id in its queue's ``outbox`` (O(1));
 3. ``drain``: for each id in the outbox, ``resolve`` runs in each child's queue (release, or
-   cancel with the reason), the batch is told (``batches.tell``), then ``outbox_done``.
+   cancel with the reason), the batch is told (``batch_ends.tell``), then ``outbox_done``.
 
 Step 3 is run at once by whoever ended the task (the worker, told over its control channel,
 or ``Queue.cancel``/``delete``), and again by every worker's sweep for entries older than a
@@ -27,72 +27,20 @@ right before telling the children of an ended task, i.e. between "parent finishe
 released"; ``WORQR_FAULT=drain-kill-after`` after telling them, before ``outbox_done``.
 """
 
-import json
+import logging
 from collections import defaultdict
 
-from . import commands, faults, keys, readmodel
-from .codes import Code
-from .errors import InvalidInput, TaskNotFound
+from . import batch_ends, commands, enqueueing, faults, keys, readmodel
+from .connection import NETWORK_ERRORS, get_default
+from .errors import InvalidInput
 
-#: At most this many parents per task.
-MAX_PARENTS = 1000
+log = logging.getLogger("worqr")
+
 #: Tasks taken from an outbox per drain call, and children told per resolve call.
 DRAIN_BATCH = 500
 RESOLVE_BATCH = 500
 #: A sweep leaves outbox entries younger than this to the worker that ended them (ms).
 SWEEP_AGE_MS = 2000
-
-ON_PARENT_FAILURE = ("cancel", "run")
-
-
-def check_after(after, on_parent_failure, ids):
-    """Check ``after`` and ``on_parent_failure``: the parent ids, deduplicated in order (or [])."""
-    if on_parent_failure not in ON_PARENT_FAILURE:
-        raise InvalidInput(f"on_parent_failure must be 'cancel' or 'run', not {on_parent_failure!r}")
-    if after is None:
-        return []
-    if isinstance(after, (str, bytes)) or not isinstance(after, (list, tuple, set, frozenset)):
-        raise InvalidInput(f"after must be a list of task ids, not {type(after).__name__}")
-    parents = list(dict.fromkeys(after))
-    if len(parents) > MAX_PARENTS:
-        raise InvalidInput(f"after has {len(parents)} parents; at most {MAX_PARENTS} are allowed")
-    for p in parents:
-        if keys.queue_from_task_id(p) is None:
-            raise InvalidInput(f"after: {p!r} is not a task id")
-    if ids and set(ids) & set(parents):
-        raise InvalidInput("after: a task can't wait for itself (a cycle)")
-    return parents
-
-
-def check_parents_exist(client, parents):
-    """Raise TaskNotFound naming the first parent that is neither in Redis nor recorded as ended."""
-    states = readmodel.task_ends(client, parents)
-    for p in parents:
-        if states[p] is None:
-            raise TaskNotFound(
-                f"after: no such task {p} (it never existed, or it ended too long ago: a queue remembers how its "
-                f"last {keys.ENDED_MAX:,} tasks ended, for {keys.ENDED_KEEP_MS // 3_600_000} h at most)"
-            )
-    return states
-
-
-def link(client, parents, children, on_parent_failure):
-    """Step 1 of enqueueing ``children`` after ``parents``: check every parent, then link them in
-    each parent's queue. Returns the ``parents`` argument of ``commands.enqueue``."""
-    check_parents_exist(client, parents)  # nothing written if one is unknown
-    by_queue = defaultdict(list)
-    for p in parents:
-        by_queue[keys.queue_from_task_id(p)].append(p)
-    told = {}
-    for queue, pids in by_queue.items():
-        code, answer = commands.link(queue, pids, children).run(client)
-        if code == Code.UNKNOWN:  # it ended (leaving nothing) since the check: a rare race
-            raise TaskNotFound(f"after: no such task {pids[answer]} (it ended meanwhile)")
-        told.update(zip(pids, answer))
-    doc = {"p": [[p, told[p]] for p in parents]}
-    if on_parent_failure == "run":
-        doc["ob"] = "run"
-    return json.dumps(doc, separators=(",", ":"))
 
 
 def drain(client, queue, limit=DRAIN_BATCH, before_ms=None, dropping=False):
@@ -102,8 +50,6 @@ def drain(client, queue, limit=DRAIN_BATCH, before_ms=None, dropping=False):
     their queues are drained next. Returns how many were drained. Safe to run anywhere, any
     number of times, concurrently: every step is idempotent. ``dropping``: ``queue`` is being
     dropped: its own children are left to the drop, and the links go at once."""
-    from . import batches
-
     ids = readmodel.outbox(client, queue, limit, before_ms)
     if not ids:
         return 0
@@ -126,7 +72,7 @@ def drain(client, queue, limit=DRAIN_BATCH, before_ms=None, dropping=False):
                 cascade.add(cq)
     for batch_id, ended in tells.items():
         for i in range(0, len(ended), RESOLVE_BATCH):
-            batches.tell(client, batch_id, ended[i : i + RESOLVE_BATCH])
+            batch_ends.tell(client, batch_id, ended[i : i + RESOLVE_BATCH])
     faults.kill("drain-kill-after")
     commands.outbox_done(queue, ids, forget=dropping).run(client)
     for cq in sorted(cascade):
@@ -146,12 +92,19 @@ def sweep(client, queue, now_ms, limit=20):
     return drain(client, queue, limit, before_ms=now_ms - SWEEP_AGE_MS)
 
 
+def tell_at_once(client, queue):
+    """After an enqueue with ``after=``: drain ``queue``, so that the batches of tasks cancelled at
+    once (a parent had failed) are told now; a network error leaves it to the workers' sweep."""
+    try:
+        drain(client, queue)
+    except NETWORK_ERRORS as exc:  # they are in: the workers' sweep tells it
+        log.warning("worqr: queue %s: the batches of tasks cancelled at once are told later: %s", queue, exc)
+
+
 def chain(steps, connection=None):
     """Enqueue tasks that run one after the other, each after the one before (across queues):
     ``steps`` are (queue, payload) or (queue, payload, {options}). Returns their ids. All steps
     are checked before anything is written."""
-    from .queue import Queue
-
     steps = list(steps)
     if not steps:
         raise InvalidInput("chain: give at least one step")
@@ -164,11 +117,17 @@ def chain(steps, connection=None):
             raise InvalidInput(f"chain: step {i}'s options must be a dict")
         if "after" in options:
             raise InvalidInput(f"chain: step {i} can't set after= (the chain sets it)")
-        q = Queue(step[0], connection)
-        q.validate([step[1]], **options)
-        checked.append((q, step[1], options))
+        queue = keys.check_queue_name(step[0])
+        enqueueing.validate(connection or get_default(), queue, [step[1]], options)
+        checked.append((queue, step[1], options))
     ids = []
-    for q, payload, options in checked:
-        after = [ids[-1]] if ids else None
-        ids.append(q.enqueue(payload, after=after, **options))
+    for queue, payload, options in checked:
+        conn = connection or get_default()
+        if ids:
+            ids.append(enqueueing.enqueue_many(conn, queue, [payload], options, after=[ids[-1]])[0])
+            tell_at_once(conn.enqueue_client, queue)
+        elif options or not isinstance(payload, str):
+            ids.append(enqueueing.enqueue_many(conn, queue, [payload], options)[0])
+        else:
+            ids.append(enqueueing.enqueue_plain(conn, queue, payload))
     return ids

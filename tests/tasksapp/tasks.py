@@ -73,7 +73,7 @@ def flaky(context, succeed_on):
     return context.attempt
 
 
-# -- the contract tests' functions (tests/test_tasks_backend_contract.py) -----------------------
+# -- the contract tests' functions (tests/test_tasks_backend.py) -----------------------
 
 
 @task(queue_name="dt-default")

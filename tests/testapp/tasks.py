@@ -218,13 +218,24 @@ handler("pinit", isolation="process")(run_counting_inits)
 # test:gate:<id> (else pause: seconds per step); fail true: raise after the last step. Each step
 # logs "step i of n" and reports progress i/n with the message "did i of n".
 
+#: How long a gated step waits for its item at most (then it goes on, as if given one).
+GATE_WAIT = 60.0
+
+
+def _wait_gate(task):
+    """Wait for an item on test:gate:<id>: BLPOPs of 1 s each, under the client's socket timeout
+    (5 s), so a test that opens the gate late on a loaded machine never breaks the connection."""
+    client, deadline = get_default().client, time.monotonic() + GATE_WAIT
+    while time.monotonic() < deadline and client.blpop(f"test:gate:{task.id}", timeout=1) is None:
+        pass
+
 
 def run_reporting(task):
     d = _directives(task.payload)
-    start, steps, client = time.time(), int(d.get("steps", 3)), get_default().client
+    start, steps = time.time(), int(d.get("steps", 3))
     for i in range(1, steps + 1):
         if d.get("gate"):
-            client.blpop(f"test:gate:{task.id}", timeout=60)
+            _wait_gate(task)
         else:
             time.sleep(float(d.get("pause", 0)))
         task.log(f"step {i} of {steps}")
@@ -239,7 +250,7 @@ async def run_reporting_async(task):
     start, steps = time.time(), int(d.get("steps", 3))
     for i in range(1, steps + 1):
         if d.get("gate"):
-            await asyncio.to_thread(get_default().client.blpop, f"test:gate:{task.id}", 60)
+            await asyncio.to_thread(_wait_gate, task)
         else:
             await asyncio.sleep(float(d.get("pause", 0)))
         task.log(f"step {i} of {steps}")

@@ -18,7 +18,8 @@ By subject, each in its module, all used as ``readmodel.<name>``:
 - workers (``_workers``): ``workers``, ``worker``, ``workers_active``, ``worker_tasks``,
   ``gone_workers``, ``without_heartbeat``;
 - workflows (``_workflows``): ``links``, ``links_many``, ``parents``, ``task_ends``,
-  ``outbox``, ``batch``, ``batch_tasks``, ``batch_live``, ``batches``, ``batches_due``;
+  ``outbox``, ``batch_tasks``, ``batch_live``, ``batches``, ``batches_due``; and ``batch``, one
+  batch (``engine.batchinfo``: below ``task``, whose ``Task.batch`` reads it);
 - limits (``_limits``): ``limits``, ``limited_queues``;
 - schedules (``_schedules``): ``schedule_index``, ``schedule_queue``, ``schedule_hashes``;
 - search: the language, parsed (``_search_syntax``: ``parse_search``, ``Search``,
@@ -32,6 +33,7 @@ By subject, each in its module, all used as ``readmodel.<name>``:
 - the server (``_common``): ``server_ms``, ``subscriber_connections``.
 """
 
+from ..batchinfo import read as batch
 from ._common import server_ms, subscriber_connections
 from ._ended import Ended, again_of, ended_counts, ended_from_record, ended_task, ended_tasks
 from ._failed_all import FAILED_PER_QUEUE, FailedAll, failed_all
@@ -64,7 +66,6 @@ from ._search_syntax import SEARCH_QUALIFIERS, SEARCH_STATES, Search, SearchErro
 from ._tasks import bulk_job, tagged, tagged_count, task, task_log, task_states
 from ._workers import gone_workers, without_heartbeat, worker, worker_tasks, workers, workers_active
 from ._workflows import (
-    batch,
     batch_live,
     batch_tasks,
     batches,

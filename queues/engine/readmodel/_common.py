@@ -1,12 +1,10 @@
 """What the readers share: text from Redis's replies, Redis's clock, and tasks read by id."""
 
 from .. import keys
+from ..replies import decode
 from ..task import Task
 
-
-def decode(b):
-    """Text of a reply (bytes decoded as UTF-8, a bad byte replaced); anything else as it is."""
-    return b.decode("utf-8", "replace") if isinstance(b, bytes) else b
+__all__ = ["decode", "server_ms", "read_tasks", "subscriber_connections"]
 
 
 def server_ms(client):

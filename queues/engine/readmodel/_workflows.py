@@ -2,10 +2,7 @@
 parents, the ends of tasks of any queues, the outbox of ended tasks still to tell, and batches
 (one batch, its tasks, the list of batches, those whose callbacks may be due)."""
 
-import json
-
 from .. import keys
-from ..task import ms_to_datetime
 from ._common import decode
 from ._tasks import state_of
 
@@ -70,51 +67,6 @@ def parents(client, queue, task_id):
     """{parent id: 'w' (not told yet) or its outcome} of a blocked task (empty once released)."""
     raw = client.hgetall(keys.parents_key(queue, task_id))
     return {decode(k): decode(v) for k, v in raw.items()}
-
-
-def batch(client, batch_id):
-    """One batch as a dict (None if unknown): id, description, state, total, pending, active,
-    completed, failed, cancelled, created_at, finished_at, closed, cancel_requested, callbacks
-    ({on_success, on_complete}: [queue, payload] or None) and its queues. ``active`` sums the
-    per-queue counters of its running tasks; ``pending`` is the rest of the unfinished ones."""
-    p = client.pipeline(transaction=False)
-    p.hgetall(keys.batch_key(batch_id, "batch"))
-    p.smembers(keys.batch_key(batch_id, "queues"))
-    raw, queues = p.execute()
-    if not raw:
-        return None
-    h = {decode(k): decode(v) for k, v in raw.items()}
-    queues = sorted(decode(q) for q in queues)
-    p = client.pipeline(transaction=False)
-    for q in queues:
-        p.hget(keys.queue_key(q, "batchruns"), batch_id)
-    active = sum(int(n or 0) for n in p.execute()) if queues else 0
-    n = {k: int(h.get(k) or 0) for k in ("total", "completed", "failed", "cancelled")}
-    unfinished = max(0, n["total"] - n["completed"] - n["failed"] - n["cancelled"])
-    active = max(0, min(active, unfinished))
-
-    def callback(field):
-        if not h.get(field):
-            return None
-        queue, payload, _kind = json.loads(h[field])
-        return [queue, payload]
-
-    return dict(
-        id=batch_id,
-        description=h.get("d", ""),
-        state=h.get("st", "open"),
-        **n,
-        pending=unfinished - active,
-        active=active,
-        created_at=ms_to_datetime(h.get("c")),
-        finished_at=ms_to_datetime(h.get("fin")),
-        closed=bool(h.get("closed")),
-        cancel_requested=bool(h.get("x")),
-        callbacks_enqueued=h.get("cb") == "done",
-        on_success=callback("os"),
-        on_complete=callback("oc"),
-        queues=queues,
-    )
 
 
 def batch_tasks(client, batch_id, offset=0, limit=50):

@@ -1,23 +1,26 @@
 """Worker: serves queues in priority order with N slots.
 
-The launcher owns the worker's state and its lifecycle; the duties are in their own pieces:
+The launcher makes the worker's pieces, gives each only what it needs, and runs its lifecycle:
 
-1. ``heartbeat.Heart`` registers the worker (claiming its name) and beats;
-2. ``control.Listener`` listens on the worker's control channel;
-3. ``fetch.Fetcher`` fills free slots, acknowledging finished tasks in the same calls;
-4. ``processor.start`` runs each delivery; ``reporter.Reporter`` reports outcomes;
+1. ``heartbeat.Heart`` registers the worker (claiming its name) and beats; after each beat, the
+   periodic duties (``duties``: gone workers, depth samples, the queue and outbox sweeps);
+2. ``control.Listener`` listens on the worker's control channel (``on_control`` routes what it
+   hears);
+3. ``fetch.Fetcher`` fills free slots, acknowledging finished tasks in the same calls; what it
+   takes is held in ``delivery.Deliveries`` (the one owner of a delivery's state);
+4. ``processor.Processor`` runs each delivery; ``reporter.Reporter`` reports outcomes;
    ``scheduler.Scheduler`` syncs the schedules and fires their ticks (every worker takes part);
 5. on stop (``request_stop``, SIGTERM/SIGINT), ``shutdown.shutdown``: take no more work, let
    running tasks finish for up to ``grace`` seconds (a second signal ends the grace at once),
    give the rest back to the front of their queues in the order they started (one call per
    queue), deregister.
 
+The pieces share the ``Capsule`` (what the worker serves and how) and the ``Status`` (stopping,
+registered, the events they wait on); none holds the worker itself.
+
 The helpers (heartbeat, control channel, progress, linker, scheduler) run under
 ``keep_running``: one that fails on an unexpected error is logged with its traceback and
 started again with a backoff, never left dead while the worker goes on.
-
-Deliveries are keyed by (task id, lease): a handler still running after its timeout keeps its
-slot, and a later attempt of the same task is a delivery of its own.
 
 Isolated sync handlers (``isolation="process"``) run in ``procpool.ProcessPool``'s processes,
 whose fork server is forked in ``run`` before the event loop and the threads start.
@@ -35,15 +38,24 @@ from datetime import UTC, datetime
 from .. import keys, tracing
 from .. import schedules as schedule_store
 from ..backoff import Backoff, wait_event
-from ..connection import NETWORK_ERRORS
 from ..errors import NoHandler
 from ..registry import get_handler, with_isolation
-from . import processor, procpool
+from . import procpool
+from .capsule import Capsule, Status
 from .control import Listener
+from .delivery import Deliveries
+from .duties import Duties
+from .duties.depth import DepthSampler
+from .duties.gone import GoneWorkers
+from .duties.history import HistoryPruning
+from .duties.master import MasterCheck
+from .duties.outbox import OutboxSweep
+from .duties.sweep import QueueSweep
 from .fetch import Fetcher
 from .heartbeat import Heart
 from .linker import Linker
 from .pool import ThreadPool
+from .processor import Processor
 from .progress import ProgressSink
 from .reporter import Reporter
 from .scheduler import Scheduler
@@ -51,9 +63,6 @@ from .shutdown import shutdown
 
 log = logging.getLogger("worqr.worker")
 
-#: Seconds a cancel for a task this worker does not know (yet) is kept: a cancel can overtake the
-#: reply of the ``start`` call that gave us the task.
-EARLY_CANCEL_S = 10.0
 #: A helper (heartbeat, control channel, linker, scheduler ...) that failed on an unexpected error
 #: is started again after this many seconds, doubling up to HELPER_RESTART_MAX; a helper that ran
 #: STABLE_AFTER seconds before failing starts again after HELPER_RESTART.
@@ -104,7 +113,6 @@ class Worker:
         self.tracing = tracing.enabled(self.config)  # OpenTelemetry run spans (engine.tracing)
         self.concurrency = concurrency
         self.name = keys.check_worker_name(name or default_name())
-        self.grace = grace
         self.schedules = schedules
         for spec in schedules or ():  # a run the handler would refuse: refuse to start instead
             schedule_store.check_handler(spec)
@@ -117,19 +125,17 @@ class Worker:
             child_init=child_init,
             on_broken=self.fatal,
         )
-        self.deliveries = {}  # (id, lease) -> processor.Delivery
-        #: (queue, id) -> when: cancels that arrived before the delivery they are for (its start
-        #: reply still on its way): applied if it arrives within EARLY_CANCEL_S
-        self.early_cancels = {}
-        self.stopping = False
-        self.registered = False
         self.started_at = datetime.now(UTC).isoformat()
+        self.capsule = Capsule(
+            self.name, self.queues, self.specs, concurrency, self.config, self.started_at, callback_handler
+        )
+        self.status = Status(grace)
         self.exit_code = 0
         self.error = None
 
-    def spec_for(self, queue, task):
-        """The handler of a task: the queue's, or the webhook deliverer for a callback task."""
-        return self.callback_handler if task.callback and self.callback_handler else self.specs[queue]
+    @property
+    def stopping(self):
+        return self.status.stopping
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -156,12 +162,8 @@ class Worker:
         self.request_stop()
 
     def request_stop(self, *_):
-        if self.stopping:
-            log.warning("worqr: second stop signal: giving running tasks back now")
-            self.grace = 0
-        self.stopping = True
-        self.stop_event.set()
-        self.changed.set()
+        """Stop: take no more work; asked again, give running tasks back now."""
+        self.status.stop()
 
     def fatal(self, exc):
         """Stop because of ``exc`` (e.g. another live worker took our name)."""
@@ -169,14 +171,76 @@ class Worker:
         self.exit_code = 1
         self.request_stop()
 
+    def _assemble(self):
+        """Make the pieces, each given only its collaborators."""
+        cap, status, c = self.capsule, self.status, self.config
+        self.redis = redis = self.connection.async_client(max_connections=self.concurrency + 8)
+        self.reporter = Reporter(cap.name, c, redis, status.poke)
+        self.deliveries = Deliveries(cap.concurrency, status, self.reporter)
+        self.progress = ProgressSink(self.loop, redis)  # task.progress() and task.log() of running handlers
+        self.linker = Linker(self.connection, c.heartbeat_interval)
+        self.pool = ThreadPool(cap.concurrency)
+        self.gone = GoneWorkers(self.connection)
+        self.duties = Duties(
+            [
+                self.gone,
+                DepthSampler(redis, self.connection, cap.queues),
+                QueueSweep(cap.name, c, self.connection),
+                MasterCheck(redis, c),
+                OutboxSweep(self.connection, cap.queues),
+                HistoryPruning(self.connection, c, cap.queues),
+            ]
+        )
+        self.heart = Heart(
+            cap,
+            self.connection,
+            redis,
+            status,
+            duties=self.duties,
+            gone=self.gone,
+            counts=self._counts,
+            on_registered=self.registration_done,
+            on_lost=self.lost_registration,
+            fatal=self.fatal,
+        )
+        self.processor = Processor(
+            cap.name,
+            tracing=self.tracing,
+            loop=self.loop,
+            pool=self.pool,
+            procs=self.procs,
+            reporter=self.reporter,
+            progress=self.progress,
+            redis=redis,
+            unresponsive=self.heart.unresponsive,
+            on_done=self.deliveries.done,
+        )
+        self.fetcher = Fetcher(
+            cap,
+            status,
+            self.deliveries,
+            self.reporter,
+            redis,
+            run=self.processor.start,
+            beat_soon=self.heart.beat_soon,
+            on_lost=self.lost_registration,
+        )
+        self.scheduler = Scheduler(  # schedules (periodic tasks)
+            redis,
+            self.connection,
+            status,
+            keep_running=self.keep_running,
+            fatal=self.fatal,
+            specs=self.schedules,
+        )
+
+    def _counts(self):
+        """Tasks processed, failed and active, for the heartbeat's record."""
+        return {"processed": self.reporter.processed, "failed": self.reporter.failed, "active": len(self.deliveries)}
+
     async def main(self):
         self.loop = asyncio.get_running_loop()
-        self.changed, self.stop_event, self.subscribed = asyncio.Event(), asyncio.Event(), asyncio.Event()
-        self.reporter, self.fetcher, self.heart = Reporter(self), Fetcher(self), Heart(self)
-        self.progress = ProgressSink(self)  # task.progress() and task.log() of running handlers
-        self.linker = Linker(self)
-        self.pool = ThreadPool(self.concurrency)
-        self.redis = self.connection.async_client(max_connections=self.concurrency + 8)
+        self._assemble()
         for sig in (signal.SIGTERM, signal.SIGINT):
             if signal.getsignal(sig) is signal.SIG_IGN:  # ignored when we started (a supervisor's
                 continue  # worker: the supervisor passes a Ctrl-C on): leave it so
@@ -191,7 +255,6 @@ class Worker:
                 await self.procs.start()
             await self.heart.register_until_done()
             listener = Listener(self.redis, keys.worker_channel(self.name), self.on_control, self.on_subscribed)
-            self.scheduler = Scheduler(self, self.schedules)  # schedules (periodic tasks)
             helpers = [
                 asyncio.ensure_future(self.keep_running(what, run))
                 for what, run in (
@@ -204,15 +267,17 @@ class Worker:
             ]
             log.info("worqr: worker %s serving %s with %d slot(s)", self.name, ", ".join(self.queues), self.concurrency)
             await self.fetcher.run()
-            await shutdown(self)
+            await shutdown(
+                self.capsule, self.status, self.deliveries, self.reporter, self.progress, self.heart, self.redis
+            )
         except Exception as exc:
             self.error = self.error or exc
         finally:
             for h in helpers:
                 h.cancel()
-            if self.heart.side is not None:  # the heartbeat's side work under way
-                self.heart.side.cancel()
-                helpers.append(self.heart.side)
+            duties = self.duties.cancel()  # the heartbeat's duties under way
+            if duties is not None:
+                helpers.append(duties)
             if helpers:  # cancelled helpers end at once; never let one hold the exit up
                 await asyncio.wait(helpers, timeout=5.0)
             self.pool.shutdown()
@@ -239,61 +304,24 @@ class Worker:
                     backoff.reset()
                 delay = backoff.next()
                 log.exception("worqr: worker %s: its %s failed; starting it again in %.1f s", self.name, what, delay)
-                await wait_event(self.stop_event, delay)
+                await wait_event(self.status.stopped, delay)
 
-    # -- state the pieces share ------------------------------------------------------------
-
-    def free_slots(self):
-        return self.concurrency - len(self.deliveries) if self.registered else 0
-
-    def start_delivery(self, d):
-        if self.early_cancels.pop((d.task.queue, d.task.id), None) is not None:
-            d.cancel_locally()  # cancelled before we even knew we had it: it never starts
-        self.deliveries[d.key] = d
-        processor.start(self, d)
-
-    def delivery_done(self, d):
-        self.deliveries.pop(d.key, None)
-        if d.span is not None:  # no outcome was reported: an error in the worker itself
-            self.reporter.log_outcome(d, "error", "the worker failed to run the task")
-        self.changed.set()
-
-    def cancel_delivery(self, d):
-        """Stop a delivery that was cancelled (or taken back): an async handler is cancelled; a
-        sync one can't be, so its cancel is reported now and its result discarded (its lock and
-        slot stay taken until its thread returns)."""
-        if d.reported:
-            return
-        d.cancel_locally()
-        if not d.is_async and d.handle is not None:
-            d.reported = True
-            self.reporter.done(d, "cancelled", "")
+    # -- what the heart tells ------------------------------------------------------------
 
     def registration_done(self):
-        self.registered = True
+        self.status.set_registered(True)
         self.fetcher.registered()
-        self.changed.set()
+        self.status.poke()
 
     def lost_registration(self, queues):
         """We were presumed dead in ``queues``: our tasks there went back to the queue and may
         already run elsewhere. Stop them; their leases are void, so Redis refuses their reports."""
-        if queues and self.registered:  # (the first to hear of it says so)
+        if queues and self.status.registered:  # (the first to hear of it says so)
             log.warning(
                 "worqr: worker %s was presumed dead in %s (reaped); registering again", self.name, ", ".join(queues)
             )
-        self.registered = False
-        for d in list(self.deliveries.values()):
-            if d.task.queue in queues and not d.reported:
-                log.warning("worqr: task %s was taken from this worker (presumed dead); stopping it", d.task.id)
-                d.cancel_locally()
-
-    async def still_holds(self, task):
-        """Whether Redis still has ``task`` active on this worker under the same lease."""
-        try:
-            lease, state, worker = await self.redis.hmget(keys.task_key(task.queue, task.id), "l", "s", "w")
-        except NETWORK_ERRORS:
-            return True  # can't tell: run it; the lease still fences its outcome
-        return state == b"active" and worker == self.name.encode() and lease is not None and int(lease) == task.lease
+        self.status.set_registered(False)
+        self.deliveries.taken_back(queues)
 
     # -- the control channel ---------------------------------------------------------------
 
@@ -301,8 +329,8 @@ class Worker:
         """After every (re)subscribe: take stock (a task handed to us, or a cancel sent, while we
         were not listening would otherwise be missed)."""
         self.fetcher.take_stock_soon()
-        self.subscribed.set()
-        self.changed.set()
+        self.status.subscribed.set()
+        self.status.poke()
 
     def on_control(self, data):
         if data.startswith(b"t "):
@@ -312,31 +340,17 @@ class Worker:
         if kind == "w":
             self.fetcher.on_wake(rest)
         elif kind == "d":
-            self.changed.set()
+            self.status.poke()
         elif kind == "o":
             self.linker.on_outbox(rest)
         elif kind == "c":
             queue, _, rest = rest.partition(" ")
             task_id, _, lease = rest.partition(" ")  # a lease: the heartbeat took it past its deadline
-            mine = [d for d in self.deliveries.values() if d.task.id == task_id and d.task.queue == queue]
-            for d in mine:
-                if not d.reported:
-                    log.info("worqr: cancelling task %s of %s", task_id, queue)
-                self.cancel_delivery(d)
-            if not mine:
-                self._remember_early_cancel(queue, task_id)
+            mine = self.deliveries.cancel_task(queue, task_id)
             if lease.isdigit() and not any(d.key == (task_id, int(lease)) for d in mine):
                 # Redis kept its lock and slots for a handler of ours, but we run no such delivery
                 # (a lost hand-over, a report given up): release them, or they stay held while we live.
                 self.reporter.release_unknown(queue, task_id, int(lease))
-
-    def _remember_early_cancel(self, queue, task_id):
-        now = time.monotonic()
-        for key, at in list(self.early_cancels.items()):
-            if now - at > EARLY_CANCEL_S:
-                del self.early_cancels[key]
-        if len(self.early_cancels) < 10000:
-            self.early_cancels[(queue, task_id)] = now
 
 
 def _no_handler_spec(queue, callback_handler):

@@ -1,28 +1,29 @@
 """The worker's part in workflows (``after=``, batches): telling children and batches that tasks
 ended, a step that runs outside the script that ended them (they live in other slots).
 
-- told over its control channel (``o <queue>``) that a task it ended has children or a batch,
-  the worker drains that queue's outbox at once (``workflows.drain``);
-- every heartbeat interval it sweeps: the outbox entries of its queues older than a few seconds
-  (left by a process that died between the two steps) and the batches whose callbacks are still
-  due, each bounded. Every step is idempotent, so a drain racing a sweep changes nothing twice.
+Told over its control channel (``o <queue>``) that a task it ended has children or a batch, the
+worker drains that queue's outbox at once (``workflows.drain_all``). What a process that died
+between the two steps left is drained by the outbox sweep, one of the heartbeat's duties
+(``duties.outbox``). Every step is idempotent, so a drain racing a sweep changes nothing twice.
 
 The drains use the synchronous client, in a thread, so the event loop never waits on them.
 """
 
 import asyncio
 import logging
-import time
 
-from .. import batches, workflows
+from .. import workflows
+from ..backoff import wait_event
 from ..connection import NETWORK_ERRORS
 
 log = logging.getLogger("worqr.worker")
 
 
 class Linker:
-    def __init__(self, worker):
-        self.w = worker
+    def __init__(self, connection, retry_after):
+        """Drains with ``connection``'s client; a drain that failed is tried again ``retry_after``
+        seconds later (or at the next message)."""
+        self.connection, self.retry_after = connection, retry_after
         self.wanted = set()
         self.event = asyncio.Event()
 
@@ -31,30 +32,15 @@ class Linker:
         self.event.set()
 
     async def run(self):
-        c = self.w.config
-        next_sweep = time.monotonic() + c.heartbeat_interval
         while True:
-            try:
-                await asyncio.wait_for(self.event.wait(), max(0.01, next_sweep - time.monotonic()))
-            except TimeoutError:
-                pass
+            await wait_event(self.event, self.retry_after if self.wanted else None)
             self.event.clear()
             queues, self.wanted = self.wanted, set()
             try:
                 for q in sorted(queues):
-                    await asyncio.to_thread(workflows.drain_all, self.w.connection.client, q)
-                if time.monotonic() >= next_sweep:
-                    next_sweep = time.monotonic() + c.heartbeat_interval
-                    await asyncio.to_thread(self.sweep)
+                    await asyncio.to_thread(workflows.drain_all, self.connection.client, q)
             except NETWORK_ERRORS as exc:
                 log.warning("worqr: telling children and batches failed (%s); the sweep retries", exc)
                 self.wanted |= queues
             except Exception:  # never let one bad entry stop the worker's part: the sweep retries
                 log.exception("worqr: telling children and batches failed; the sweep retries")
-
-    def sweep(self):
-        client = self.w.connection.client
-        now = int(client.time()[0]) * 1000
-        for q in self.w.queues:
-            workflows.sweep(client, q, now)
-        batches.sweep(client, now)

@@ -35,8 +35,9 @@ class _Pending:
 
 
 class ProgressSink:
-    def __init__(self, worker):
-        self.w = worker
+    def __init__(self, loop, redis):
+        """Buffers reports from any thread; sends them on ``redis`` from ``loop``."""
+        self.loop, self.redis = loop, redis
         self.lock = threading.Lock()
         self.buffer = {}  # (id, lease) -> _Pending
         self.wanted = asyncio.Event()
@@ -56,7 +57,7 @@ class ProgressSink:
                 del entry.lines[: -keys.TASK_LOG_MAX]
         if was_empty:
             try:
-                self.w.loop.call_soon_threadsafe(self.wanted.set)
+                self.loop.call_soon_threadsafe(self.wanted.set)
             except RuntimeError:  # the loop is closed: the worker is gone
                 pass
 
@@ -74,7 +75,7 @@ class ProgressSink:
     async def _send(self, by_queue):
         for queue, reports in by_queue.items():
             try:
-                await commands.progress(queue, reports).arun(self.w.redis)
+                await commands.progress(queue, reports).arun(self.redis)
                 self.sent += len(reports)
             except NETWORK_ERRORS as exc:  # progress is best effort: never hold a task up for it
                 raise_if_cancelling()

@@ -30,8 +30,10 @@ def default(value, fallback):
 
 
 class Reporter:
-    def __init__(self, worker):
-        self.w = worker
+    def __init__(self, name, config, redis, poke):
+        """Reports for worker ``name`` on ``redis``; ``poke()`` wakes the fetcher, which sends the
+        acknowledgements and releases."""
+        self.name, self.config, self.redis, self.poke = name, config, redis, poke
         self.acks = defaultdict(list)  # queue -> [(delivery, result)]
         self.releases = defaultdict(list)  # queue -> [(id, lease)]
         self.processed = self.failed = 0
@@ -47,7 +49,7 @@ class Reporter:
         if log.isEnabledFor(logging.INFO):
             task, ms = d.task, (time.monotonic() - d.started) * 1000
             extra = {
-                "worker": self.w.name,
+                "worker": self.name,
                 "queue": task.queue,
                 "task_id": task.id,
                 "attempt": task.attempt,
@@ -67,7 +69,7 @@ class Reporter:
         self.processed += outcome == "completed"
         self.log_outcome(d, outcome)
         self.acks[d.task.queue].append((d, result))
-        self.w.changed.set()
+        self.poke()
 
     def take_acks(self):
         """{queue: [(id, lease, result, keep[, run traceparent])]} of everything to acknowledge
@@ -79,11 +81,11 @@ class Reporter:
             out[queue] = []
             behind[queue] = []
             for d, result in batch:
-                d.keep_lock = d.still_running()
+                keep = d.report_sent(d.still_running())
                 if d.run_trace:
-                    out[queue].append((d.task.id, d.task.lease, result, d.keep_lock, d.run_trace))
+                    out[queue].append((d.task.id, d.task.lease, result, keep, d.run_trace))
                 else:
-                    out[queue].append((d.task.id, d.task.lease, result, d.keep_lock))
+                    out[queue].append((d.task.id, d.task.lease, result, keep))
                 behind[queue].append((d, result))
         return out, behind
 
@@ -109,7 +111,7 @@ class Reporter:
         """Acknowledge everything pending now, one ``finish`` call per queue."""
         acks, behind = self.take_acks()
         for queue, batch in acks.items():
-            call = commands.finish(queue, self.w.name, batch, result_ttl=self.w.config.result_ttl)
+            call = commands.finish(queue, self.name, batch, result_ttl=self.config.result_ttl)
             codes = await self.call(call)
             if codes is not None:
                 self.check_codes([d for d, _ in behind[queue]], codes)
@@ -118,13 +120,13 @@ class Reporter:
 
     async def failure(self, d, error, trace, retry_after=None, exc=None):
         """A failed attempt (``exc``: the handler's exception, if any), or a deferral."""
-        c, spec = self.w.config, d.spec
+        c, spec = self.config, d.spec
         self.failed += retry_after is None
         self.log_outcome(d, "deferred" if retry_after is not None else "failed", error, exc)
-        d.keep_lock = d.still_running()
+        keep = d.report_sent(d.still_running())
         call = commands.fail(
             d.task.queue,
-            self.w.name,
+            self.name,
             d.task.id,
             d.task.lease,
             error,
@@ -135,7 +137,7 @@ class Reporter:
             jitter=random.random() * c.backoff_jitter,
             history=c.failure_history,
             retry_after=retry_after,
-            keep=d.keep_lock,
+            keep=keep,
             trace=d.run_trace,
         )
         code = await self.call(call)
@@ -147,7 +149,7 @@ class Reporter:
         """``d``'s handler was never run (it could not start within its rate's start grace): its
         task goes back first in line, the attempt and its start not counted."""
         self.log_outcome(d, "late")
-        codes = await self.call(commands.stop(d.task.queue, self.w.name, [(d.task.id, d.task.lease, "unstarted")]))
+        codes = await self.call(commands.stop(d.task.queue, self.name, [(d.task.id, d.task.lease, "unstarted")]))
         if codes is not None and codes[0] == Code.STALE:
             self._stale(d)
 
@@ -155,28 +157,27 @@ class Reporter:
 
     def _stale(self, d):
         """A report was refused: whoever took the task may have kept its lock for this handler."""
-        d.stale = True
+        d.refused()
         self.release_if_due(d)
 
     def release_if_due(self, d):
         """Queue the release of what was kept for ``d`` (its lock, its slots under the limits)
         once its handler has returned: sent for every delivery reported with keep, whether or
         not it had a lock or slots (the script ignores holders it keeps nothing for)."""
-        if (d.keep_lock or d.stale) and d.ended and not d.released:
-            d.released = True
+        if d.release_due():
             self.releases[d.task.queue].append(d.key)
-            self.w.changed.set()
+            self.poke()
 
     def release_unknown(self, queue, task_id, lease):
         """Queue the release of what Redis keeps for (``task_id``, ``lease``), a delivery this
         worker does not run (the script ignores it if nothing is kept)."""
         self.releases[queue].append((task_id, lease))
-        self.w.changed.set()
+        self.poke()
 
     async def send_releases(self):
         releases, self.releases = self.releases, defaultdict(list)
         for queue, holders in releases.items():
-            await self.call(commands.release(queue, self.w.name, holders))
+            await self.call(commands.release(queue, self.name, holders))
 
     # -- calls -----------------------------------------------------------------------------
 
@@ -185,7 +186,7 @@ class Reporter:
         backoff = Backoff()
         for _ in range(attempts):
             try:
-                return await call.arun(self.w.redis)
+                return await call.arun(self.redis)
             except NETWORK_ERRORS as exc:
                 raise_if_cancelling()
                 log.warning("worqr: %s failed (%s); retrying", call.script, exc)

@@ -27,8 +27,8 @@ from .. import commands, faults, keys, schedules, ticks
 from ..backoff import Backoff, wait_event
 from ..codes import Code
 from ..connection import NETWORK_ERRORS, is_cluster, raise_if_cancelling
+from ..enqueueing import new_task_id
 from ..errors import ConfigurationError
-from ..queue import new_task_id
 from ..schedule_settings import ScheduleSpec, from_document
 from .control import Listener
 
@@ -54,10 +54,13 @@ class Entry:
 
 
 class Scheduler:
-    def __init__(self, worker, specs=None):
-        """``specs``: the schedules of this worker's settings, synced at start (None: no sync;
+    def __init__(self, redis, connection, status, *, keep_running, fatal, specs=None):
+        """Fires on ``redis`` (syncs with ``connection``'s client) until ``status`` says stop;
+        ``keep_running(what, run)`` keeps its listener running, ``fatal(exc)`` stops the worker.
+        ``specs``: the schedules of this worker's settings, synced at start (None: no sync;
         the worker still fires the schedules Redis has)."""
-        self.w = worker
+        self.redis, self.connection, self.status = redis, connection, status
+        self.keep_running, self.fatal = keep_running, fatal
         self.specs = specs
         self.entries = {}
         self.dirty = True
@@ -84,8 +87,8 @@ class Scheduler:
         if self.specs is not None and not await self._sync_until_done():
             return
         self.dirty = True  # (started again after a failure: what it had read may be half done)
-        listener = Listener(self.w.redis, keys.SCHEDULE_CHANGES, self._on_change, self._on_change)
-        listening = asyncio.ensure_future(self.w.keep_running("schedule listener", listener.run))
+        listener = Listener(self.redis, keys.SCHEDULE_CHANGES, self._on_change, self._on_change)
+        listening = asyncio.ensure_future(self.keep_running("schedule listener", listener.run))
         try:
             await self._loop()
         finally:
@@ -94,17 +97,17 @@ class Scheduler:
 
     async def _sync_until_done(self):
         backoff = Backoff()
-        while not self.w.stopping:
+        while not self.status.stopping:
             try:
-                done = await asyncio.to_thread(schedules.sync, self.w.connection.client, self.specs)
+                done = await asyncio.to_thread(schedules.sync, self.connection.client, self.specs)
             except NETWORK_ERRORS as exc:
                 raise_if_cancelling()
                 log.warning("worqr: cannot sync the schedules (%s); retrying", exc)
-                await backoff.wait(self.w.stop_event)
+                await backoff.wait(self.status.stopped)
                 continue
             except ConfigurationError as exc:
                 log.error("worqr: %s; stopping", exc)
-                self.w.fatal(exc)
+                self.fatal(exc)
                 return False
             for what in ("created", "changed", "removed"):
                 if done[what]:
@@ -114,7 +117,7 @@ class Scheduler:
 
     async def _loop(self):
         backoff = Backoff(cap=RECONNECT_MAX)
-        while not self.w.stopping:
+        while not self.status.stopping:
             self.changed.clear()
             try:
                 faults.raise_once("scheduler-raise")
@@ -130,7 +133,7 @@ class Scheduler:
                 if self.unreachable_ms is None:
                     log.warning("worqr: scheduler lost Redis (%s); retrying", exc)
                 self.unreachable_ms = self._now_ms()
-                await backoff.wait(self.w.stop_event)
+                await backoff.wait(self.status.stopped)
                 continue
             await wait_event(self.changed, self._sleep_for())
 
@@ -145,7 +148,7 @@ class Scheduler:
     async def _load(self):
         """Read every schedule's settings version and next run (one pipelined round trip, and
         the settings of those whose version changed)."""
-        r = self.w.redis
+        r = self.redis
         index = {k.decode(): v.decode() for k, v in (await r.hgetall(keys.SCHEDULES)).items()}
         pairs = sorted(index.items())
         p = r.pipeline(transaction=False)
@@ -178,7 +181,7 @@ class Scheduler:
         other's round trips)."""
         now = self._now_ms()
         due = [e for e in self.entries.values() if e.next_ms is not None and e.next_ms <= now]
-        if due and not self.w.stopping:
+        if due and not self.status.stopping:
             for result in await asyncio.gather(*(self._fire(e) for e in due), return_exceptions=True):
                 if isinstance(result, BaseException):
                     raise result
@@ -197,7 +200,7 @@ class Scheduler:
         if reply.code == Code.OK:
             self.fired += 1
             if reply.is_new_queue:
-                await self.w.redis.sadd(keys.KNOWN_QUEUES, e.queue)
+                await self.redis.sadd(keys.KNOWN_QUEUES, e.queue)
             log.debug("worqr: schedule %s: task %s for tick %d (%d ms late)", e.name, reply.task_id, due, reply.late_ms)
         elif reply.code == Code.SKIPPED:
             why = "missed during an outage" if missed and e.spec.missed == "skip" else "its last run is still live"
@@ -232,6 +235,6 @@ class Scheduler:
             grace_ms=schedules.MISSED_GRACE_MS,
             task_id=new_task_id(e.queue),
             meta=schedules.run_meta(e.name, due, kind),
-        ).arun(self.w.redis)
+        ).arun(self.redis)
         self._clock(reply.now_ms)
         return reply

@@ -21,20 +21,20 @@ from ..connection import NETWORK_ERRORS
 log = logging.getLogger("worqr.worker")
 
 
-async def shutdown(w):
-    """Wait out the grace of worker ``w`` (a launcher.Worker), give back what still runs, and
-    deregister it."""
+async def shutdown(capsule, status, deliveries, reporter, progress, heart, redis):
+    """Wait out the grace (``status.grace``, which a second stop signal ends), give back what
+    still runs of ``deliveries``, and deregister the worker."""
     began = time.monotonic()
-    if w.deliveries:
-        log.info("worqr: stopping: waiting up to %.0f s for %d task(s)", w.grace, len(w.deliveries))
-    while [d for d in w.deliveries.values() if not d.reported] and time.monotonic() < began + w.grace:
-        w.changed.clear()
-        await wait_event(w.changed, max(0.0, began + w.grace - time.monotonic()))
-        await w.reporter.flush()
-    await w.progress.flush()  # what handlers logged stays with the tasks given back
-    left = sorted((d for d in w.deliveries.values() if not d.reported), key=lambda d: d.started)
+    if deliveries:
+        log.info("worqr: stopping: waiting up to %.0f s for %d task(s)", status.grace, len(deliveries))
+    while deliveries.unreported() and time.monotonic() < began + status.grace:
+        status.changed.clear()
+        await wait_event(status.changed, max(0.0, began + status.grace - time.monotonic()))
+        await reporter.flush()
+    await progress.flush()  # what handlers logged stays with the tasks given back
+    left = deliveries.unreported()
     for d in left:
-        d.reported = True
+        d.report()
         d.stop_now()
     # Until stopped handlers really end (or, not started yet, their start's checks are over)
     ends = [d.handle or d.runner for d in left if d.stoppable and (d.handle or d.runner) is not None]
@@ -42,17 +42,17 @@ async def shutdown(w):
         await asyncio.wait(ends, timeout=2.0)
     by_queue = defaultdict(list)
     for d in left:
-        d.keep_lock = d.still_running()
-        by_queue[d.task.queue].append((d.task.id, d.task.lease, d.keep_lock))
-        w.reporter.log_outcome(d, "stopped")
+        keep = d.report_sent(d.still_running())
+        by_queue[d.task.queue].append((d.task.id, d.task.lease, keep))
+        reporter.log_outcome(d, "stopped")
     for queue, items in by_queue.items():
-        await w.reporter.call(commands.stop(queue, w.name, items))
-    await w.reporter.flush()
-    await w.reporter.send_releases()
+        await reporter.call(commands.stop(queue, capsule.name, items))
+    await reporter.flush()
+    await reporter.send_releases()
     try:
-        for q in w.queues:
-            await commands.unregister(q, w.name, "worker_left").arun(w.redis)
-        await w.heart.leave(w.heart.gone_entry("stopped"))  # before its heartbeat key goes (``Heart.leave``)
-        await w.redis.delete(keys.heartbeat_key(w.name))
+        for q in capsule.queues:
+            await commands.unregister(q, capsule.name, "worker_left").arun(redis)
+        await heart.leave(heart.gone_entry("stopped"))  # before its heartbeat key goes (``Heart.leave``)
+        await redis.delete(keys.heartbeat_key(capsule.name))
     except NETWORK_ERRORS as exc:
         log.error("worqr: could not deregister (%s); the reaper will recover our tasks", exc)

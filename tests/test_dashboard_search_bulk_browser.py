@@ -9,36 +9,18 @@ import os
 import re
 
 import pytest
-from django.contrib.auth.models import Permission, User
 
 from queues import Queue
 from queues.engine import readmodel
-from tests.browser import CHROMIUM, DaphneServer, launch_chromium
+from tests.browser import CHROMIUM, launch_chromium
 from tests.conftest import ROOT, wait_for, wait_registered
-from tests.test_dashboard_browser import REPORT_CSP, WAIT, shot
-from tests.test_search import _failed_tasks
+from tests.support.browser import REPORT_CSP, WAIT, shot
+from tests.support.dashboard import failed_tasks
 
 playwright_api = pytest.importorskip("playwright.sync_api")
 pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="needs /usr/bin/chromium")
 
 SCREENSHOTS = ROOT / "docs" / "screenshots"
-
-
-@pytest.fixture
-def operator(transactional_db):
-    """Committed to the session's database file, so the Daphne process sees it."""
-    user = User.objects.create_user("operator", password="secret-pw", is_staff=True)
-    user.user_permissions.set(Permission.objects.filter(content_type__app_label="queues"))
-    return user
-
-
-@pytest.fixture
-def server():
-    daphne = DaphneServer()
-    try:
-        yield daphne.wait_ready()
-    finally:
-        daphne.stop()
 
 
 def readme_shot(page, name):
@@ -115,7 +97,7 @@ def test_search_bulk_retry_progress_and_log_live(operator, server, browser_conte
     expect(page.locator(f"#wq-active tr[data-id='{tid}']")).to_have_count(0)
 
     # Search from the box on any page, with the keyboard; then a bulk retry of what it found.
-    failed = _failed_tasks(client, "bulkq", 3, tags=["batch:7"])
+    failed = failed_tasks(client, "bulkq", 3, tags=["batch:7"])
     page.goto(server.url + "/queues/")
     for _ in range(40):  # the search box is reachable with Tab
         page.keyboard.press("Tab")

@@ -1,0 +1,80 @@
+"""The end of a batch's tasks and of the batch: counting ended tasks (``tell``, which
+``workflows.drain`` calls), enqueueing the finished batch's callbacks exactly once
+(``fire_callbacks``), and the workers' sweep of batches whose callbacks a dead process left
+undone (``sweep``). ``batches`` has the ``Batch`` class and how it stays exact."""
+
+import hashlib
+import json
+
+from . import commands, enqueueing, keys, readmodel
+from .connection import Connection, get_default
+
+
+def _callback_task_id(queue, batch_id, kind):
+    """The callback's task id, the same on every attempt: ``<queue>-<16 hex>``."""
+    return f"{queue}-{hashlib.sha1(f'{batch_id}:{kind}'.encode()).hexdigest()[:16]}"
+
+
+def tell(client, batch_id, ended):
+    """Tasks of a batch ended ((id, outcome[, the run's traceparent]) each): count them; fire the
+    callbacks if that finished it."""
+    if commands.batch_tell(batch_id, ended).run(client):
+        fire_callbacks(client, batch_id)
+
+
+def fire_callbacks(client, batch_id):
+    """Enqueue the finished batch's callbacks, each exactly once, then mark them done. Safe to
+    repeat (a sweep after a crash): each enqueue has a once key."""
+    info = readmodel.batch(client, batch_id)
+    if info is None or info["finished_at"] is None:
+        return False
+    raw = client.hmget(keys.batch_key(batch_id, "batch"), "os", "oc", "cb", "rt")
+    links = [raw[3].decode()] if raw[3] else None  # the run that ended its last task (tracing on)
+    if raw[2] == b"due":
+        wanted = [("complete", raw[1])]
+        if info["state"] == "succeeded":
+            wanted.insert(0, ("success", raw[0]))
+        for kind, doc in wanted:
+            if not doc:
+                continue
+            queue, payload, flag = json.loads(doc)
+            if flag == "b":
+                payload = payload.encode("latin-1")
+            task_id = _callback_task_id(queue, batch_id, kind)
+            _enqueue_callback(client, queue, payload, task_id, batch_id, kind, links)
+        commands.batch_callbacks_done(batch_id).run(client)
+    client.zrem(keys.BATCHES_DUE, batch_id)
+    return True
+
+
+def _enqueue_callback(client, queue, payload, task_id, batch_id, kind, links=None):
+    """Enqueue one callback, under its once key; ``links``: its enqueue span links to the run
+    that finished the batch."""
+    keys.check_queue_name(queue)
+    connection = client if isinstance(client, Connection) else _ClientConnection(client)
+    enqueueing.enqueue_many(
+        connection,
+        queue,
+        [payload],
+        ids=[task_id],
+        batch_callback=batch_id,
+        once=f"batch:{batch_id}:{kind}",
+        links=links or None,
+    )
+
+
+class _ClientConnection:
+    """A connection-like wrapper around a bare client (the drain runs with one)."""
+
+    def __init__(self, client):
+        self.client = client
+        self.enqueue_client = client
+        self.config = get_default().config
+
+
+def sweep(client, now_ms, limit=20):
+    """A worker's sweep: fire the callbacks of closed batches that finished but whose callbacks a
+    dead process left undone; batches still running are looked at again later."""
+    for batch_id in readmodel.batches_due(client, limit, before_ms=now_ms - 2000):
+        if not fire_callbacks(client, batch_id):
+            client.zadd(keys.BATCHES_DUE, {batch_id: now_ms}, xx=True)

@@ -1,0 +1,59 @@
+"""What the worker's pieces share, passed to each of them instead of the whole worker:
+
+- ``Capsule`` (as Sidekiq calls it): what a worker serves and how, fixed once it is made: its
+  name, queues in priority order, their handlers, its slots and settings;
+- ``Status``: how it is doing, which changes as it runs: stopping (and the grace left), registered,
+  and the events its pieces wait on.
+"""
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+log = logging.getLogger("worqr.worker")
+
+
+@dataclass(frozen=True)
+class Capsule:
+    name: str
+    queues: list
+    specs: dict  # queue -> HandlerSpec
+    concurrency: int
+    config: Any  # config.Config
+    started_at: str  # ISO 8601, UTC
+    callback_handler: Any = None  # the HandlerSpec of tasks that carry a callback URL
+
+    def spec_for(self, queue, task):
+        """The handler of a task: the queue's, or the webhook deliverer for a callback task."""
+        return self.callback_handler if task.callback and self.callback_handler else self.specs[queue]
+
+
+class Status:
+    """A worker's run state. ``changed`` wakes the fetcher (and shutdown) when something changed:
+    a slot freed, an outcome to send, a wake-up; ``stopped`` is set once a stop is asked;
+    ``subscribed`` once the control channel first listens."""
+
+    def __init__(self, grace):
+        self.grace = grace
+        self.stopping = False
+        self.registered = False
+        self.changed = asyncio.Event()
+        self.stopped = asyncio.Event()
+        self.subscribed = asyncio.Event()
+
+    def poke(self):
+        """Something changed: the fetcher looks again."""
+        self.changed.set()
+
+    def stop(self):
+        """Stop: take no more work. Asked again, the grace ends: running tasks are given back now."""
+        if self.stopping:
+            log.warning("worqr: second stop signal: giving running tasks back now")
+            self.grace = 0
+        self.stopping = True
+        self.stopped.set()
+        self.changed.set()
+
+    def set_registered(self, registered):
+        self.registered = registered
