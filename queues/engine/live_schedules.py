@@ -21,13 +21,7 @@ from .schedules import handler_lock, handler_partition, notify
 
 def live_names(client):
     """{name: queue} of the live schedules (those made at run time)."""
-    out = {}
-    for name, raw in client.hgetall(keys.LIVE_SCHEDULES).items():
-        try:
-            out[name.decode()] = json.loads(raw)["queue"]
-        except (ValueError, KeyError, TypeError):
-            continue
-    return out
+    return {name: raw.get("queue") for name, raw in readmodel.live_schedules(client).items()}
 
 
 def _write(client, spec, raw, old_queue=None):

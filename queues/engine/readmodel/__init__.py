@@ -21,7 +21,8 @@ By subject, each in its module, all used as ``readmodel.<name>``:
   ``outbox``, ``batch_tasks``, ``batch_live``, ``batches``, ``batches_due``; and ``batch``, one
   batch (``engine.batchinfo``: below ``task``, whose ``Task.batch`` reads it);
 - limits (``_limits``): ``limits``, ``limited_queues``;
-- schedules (``_schedules``): ``schedule_index``, ``schedule_queue``, ``schedule_hashes``;
+- schedules (``_schedules``): ``schedule_index``, ``schedule_queue``, ``schedule_hashes``,
+  ``live_schedules``;
 - search: the language, parsed (``_search_syntax``: ``parse_search``, ``Search``,
   ``SearchError``), and searches run (``_search``: ``search``, ``search_total``,
   ``SearchPage``);
@@ -60,7 +61,7 @@ from ._queues import (
     queue_page,
     summary,
 )
-from ._schedules import schedule_hashes, schedule_index, schedule_queue
+from ._schedules import live_schedules, schedule_hashes, schedule_index, schedule_queue
 from ._search import PROBED, TOTAL_QUEUES, SearchPage, search, search_total
 from ._search_syntax import SEARCH_QUALIFIERS, SEARCH_STATES, Search, SearchError, parse_search
 from ._tasks import bulk_job, tagged, tagged_count, task, task_log, task_states
@@ -121,6 +122,7 @@ __all__ = [
     "limited_queues",
     "limits",
     "links",
+    "live_schedules",
     "links_many",
     "locks",
     "outbox",
