@@ -23,7 +23,9 @@
     if (s < 60) return s.toFixed(1) + " s";
     const m = Math.floor(s / 60), r = Math.floor(s % 60);
     if (m < 60) return m + "m " + String(r).padStart(2, "0") + "s";
-    return Math.floor(m / 60) + "h " + String(m % 60).padStart(2, "0") + "m";
+    const h = Math.floor(m / 60);
+    if (h < 24) return h + "h " + String(m % 60).padStart(2, "0") + "m";
+    return Math.floor(h / 24) + "d " + String(h % 24).padStart(2, "0") + "h"; // over a day: in days
   }
 
   function tick() {
