@@ -8,7 +8,7 @@ imports Django.
 
 from .engine import Batch, RedisUnavailable, RetryLater, Task, TooManyQueues, chain, handler
 
-__all__ = ["Batch", "Queue", "RedisUnavailable", "RetryLater", "Task", "TooManyQueues", "chain", "handler"]
+__all__ = ["Batch", "Queue", "RedisUnavailable", "RetryLater", "Task", "TooManyQueues", "chain", "handler", "mark_deploy"]
 
 
 def __getattr__(name):
@@ -18,4 +18,9 @@ def __getattr__(name):
         from .transactions import Queue
 
         return Queue
+    if name == "mark_deploy":
+        # Here, not at the top, as Queue: it reads Django's settings (the engine alone must not).
+        from .deploys import mark_deploy
+
+        return mark_deploy
     raise AttributeError(f"module 'queues' has no attribute {name!r}")

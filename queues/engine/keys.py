@@ -141,7 +141,7 @@ Channels: ``worqr:{<queue>}:events`` (every transition, for dashboards) and
 
 Global keys: ``worqr:queues`` (known queues), ``worqr:workers`` (the worker registry),
 ``worqr:heartbeat:<worker>``, ``worqr:schedules`` (schedule name -> queue),
-``worqr:schedule-queues`` (the queues that have had schedules), ``worqr:schedules-live`` (the
+``worqr:deploys`` (deploy markers for the charts), ``worqr:schedule-queues`` (the queues that have had schedules), ``worqr:schedules-live`` (the
 schedules made at run time, name -> their settings), ``worqr:workers:gone`` (the
 last ``GONE_WORKERS_MAX`` workers that stopped or were found dead, newest first),
 ``worqr:workers:gone-check`` (the turn of the check for dead workers, with an expiry), the
@@ -273,6 +273,8 @@ WORKER_REGISTRY = f"{PREFIX}:workers"
 #: Every schedule's queue (a hash name -> queue; only ever read and written from Python): the
 #: schedule of that name in another queue (left by a concurrent sync) is ignored.
 SCHEDULES = f"{PREFIX}:schedules"
+#: Deploy markers (a zset, score: when, ms; member: JSON {label, at}; ``deploys.py``), the last 500.
+DEPLOYS = f"{PREFIX}:deploys"
 #: The schedules made at run time (``live_schedules``): name -> their settings as given (JSON; a
 #: hash, only ever read and written from Python). A worker's sync of its settings leaves them.
 LIVE_SCHEDULES = f"{PREFIX}:schedules-live"

@@ -29,7 +29,7 @@ By subject, each in its module, all used as ``readmodel.<name>``:
 - ended tasks (``_ended``): ``Ended``, ``ended_task``, ``ended_tasks``, ``ended_counts``, ``again_of``,
   ``ended_from_record``;
 - failed tasks across queues (``_failed_all``): ``failed_all``, ``FailedAll``;
-- history (``_history``): ``throughput``, ``history``, ``durations``,
+- history (``_history``): ``throughput``, ``history``, ``durations``, ``deploys``,
   ``duration_percentiles``;
 - the server (``_common``): ``server_ms``, ``subscriber_connections``.
 """
@@ -38,7 +38,7 @@ from ..batchinfo import read as batch
 from ._common import server_ms, subscriber_connections
 from ._ended import Ended, again_of, ended_counts, ended_from_record, ended_task, ended_tasks
 from ._failed_all import FAILED_PER_QUEUE, FailedAll, failed_all
-from ._history import HISTORY_SPANS, duration_percentiles, durations, history, throughput
+from ._history import HISTORY_SPANS, deploys, duration_percentiles, durations, history, throughput
 from ._limits import PARKED_COUNTED, limited_queues, limits
 from ._queues import (
     PARTITIONS_SHOWN,
@@ -103,6 +103,7 @@ __all__ = [
     "bulk_job",
     "counts_of",
     "delayed",
+    "deploys",
     "duration_percentiles",
     "durations",
     "ended_counts",
