@@ -8,7 +8,17 @@ imports Django.
 
 from .engine import Batch, RedisUnavailable, RetryLater, Task, TooManyQueues, chain, handler
 
-__all__ = ["Batch", "Queue", "RedisUnavailable", "RetryLater", "Task", "TooManyQueues", "chain", "handler", "mark_deploy"]
+__all__ = [
+    "Batch",
+    "Queue",
+    "RedisUnavailable",
+    "RetryLater",
+    "Task",
+    "TooManyQueues",
+    "chain",
+    "handler",
+    "mark_deploy",
+]
 
 
 def __getattr__(name):
