@@ -5,9 +5,10 @@ schedule is marked so and has no Change."""
 from django.test import Client
 from django.urls import reverse
 
-from queues.engine import schedules
+from queues.engine import commands, schedules
 from queues.engine.schedule_settings import parse_all
 from queues.models import AuditLog
+from tests.engine_calls import take
 from tests.test_dashboard_views import make_user
 
 
@@ -54,3 +55,19 @@ def test_create_change_delete_from_the_page(client, db):
     assert r.status_code == 200 and schedules.get(client, "form-s") is None
     actions = list(AuditLog.objects.order_by("at").values_list("action", flat=True))
     assert actions == ["schedule_create", "schedule_update", "schedule_delete"]
+
+
+def test_a_schedules_page_shows_next_runs_last_runs_and_lateness(client, db):
+    schedules.sync(client, parse_all({"hourly": {"queue": "sp", "every": 3600, "payload": "tick"}}))
+    task_id = schedules.trigger(client, "hourly")
+    (task,) = take(client, "sp")
+    commands.finish("sp", "w", [(task.id, task.lease, "", False)], result_ttl=0).run(client)
+    web = Client()
+    web.force_login(make_user("v", perms=["view_dashboard"]))
+    listing = web.get(reverse("queues:schedules")).content.decode()
+    assert f'href="{reverse("queues:schedule", args=["hourly"])}"' in listing
+    html = web.get(reverse("queues:schedule", args=["hourly"])).content.decode()
+    next_runs = html.split('data-field="next">')[1].split("</td>")[0]
+    assert next_runs.count(", ") == 4  # five next runs
+    assert f'data-run="{task_id}"' in html and "wq-state-completed" in html and "trigger" in html
+    assert web.get(reverse("queues:schedule", args=["nosuch"])).status_code == 404

@@ -26,7 +26,7 @@ By subject, each in its module, all used as ``readmodel.<name>``:
 - search: the language, parsed (``_search_syntax``: ``parse_search``, ``Search``,
   ``SearchError``), and searches run (``_search``: ``search``, ``search_total``,
   ``SearchPage``);
-- ended tasks (``_ended``): ``Ended``, ``ended_task``, ``ended_tasks``, ``ended_counts``, ``again_of``,
+- ended tasks (``_ended``): ``Ended``, ``ended_task``, ``ended_tasks``, ``ended_counts``, ``again_of``, ``schedule_runs``,
   ``ended_from_record``;
 - failed tasks across queues (``_failed_all``): ``failed_all``, ``FailedAll``;
 - history (``_history``): ``throughput``, ``history``, ``durations``, ``deploys``,
@@ -36,7 +36,7 @@ By subject, each in its module, all used as ``readmodel.<name>``:
 
 from ..batchinfo import read as batch
 from ._common import server_ms, subscriber_connections
-from ._ended import Ended, again_of, ended_counts, ended_from_record, ended_task, ended_tasks
+from ._ended import Ended, again_of, ended_counts, ended_from_record, ended_task, ended_tasks, schedule_runs
 from ._failed_all import FAILED_PER_QUEUE, FailedAll, failed_all
 from ._history import HISTORY_SPANS, deploys, duration_percentiles, durations, history, throughput
 from ._limits import PARKED_COUNTED, limited_queues, limits
@@ -136,6 +136,7 @@ __all__ = [
     "queue_page",
     "schedule_hashes",
     "schedule_index",
+    "schedule_runs",
     "schedule_queue",
     "search",
     "search_total",

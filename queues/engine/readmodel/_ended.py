@@ -20,6 +20,8 @@ class Ended:
     log: list
     log_total: int
     reason: str
+    #: For a schedule's run: its meta ({schedule, tick, kind}; ``schedule_runs``).
+    run: dict | None = None
 
 
 def _as_bytes(value):
@@ -89,3 +91,35 @@ def again_of(client, task_id):
     if queue is None:
         return None
     return decode(client.hget(keys.queue_key(queue, "again"), task_id))
+
+
+#: Records of ended tasks a schedule's page looks through (newest first) for its runs.
+SCHEDULE_RUNS_SCAN = 2000
+
+
+def schedule_runs(client, queue, name, limit=50, scan=SCHEDULE_RUNS_SCAN):
+    """The last ``limit`` runs of schedule ``name`` that ended and whose record is kept, newest
+    first: [Ended] whose task's meta names the schedule (``schedules.run_meta``). Looks through
+    the newest ``scan`` records of each outcome of ``queue`` at most (a bounded read)."""
+    p = client.pipeline(transaction=False)
+    for outcome in keys.HISTORY_OUTCOMES:
+        p.zrevrange(keys.history_index(queue, outcome), 0, scan - 1, withscores=True)
+    newest = sorted((pair for reply in p.execute() for pair in reply), key=lambda pair: -pair[1])[:scan]
+    out = []
+    for start in range(0, len(newest), 500):
+        ids = [decode(i) for i, _ in newest[start : start + 500]]
+        raws = client.hmget(keys.queue_key(queue, "history"), ids)
+        for task_id, raw in zip(ids, raws):
+            e = ended_from_record(task_id, queue, raw)
+            if e is None or not e.task.meta:
+                continue
+            try:
+                meta = json.loads(e.task.meta)
+            except ValueError:
+                continue
+            if isinstance(meta, dict) and meta.get("schedule") == name:
+                e.run = meta
+                out.append(e)
+                if len(out) >= limit:
+                    return out
+    return out
