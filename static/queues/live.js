@@ -40,6 +40,14 @@
     }
   }
 
+  // A section with nothing in it: its count says 0, or it says so (its .wq-empty) with no row.
+  function isEmpty(el) {
+    const count = el.querySelector("[data-count]");
+    if (count) return count.textContent.trim() === "0";
+    const rows = [...el.querySelectorAll("tbody tr")].filter((tr) => !tr.querySelector(".wq-empty"));
+    return el.querySelector(".wq-empty") !== null && rows.length === 0;
+  }
+
   // Swap in a section's new HTML, keeping open the <details> the reader unfolded.
   function replace(el, html) {
     const open = new Set([...el.querySelectorAll("details[open][data-key]")].map((d) => d.dataset.key));
@@ -75,6 +83,8 @@
       for (const el of root.querySelectorAll(`[data-section="${name}"]`)) {
         replace(el, html);
         el.classList.remove("wq-too-large");
+        const box = el.closest("[data-hide-empty]");
+        if (box) box.hidden = isEmpty(el); // a section shows only while it has something
       }
     }
     tick();
