@@ -1,6 +1,8 @@
 """The Failures tab: failed tasks of every queue grouped by error shape, newest group first,
 with retry and delete for a group (the bulk actions' rights)."""
 
+import time
+
 import pytest
 from django.test import Client
 from django.urls import reverse
@@ -18,6 +20,7 @@ def _fail(client, queue, errors):
     Queue(queue).enqueue_many([f"p{i}" for i in range(len(errors))])
     tasks = take(client, queue, count=len(errors))
     for task, error in zip(tasks, errors):
+        time.sleep(0.002)  # each its own millisecond: "newest first" is then the order they failed
         fail(client, task, error=error)
     return [t.id for t in tasks]
 

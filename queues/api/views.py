@@ -170,6 +170,9 @@ def task(request, token, task_id):
     if record is not None:  # ended: its record (the last log lines it kept)
         data = task_json(record.task)
         data["log"] = record.log
+        if record.reason:  # cancelled because of a parent's end
+            parent = _REASON_PARENT.fullmatch(record.reason)
+            data.update(reason=record.reason, parents=[parent.group(1)] if parent else [])
         return respond(data)
     found = find_task(task_id)
     data = task_json(found)

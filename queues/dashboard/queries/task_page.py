@@ -56,10 +56,10 @@ def task(client, task_id, full=False, payload_limit=4000):
     }
     out["parents"], out["children"] = relatives(client, queue_name, task_id)
     record = readmodel.ended_task(client, task_id) if found is None else None
+    out["ended"] = None if found is not None else ended(client, queue_name, task_id)
     if record is not None:  # ended: its record stands for it
         found = record.task
     out["record"] = record is not None
-    out["ended"] = None if found is not None else ended(client, queue_name, task_id)
     if out["ended"] and not out["parents"] and out["ended"]["parent"]:  # its parents went with it
         pid = out["ended"]["parent"]
         out["parents"] = [{"id": pid, "state": readmodel.task_ends(client, [pid])[pid] or "gone"}]
