@@ -16,6 +16,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def test_bulk_run_again_over_a_search(client):
+    """Bulk Run again over all matching completed tasks: refused without enqueue_task, then one new task per ended one, linked, one audit row."""
     q = Queue("eb1")
     q.enqueue_many([f"job {i}" for i in range(5)])
     for task in take(client, "eb1", count=5):

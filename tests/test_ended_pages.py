@@ -27,6 +27,7 @@ def _complete(client, queue, payload, worker="w", **options):
 
 
 def test_a_completed_tasks_page_shows_its_record(client, db, web):
+    """A completed task's page shows its record: state, payload, worker, retries, last log lines; its log view gives them."""
     tid = _complete(client, "ep1", "the payload", worker="w-9", retries=3)
     web.force_login(make_user("v", perms=["view_dashboard"]))
     html = web.get(reverse("queues:task", args=[tid])).content.decode()
@@ -39,6 +40,7 @@ def test_a_completed_tasks_page_shows_its_record(client, db, web):
 
 
 def test_search_finds_completed_and_cancelled_tasks(client, db, web):
+    """state:completed and state:cancelled (and words) find ended tasks from their record, with totals; the page lists them."""
     done = _complete(client, "ep2", "done one")
     cancelled = Queue("ep2").enqueue("cancel me")
     assert Queue("ep2").cancel(cancelled)
@@ -53,6 +55,7 @@ def test_search_finds_completed_and_cancelled_tasks(client, db, web):
 
 
 def test_run_again_enqueues_a_like_task_linked_to_the_old_one(client, db, web):
+    """Run again makes a pending task with the same payload and options, linked both ways on the pages, audited."""
     old = _complete(client, "ep3", "again!", retries=2, timeout=7, tags=["t-1"], meta="m")
     user = make_user("op", perms=["view_dashboard", "enqueue_task"])
     web.force_login(user)
@@ -72,6 +75,7 @@ def test_run_again_enqueues_a_like_task_linked_to_the_old_one(client, db, web):
 
 
 def test_run_again_rights_csrf_and_refusals(client, db):
+    """Run again needs enqueue_task, POST and CSRF; a live task is 409, an unknown one 404, a bad id 400, nothing enqueued."""
     old = _complete(client, "ep4", "x")
     url = reverse("queues:task-run-again", args=[old])
     web = Client()
@@ -95,11 +99,13 @@ def test_run_again_rights_csrf_and_refusals(client, db):
 
 
 def test_a_payload_kept_in_part_is_not_run_again(client):
+    """A task whose payload was kept only in part is not run again."""
     old = _complete(client, "ep5", "y" * 5000)
     assert history.run_again(client, [old]) == {old: "cut"}
 
 
 def test_the_api_shows_an_ended_tasks_record(client, db):
+    """GET /api/tasks/<id> of a completed task returns its record with its last log lines."""
     from tests.test_api import Api, make_token
 
     done = _complete(client, "ep6", "api payload", worker="w-3")

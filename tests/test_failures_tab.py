@@ -26,6 +26,7 @@ def _fail(client, queue, errors):
 
 
 def test_failures_of_every_queue_grouped_by_shape(client):
+    """Failed tasks of two queues grouped by shape, newest group first; retry/delete per group only with the rights; a retry empties the group."""
     a = _fail(client, "ft-a", ["KeyError: 'user 1'", "KeyError: 'user 2'"])
     b = _fail(client, "ft-b", ["KeyError: 'user 3'", "TimeoutError: after 3 s"])
     web = Client()
@@ -54,12 +55,14 @@ def test_failures_of_every_queue_grouped_by_shape(client):
 
 
 def test_no_failure_says_so(client, db):
+    """With nothing failed the tab says so."""
     web = Client()
     web.force_login(make_user("viewer", perms=["view_dashboard"]))
     assert "No task has failed for good." in web.get(reverse("queues:failures")).content.decode()
 
 
 def test_the_tab_is_for_staff_with_view_dashboard(client, db):
+    """Anonymous users go to the login page; a non-staff user gets 403."""
     url = reverse("queues:failures")
     assert Client().get(url).status_code == 302  # to the login page
     web = Client()

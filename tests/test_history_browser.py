@@ -24,6 +24,7 @@ def _login(page, server, path):
 
 
 def test_ended_task_run_again_failures_tab_and_delete_confirmation(operator, server, page, client):
+    """In Chromium: an ended task's page and Run again, the Failures tab, Retry all/Purge hidden at 0, Delete only once confirmed."""
     expect = playwright_api.expect
     done = Queue("hb").enqueue("the payload")
     (task,) = take(client, "hb")

@@ -10,6 +10,7 @@ from queues.engine.schedule_settings import parse_all
 
 
 def test_bad_settings_are_refused_and_nothing_is_written(client):
+    """Each bad setting raises InvalidSchedule naming its key, and nothing is written."""
     for settings, key in (
         ({"queue": "ls", "every": 0}, "every"),
         ({"queue": "ls", "every": 1, "cron": "* * * * *"}, "cron"),
@@ -26,6 +27,7 @@ def test_bad_settings_are_refused_and_nothing_is_written(client):
 
 
 def test_update_and_delete_of_live_and_settings_schedules(client):
+    """Live schedules change (queue, timing) and go; settings' ones are refused; a sync keeps live ones and takes over a declared name."""
     schedules.sync(client, parse_all({"declared": {"queue": "ls", "every": 60}}))
     live_schedules.create(client, "mine", queue="ls", every=60, payload="p", retries=2)
     with pytest.raises(InvalidSchedule, match="exists already"):
@@ -52,6 +54,7 @@ def test_update_and_delete_of_live_and_settings_schedules(client):
 
 
 def test_the_python_api(client):
+    """queues.schedules.create/update/delete return and change what Redis has."""
     made = api.create("py", queue="ls", every=30, payload="x")
     assert made.name == "py" and made.every == 30 and made.next_run is not None
     assert api.update("py", every=45).every == 45

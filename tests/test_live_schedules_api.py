@@ -8,6 +8,7 @@ from tests.test_api import Api, make_token
 
 
 def test_create_change_delete_with_rights_and_audit(db):
+    """POST/PATCH/DELETE need change_schedule, check callbacks and time zones, and write one audit row each."""
     client = connection.get_default().client
     manager = Api(make_token("view_dashboard", "manage_schedules"))
     r = manager.post("/api/schedules/api-s", {"queue": "as", "every": 60})

@@ -13,6 +13,7 @@ from tests.test_dashboard_views import make_user
 
 
 def test_create_change_delete_from_the_page(client, db):
+    """The form creates, changes and deletes a live schedule with change_schedule only, CSRF-checked, confirmed, audited; bad fields and settings' schedules are refused."""
     schedules.sync(client, parse_all({"declared": {"queue": "lp", "every": 60}}))
     manager = Client()
     manager.force_login(make_user("m", perms=["view_dashboard", "manage_schedules"]))
@@ -58,6 +59,7 @@ def test_create_change_delete_from_the_page(client, db):
 
 
 def test_a_schedules_page_shows_next_runs_last_runs_and_lateness(client, db):
+    """A schedule's page lists its next 5 runs and its ended runs with outcomes; an unknown one is 404."""
     schedules.sync(client, parse_all({"hourly": {"queue": "sp", "every": 3600, "payload": "tick"}}))
     task_id = schedules.trigger(client, "hourly")
     (task,) = take(client, "sp")

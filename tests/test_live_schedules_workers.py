@@ -10,6 +10,7 @@ from tests.test_schedules_workers import SETTINGS, env_for, now_ms, runs
 
 
 def test_create_update_delete_with_three_workers(client, workers):
+    """Three workers: every 1 s, then 2 s, then deleted: one run per tick, ticks 1 s then 2 s apart, none after the delete."""
     env = env_for({"fixed": {"queue": "sched", "every": 5}})
     started = [workers(["sched"], name=f"live-{i}", settings=SETTINGS, env=env) for i in range(3)]
     for w in started:

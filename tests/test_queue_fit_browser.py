@@ -17,6 +17,7 @@ pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="needs /usr
 
 
 def test_queue_page_shows_only_sections_with_something(operator, server, page, client):
+    """In Chromium at 1280x800: empty sections hidden, the others shown, anchors with counts, a section appearing live."""
     expect = playwright_api.expect
     Queue("fit").enqueue_many(["first", "second", "third", "fourth"])
     (task,) = take(client, "fit")

@@ -38,8 +38,7 @@ def test_a_completed_task_keeps_its_record(client):
 
 
 def test_a_cancelled_task_and_a_failed_one_keep_theirs(client):
-    """A pending task cancelled is recorded cancelled; a task failed for good and then deleted
-    keeps its record as failed, with its error; a deleted pending task leaves none."""
+    """Cancelled pending: recorded cancelled; failed for good then deleted: kept as failed; deleted pending: none."""
     q = Queue("rt2")
     cancelled, failing, deleted = q.enqueue_many(["c", "f", "d"])
     assert q.cancel(cancelled)
@@ -57,6 +56,7 @@ def test_a_cancelled_task_and_a_failed_one_keep_theirs(client):
 
 
 def test_payloads_long_or_binary_are_kept_as_given_up_to_the_limit(client):
+    """Binary payloads come back byte for byte; a long one is cut at 4,096 bytes with its size kept."""
     q = Queue("rt3")
     blob = bytes(range(256)) * 3
     long_text = "é" * 5000
@@ -82,11 +82,13 @@ def test_payloads_long_or_binary_are_kept_as_given_up_to_the_limit(client):
     ],
 )
 def test_bad_retention_settings_are_refused_clearly(raw, message):
+    """Each bad RETENTION is a ConfigurationError naming what is wrong."""
     with pytest.raises(ConfigurationError, match=message):
         Config.from_mapping({"RETENTION": raw})
 
 
 def test_retention_defaults_and_per_queue_overrides():
+    """Defaults as the issue gives them; a queue's own settings take the others' for what they leave out."""
     r = Config.from_mapping({"RETENTION": {"completed": "2h", "queues": {"reports": {"failed": "30d"}}}}).retention
     assert (r.completed, r.cancelled, r.failed, r.max_per_queue) == (7200, 86400, 7 * 86400, 100_000)
     own = r.for_queue("reports")
@@ -117,9 +119,9 @@ def test_pruning_by_age_then_by_count(client):
 
 
 def test_pruning_200000_records_never_holds_redis_up_for_50_ms(client):
-    """200,000 ended tasks past their retention: each call removes at most PRUNE_STEP records,
-    and Redis's own measure of each call (SLOWLOG, microseconds spent in the command) stays under
-    50 ms, whatever the machine's load does to the caller's clock."""
+    """200,000 records past their time: each call removes at most PRUNE_STEP and takes under 50 ms by SLOWLOG."""
+    # Redis's own measure of each call (SLOWLOG: microseconds spent in the command), whatever the
+    # machine's load does to the caller's clock.
     queue, n = "rt5", 200_000
     hist = keys.queue_key(queue, "history")
     index = keys.history_index(queue, "completed")
