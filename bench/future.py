@@ -21,6 +21,7 @@ Prints one table; results/future-<time>.json for bench/goals.py.
 import argparse
 import base64
 import datetime
+import importlib.util
 import inspect
 import json
 import os
@@ -122,8 +123,13 @@ def chunk_drain(url, n, workdir):
     if "chunk" not in inspect.signature(handler).parameters:
         return {"why": "worqr's @handler takes no chunk= yet"}
     os.environ["BENCH_REDIS_URL"] = url
-    import bench as harness  # the harness's processes, producer and drain watch
     import common
+
+    # The harness (its processes, producer and drain watch) is bench/bench.py; "bench" here names
+    # the package bench/ (bench.worqr_settings), so it is loaded from its file.
+    spec = importlib.util.spec_from_file_location("bench_harness", BENCH / "bench.py")
+    harness = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(harness)
     from adapters import worqr_adapter
 
     common.REDIS_URL = url

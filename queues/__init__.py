@@ -6,10 +6,11 @@ imports nothing from Django. ``Queue`` is the engine's Queue plus ``on_commit=Tr
 imports Django.
 """
 
-from .engine import Batch, RedisUnavailable, RetryLater, Task, TooManyQueues, chain, handler
+from .engine import Batch, ChunkFailed, RedisUnavailable, RetryLater, Task, TooManyQueues, chain, handler
 
 __all__ = [
     "Batch",
+    "ChunkFailed",
     "Queue",
     "RedisUnavailable",
     "RetryLater",

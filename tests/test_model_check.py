@@ -194,7 +194,7 @@ class Driver:
     def op_start(self):
         w = self.rng.choice(WORKERS)
         acks = self._acks(w) if self.rng.random() < 0.5 else []
-        count = self.rng.choice((0, 1, 1, 2, 3))
+        count = self.rng.choice((0, 1, 1, 2, 3, 8))  # 8: a batch, or a chunk, taken at once
         reply, expected = self.run(
             lambda: commands.start(
                 Q,

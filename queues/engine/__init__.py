@@ -7,6 +7,7 @@ from .batches import Batch, BatchNotFound
 from .config import Config
 from .connection import Connection, configure, get_default
 from .errors import (
+    ChunkFailed,
     ConfigurationError,
     InvalidInput,
     InvalidQueueName,
@@ -54,6 +55,7 @@ __all__ = [
     "NotReplicated",
     "RedisUnavailable",
     "RetryLater",
+    "ChunkFailed",
     "TooManyQueues",
     "WorkerCrashed",
 ]

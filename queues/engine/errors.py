@@ -20,6 +20,7 @@ WorqrError
 ├── TooManyQueues             an enqueue would make a queue beyond MAX_QUEUES: nothing added
 ├── WorkerCrashed             an isolated handler's process died by itself (a failed attempt)
 ├── RetryLater                raised by a handler: run again later, no attempt used
+├── ChunkFailed               raised by a chunk handler: these tasks of the chunk failed, the rest completed
 └── RedisUnavailable          Redis unreachable for ENQUEUE_RETRY_FOR: which ids were added, may have been, were not
 """
 
@@ -127,6 +128,20 @@ class RetryLater(WorqrError):
     def __init__(self, seconds, message="retry later"):
         super().__init__(message)
         self.seconds = float(seconds)
+
+
+class ChunkFailed(WorqrError):
+    """Raised by a chunk handler (``@handler(..., chunk=n)``) to fail only some of its tasks:
+    ``ChunkFailed({task.id: exception, ...})``. Each task named fails with its own exception (and
+    is retried per its own policy); every other task of the chunk completes."""
+
+    def __init__(self, failures):
+        if not isinstance(failures, dict) or not all(
+            isinstance(k, str) and isinstance(v, BaseException) for k, v in failures.items()
+        ):
+            raise TypeError("ChunkFailed takes a dict of task id (str) -> exception")
+        super().__init__(f"{len(failures)} task(s) of the chunk failed")
+        self.failures = failures
 
 
 class RedisUnavailable(WorqrError):

@@ -12,6 +12,9 @@ _handlers = {}
 
 #: Where a sync handler runs: on one of the worker's threads, or in a pre-forked process of its own.
 ISOLATIONS = ("thread", "process")
+#: The largest chunk a chunk handler may take: one ``start`` call looks at most at this many
+#: entries of a queue's lists (``take.lua``'s TAKE_SCAN_MAX).
+MAX_CHUNK = 1000
 
 
 @dataclass(frozen=True)
@@ -26,6 +29,8 @@ class HandlerSpec:
     keep_result: bool = False
     isolation: str | None = None  # "thread" or "process"; None: the worker's default (--isolation)
     limits: Limits = NO_LIMITS  # concurrency, rate, partition (README "Limits")
+    chunk: int | None = None  # a chunk handler: up to this many tasks per call (a list)
+    chunk_wait: float = 1.0  # seconds a chunk waits to fill before its handler runs anyway
 
 
 def handler(
@@ -42,14 +47,19 @@ def handler(
     partition=None,
     partition_concurrency=None,
     partition_rate=None,
+    chunk=None,
+    chunk_wait=None,
 ):
     """Register the decorated function (sync or ``async def``) as the handler of ``queue``.
 
     Limits, for every worker together: ``concurrency`` (active tasks at once), ``rate`` (starts in
     any window: ``(100, 60)`` or ``"100/m"``, ``"10/s"``, ``"500/h"``); ``partition`` (a function of
     the task giving its key, run at enqueue) with ``partition_concurrency`` / ``partition_rate``
-    per key. A bad option raises ConfigurationError naming the queue and the option."""
+    per key. ``chunk=n``: the handler takes ``tasks: list[Task]``, up to ``n`` tasks at once, waiting
+    at most ``chunk_wait`` seconds (default 1) to fill a chunk (``ChunkFailed`` fails some of them).
+    A bad option raises ConfigurationError naming the queue and the option."""
     keys.check_queue_name(queue)
+    chunk_wait = check_chunk(queue, chunk, chunk_wait)
     limits = check_limits(queue, concurrency, rate, partition, partition_concurrency, partition_rate)
     if retries is not None and (isinstance(retries, bool) or not isinstance(retries, int) or retries < 0):
         raise ConfigurationError(f"handler {queue!r}: retries must be an integer >= 0")
@@ -85,6 +95,8 @@ def handler(
             keep_result,
             isolation,
             limits,
+            chunk,
+            chunk_wait,
         )
         return func
 
@@ -121,6 +133,19 @@ def check_importable(spec):
             f'handler {spec.queue!r}: {_qualname(spec.func)} runs with isolation="process", but that '
             f"module path does not name it: define it at module level under its own name"
         )
+
+
+def check_chunk(queue, chunk, chunk_wait):
+    """Check a handler's ``chunk`` and ``chunk_wait``; returns ``chunk_wait`` with its default."""
+    if chunk is not None and (isinstance(chunk, bool) or not isinstance(chunk, int) or not 1 <= chunk <= MAX_CHUNK):
+        raise ConfigurationError(f"handler {queue!r}: chunk must be an integer from 1 to {MAX_CHUNK}")
+    if chunk_wait is None:
+        return 1.0
+    if chunk is None:
+        raise ConfigurationError(f"handler {queue!r}: chunk_wait needs chunk")
+    if isinstance(chunk_wait, bool) or not isinstance(chunk_wait, (int, float)) or not 0 <= chunk_wait <= 3600:
+        raise ConfigurationError(f"handler {queue!r}: chunk_wait must be a number of seconds from 0 to 3600")
+    return float(chunk_wait)
 
 
 def with_isolation(spec, default):

@@ -436,3 +436,5 @@ async def fault_async(task):
 
 handler("sf", retries=0)(fault_sync)
 handler("sfa", retries=0)(fault_async)
+
+from . import chunk_tasks  # noqa: E402,F401  (the chunk handlers: tests/test_chunks.py)

@@ -33,7 +33,7 @@ import time
 import traceback
 
 from .. import tracing
-from ..errors import RetryLater
+from ..errors import ChunkFailed, RetryLater
 
 HEADER = struct.Struct("!I")
 _PR_SET_PDEATHSIG = 1
@@ -188,14 +188,21 @@ def _run(spec, task):
         return ("retry", exc.seconds, str(exc))
     except Stopped:
         raise
+    except ChunkFailed as exc:  # a chunk handler's: each task named fails with its own error
+        return ("chunk", {task_id: _described(e) for task_id, e in exc.failures.items()})
     except BaseException as exc:  # as on a thread: SystemExit from a handler is a failed attempt
-        text = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-        return ("error", text[:2000], "".join(traceback.format_exception(exc))[-20000:])
+        return ("error", *_described(exc))
     finally:
         _Serving.task = None
     if value is None or not spec.keep_result:
         return ("ok", None)
     return ("ok", value if isinstance(value, (str, bytes)) else str(value))
+
+
+def _described(exc):
+    """(text, traceback) of an exception, as the worker reports a failed attempt."""
+    text = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    return text[:2000], "".join(traceback.format_exception(exc))[-20000:]
 
 
 def _flush():

@@ -85,6 +85,7 @@ class Delivery:
         "timer",
         "span",
         "run_trace",
+        "chunk",
     )
 
     def __init__(self, task, spec, *, handed=False, start_by=None):
@@ -98,6 +99,7 @@ class Delivery:
         self.timer = None  # its timeout's timer
         self.span = None  # the OpenTelemetry run span of this attempt, until its outcome is reported
         self.run_trace = ""  # then its traceparent, sent with the outcome (links.lua: run_traces)
+        self.chunk = None  # a chunk handler's: the chunks.Chunk whose call runs it
 
     def __repr__(self):
         return f"<Delivery {self.task.id} lease {self.task.lease} {self.state.value}, {self.hold.value}>"
@@ -205,8 +207,9 @@ class Deliveries:
     ``reporter`` reports the cancels it makes; ``status`` tells whether the worker is registered
     (no slot is free while it is not) and hears of every slot freed."""
 
-    def __init__(self, concurrency, status, reporter):
+    def __init__(self, concurrency, status, reporter, chunks=None):
         self.concurrency, self.status, self.reporter = concurrency, status, reporter
+        self.chunks = chunks  # chunks.Chunker: a chunk takes one slot however many tasks it holds
         self.held = {}  # (id, lease) -> Delivery
         #: (queue, id) -> when: cancels that arrived before the delivery they are for (its start
         #: reply still on its way): applied if it arrives within EARLY_CANCEL_S
@@ -232,7 +235,14 @@ class Deliveries:
         return sorted((d for d in self.held.values() if not d.reported), key=lambda d: d.started)
 
     def free_slots(self):
-        return self.concurrency - len(self.held) if self.status.registered else 0
+        """Slots not taken: a delivery takes one, a chunk one (a partial chunk still filling
+        takes none yet: ``chunks.Chunker.want`` fills it)."""
+        if not self.status.registered:
+            return 0
+        taken = len(self.held)
+        if self.chunks is not None:
+            taken += self.chunks.running - self.chunks.members
+        return self.concurrency - taken
 
     def add(self, d):
         """Hold ``d`` (its handler is started next); one cancelled before we even knew we had it
@@ -243,7 +253,8 @@ class Deliveries:
 
     def done(self, d):
         """``d`` is over: its slot is free."""
-        self.held.pop(d.key, None)
+        if self.held.pop(d.key, None) is not None and d.spec.chunk and self.chunks is not None:
+            self.chunks.ended(d)
         if d.span is not None:  # no outcome was reported: an error in the worker itself
             self.reporter.log_outcome(d, "error", "the worker failed to run the task")
         self.status.poke()

@@ -30,10 +30,18 @@ from .delivery import Delivery
 
 log = logging.getLogger("worqr.worker")
 
+#: The most tasks one ``start`` call takes for a queue of one-task handlers (a worker with more
+#: free slots calls again at once): every call's work stays bounded. A chunk queue's call takes
+#: its chunks (at most ``registry.MAX_CHUNK`` tasks).
+MAX_TAKE = 64
+#: Loop turns the fetcher of a busy worker lets pass before it sends its next batch.
+BATCH_TURNS = 3
+
 
 class Fetcher:
-    def __init__(self, capsule, status, deliveries, reporter, redis, *, run, beat_soon, on_lost):
+    def __init__(self, capsule, status, deliveries, reporter, redis, *, chunks, run, beat_soon, on_lost):
         self.capsule, self.config, self.status = capsule, capsule.config, status
+        self.chunks = chunks  # chunks.Chunker: how many tasks a chunk queue is asked for
         self.deliveries, self.reporter, self.redis = deliveries, reporter, redis
         self.run_delivery, self.beat_soon, self.on_lost = run, beat_soon, on_lost
         self.idle_in = set()  # queues whose idle set we are in (start put us there)
@@ -62,7 +70,11 @@ class Fetcher:
         fault = faults.active("fetch-yield-sigterm")
         while True:
             if deliveries:
-                await asyncio.sleep(0)  # let completions that are already due land: bigger batches
+                # Let completions that are already due land: bigger batches. An async handler
+                # that returns at once needs three loop turns (its first step, its task's done
+                # callback, the report).
+                for _ in range(BATCH_TURNS):
+                    await asyncio.sleep(0)
                 if fault:
                     await faults.sigterm_once("fetch-yield-sigterm", lambda: status.stopping)
             # Look at ``stopping`` only now, with no await before the clear: a stop that came
@@ -82,7 +94,7 @@ class Fetcher:
                     await wait_event(status.changed, None if status.registered else 1.0)
                     continue
                 try:
-                    taken, due_ms, more = await self._fetch(free, acks, behind)
+                    taken, due_ms, more, used = await self._fetch(free, acks, behind)
                 finally:
                     reporter.put_back(behind)  # what was not sent goes with the next batch
                 backoff.reset()
@@ -97,7 +109,7 @@ class Fetcher:
                 continue
             for d in taken:
                 self._start(d)
-            if 0 < free and len(taken) < free and not more and not reporter.acks and not reporter.releases:
+            if 0 < free and used < free and not more and not reporter.acks and not reporter.releases:
                 await wait_event(status.changed, None if due_ms < 0 else due_ms / 1000)
 
     def _start(self, d):
@@ -106,12 +118,16 @@ class Fetcher:
 
     async def _fetch(self, free, acks, behind):
         """Acknowledge ``acks`` and take up to ``free`` tasks, queue by queue in priority order.
-        Returns (deliveries, ms until the next due task or -1, whether to look again at once).
+        Returns (deliveries, ms until the next due task or -1, whether to look again at once, the
+        slots they fill: one per task, or per chunk of a chunk queue).
         The deliveries behind each batch sent are removed from ``behind``."""
         cap, c = self.capsule, self.config
         taken, due_ms, more = [], -1, False
+        used = 0  # slots filled: one per task, or per chunk of a chunk queue
         for q in cap.queues:
-            want = free - len(taken)
+            chunked = bool(cap.specs[q].chunk)
+            want = self.chunks.want(q, free - used) if chunked else min(free - used, MAX_TAKE)
+            more = more or (not chunked and free - used > MAX_TAKE)
             batch = acks.pop(q, [])
             if want <= 0 and not batch:
                 continue
@@ -134,7 +150,7 @@ class Fetcher:
                 continue
             if reply.status == Code.NOT_REGISTERED:
                 self.on_lost([q])
-                return taken, -1, False
+                return taken, -1, False, used
             if reply.status == Code.LATE:
                 # Our deadline has passed (beats failed): the next beat of another worker may
                 # reap us and run again what we took. Take nothing until we have beaten.
@@ -142,10 +158,11 @@ class Fetcher:
                     "worqr: worker %s is late in %s (its deadline passed): beating before taking more", cap.name, q
                 )
                 self.beat_soon()
-                return taken, -1, False
+                return taken, -1, False, used
             if reply.due_in_ms >= 0:
                 due_ms = reply.due_in_ms if due_ms < 0 else min(due_ms, reply.due_in_ms)
             start_by = asked + reply.grace_ms / 1000 if reply.grace_ms else None
+            used += self.chunks.slots_for(q, len(reply.tasks)) if chunked else len(reply.tasks)
             for task in reply.tasks:
                 taken.append(Delivery(task, cap.spec_for(q, task), start_by=start_by))
             more = more or reply.status == Code.MORE
@@ -153,14 +170,14 @@ class Fetcher:
                 self.idle_in.add(q)
             else:
                 self.idle_in.discard(q)
-        if free and len(taken) >= free and self.idle_in:
+        if free and used >= free and self.idle_in:
             # Full: leave the idle sets of the queues we did not get to, so wake-ups go to others.
             p = self.redis.pipeline(transaction=False)
             for q in self.idle_in:
                 p.srem(keys.queue_key(q, "idle"), cap.name)
             await p.execute()
             self.idle_in.clear()
-        return taken, due_ms, more
+        return taken, due_ms, more, used
 
     # -- taking stock ----------------------------------------------------------------------
 

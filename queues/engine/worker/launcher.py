@@ -42,6 +42,7 @@ from ..errors import NoHandler
 from ..registry import get_handler, with_isolation
 from . import procpool
 from .capsule import Capsule, Status
+from .chunks import Chunker
 from .control import Listener
 from .delivery import Deliveries
 from .duties import Duties
@@ -176,10 +177,19 @@ class Worker:
         cap, status, c = self.capsule, self.status, self.config
         self.redis = redis = self.connection.async_client(max_connections=self.concurrency + 8)
         self.reporter = Reporter(cap.name, c, redis, status.poke)
-        self.deliveries = Deliveries(cap.concurrency, status, self.reporter)
         self.progress = ProgressSink(self.loop, redis)  # task.progress() and task.log() of running handlers
-        self.linker = Linker(self.connection, c.heartbeat_interval)
         self.pool = ThreadPool(cap.concurrency)
+        self.chunks = Chunker(  # chunk handlers' deliveries, gathered into chunks
+            cap.specs,
+            loop=self.loop,
+            pool=self.pool,
+            procs=self.procs,
+            progress=self.progress,
+            run=self._run_one,
+            poke=status.poke,
+        )
+        self.deliveries = Deliveries(cap.concurrency, status, self.reporter, self.chunks)
+        self.linker = Linker(self.connection, c.heartbeat_interval)
         self.gone = GoneWorkers(self.connection)
         self.duties = Duties(
             [
@@ -221,7 +231,8 @@ class Worker:
             self.deliveries,
             self.reporter,
             redis,
-            run=self.processor.start,
+            chunks=self.chunks,
+            run=self._run,
             beat_soon=self.heart.beat_soon,
             on_lost=self.lost_registration,
         )
@@ -233,6 +244,16 @@ class Worker:
             fatal=self.fatal,
             specs=self.schedules,
         )
+
+    def _run(self, d):
+        """Run a delivery the fetcher took: a chunk handler's joins its chunk."""
+        if d.spec.chunk:
+            self.chunks.add(d)
+        else:
+            self.processor.start(d)
+
+    def _run_one(self, d):
+        self.processor.start(d)
 
     def _counts(self):
         """Tasks processed, failed and active, for the heartbeat's record."""
@@ -267,6 +288,7 @@ class Worker:
             ]
             log.info("worqr: worker %s serving %s with %d slot(s)", self.name, ", ".join(self.queues), self.concurrency)
             await self.fetcher.run()
+            self.chunks.start_all()  # partial chunks run now, within the grace
             await shutdown(
                 self.capsule, self.status, self.deliveries, self.reporter, self.progress, self.heart, self.redis
             )

@@ -1,0 +1,229 @@
+"""Chunks: a chunk handler (``@handler(..., chunk=n, chunk_wait=s)``) runs on a list of tasks.
+
+1. The fetcher asks a chunk queue for up to ``n`` tasks per free slot in one ``start`` call; the
+   deliveries gather in the queue's buffer (each keeps its own lease, lock and timeout, and is
+   acknowledged or failed on its own).
+2. A full buffer runs at once; a partial one runs ``chunk_wait`` seconds after its first task
+   came (hand-overs and later fetches fill it meanwhile), or when the worker stops.
+3. Tasks cancelled before the call are left out of it (``processor`` reports them cancelled).
+   The call's outcome is shared out to one future per task (``Chunk.parts``), which
+   ``processor`` reports as it reports any handler's: returned, each completes (or, cancelled
+   during the call, is cancelled); ``ChunkFailed({id: exc})`` fails those and completes the rest;
+   anything else raised fails them all.
+4. A chunk takes one of the worker's slots (and a thread, or a handler process), however many
+   tasks it holds; under the queue's limits it counts as its size (every task is started by
+   ``start``).
+"""
+
+import asyncio
+import math
+import time
+
+from ..errors import ChunkFailed
+from ..limits import StartedLate
+
+
+class ChunkTasks(list):
+    """The tasks of one chunk, as its handler receives them (a list of Task). It stands for them
+    where the worker expects one task: ``queue``, ``id`` (in messages), ``set_cancelled``,
+    ``attach_sink`` (a handler process's doing)."""
+
+    def __init__(self, tasks):
+        super().__init__(tasks)
+        self.queue = tasks[0].queue
+
+    @property
+    def id(self):
+        return f"{self[0].id} (and {len(self) - 1} more of its chunk)" if len(self) > 1 else self[0].id
+
+    def set_cancelled(self):
+        for task in self:
+            task.set_cancelled()
+
+    def attach_sink(self, sink):
+        for task in self:
+            task.attach_sink(sink)
+
+    def pass_report(self, **report):
+        """A report from the chunk's handler process (its progress or log lines), which does not
+        say which task it is of: the chunk's first task's."""
+        self[0].pass_report(**report)
+
+
+class Part(asyncio.Future):
+    """One task's share of a chunk's outcome, its delivery's ``handle``. Stopping it (an isolated
+    chunk's cancel or timeout) ends that task's run; the chunk's own call is stopped once every
+    part has ended."""
+
+    def stop(self, now=False):
+        self.cancel()
+
+
+class Chunk:
+    """One call of a chunk handler: its deliveries, the call's handle, a part per task run."""
+
+    def __init__(self, chunker, deliveries):
+        self.chunker = chunker
+        self.left = len(deliveries)  # deliveries that have not ended yet
+        self.parts = {}
+        self.running = 0  # parts not done yet
+        self.handle = None
+
+    def part(self, d):
+        return self.parts[d.key]
+
+    def start(self, live):
+        """Start the handler on the tasks of ``live`` (deliveries not cancelled)."""
+        w = self.chunker
+        spec, loop = live[0].spec, w.loop
+        tasks = ChunkTasks([d.task for d in live])
+        for d in live:
+            self.parts[d.key] = Part(loop=loop)
+            self.parts[d.key].add_done_callback(self._part_ended)
+        self.running = len(live)
+        start_by = min((d.start_by for d in live if d.start_by is not None), default=None)
+        func = (
+            spec.func if start_by is None or spec.isolation == "process" else _gated(spec.func, start_by, spec.is_async)
+        )
+        for task in tasks:
+            task.attach_sink(w.progress)
+        if spec.is_async:
+            self.handle = asyncio.ensure_future(func(tasks))
+        elif spec.isolation == "process":
+            self.handle = w.procs.submit(tasks, "", start_by)
+        else:
+            self.handle = w.pool.submit(loop, func, tasks)
+        self.handle.add_done_callback(self._settle)
+
+    def _settle(self, handle):
+        """Share the call's outcome out to the parts still waiting for it."""
+        exc = None if handle.cancelled() else handle.exception()
+        failures = exc.failures if isinstance(exc, ChunkFailed) else None
+        for key, part in self.parts.items():
+            if part.done():
+                continue
+            if handle.cancelled():
+                part.cancel()
+            elif exc is None or (failures is not None and key[0] not in failures):
+                part.set_result(None)
+            else:
+                part.set_exception(failures[key[0]] if failures is not None else exc)
+
+    def _part_ended(self, _part):
+        """Every task's run has ended (cancelled, timed out, stopped): stop the call too, if it can
+        be (an async one is cancelled, an isolated one's process ended)."""
+        self.running -= 1
+        if self.running > 0 or self.handle is None or self.handle.done():
+            return
+        if isinstance(self.handle, asyncio.Task):
+            self.handle.cancel()
+        elif hasattr(self.handle, "stop"):
+            self.handle.stop()
+
+
+def _gated(func, start_by, is_async):
+    """``func``, which raises ``StartedLate`` instead of running when it starts after ``start_by``."""
+
+    def late(tasks):
+        return StartedLate(f"task {tasks.id}: its chunk could not start within the rate's start grace")
+
+    if is_async:
+
+        async def run_async(tasks):
+            if time.monotonic() > start_by:
+                raise late(tasks)
+            return await func(tasks)
+
+        return run_async
+
+    def run(tasks):
+        if time.monotonic() > start_by:
+            raise late(tasks)
+        return func(tasks)
+
+    return run
+
+
+class Chunker:
+    """Gathers a worker's deliveries of chunk queues into chunks and starts them: ``specs`` (the
+    queues' handlers), ``loop``, ``pool`` (sync handlers), ``procs`` (isolated ones; None
+    without), ``progress`` (the handlers' reports); ``run(d)`` starts a delivery
+    (``Processor.start``), ``poke()`` wakes the fetcher."""
+
+    def __init__(self, specs, *, loop, pool, procs, progress, run, poke):
+        self.specs, self.loop, self.pool, self.procs, self.progress = specs, loop, pool, procs, progress
+        self.run, self.poke = run, poke
+        self.buffers = {}  # queue -> [delivery] waiting for their chunk to fill
+        self.timers = {}  # queue -> the loop timer that runs its partial chunk
+        self.members = 0  # deliveries of chunk queues in the worker's deliveries
+        self.running = 0  # chunks started whose deliveries have not all ended
+
+    def want(self, queue, free):
+        """How many tasks to ask ``queue`` for, with ``free`` slots left: what fills its partial
+        chunk, else a chunk per free slot (at most ``MAX_CHUNK`` tasks in one call)."""
+        size = self.specs[queue].chunk
+        buffered = len(self.buffers.get(queue, ()))
+        if buffered:
+            return size - buffered
+        if free <= 0:
+            return 0
+        return size * max(1, min(free, 1000 // size))
+
+    def slots_for(self, queue, n):
+        """The slots ``n`` more tasks of ``queue`` take (a partial chunk holds one already)."""
+        size = self.specs[queue].chunk
+        buffered = len(self.buffers.get(queue, ()))
+        return math.ceil((buffered + n) / size) - math.ceil(buffered / size)
+
+    def add(self, d):
+        """A delivery of a chunk queue: into its queue's buffer, and any full chunk started."""
+        queue, size = d.task.queue, d.spec.chunk
+        self.members += 1
+        buf = self.buffers.setdefault(queue, [])
+        buf.append(d)
+        while len(buf) >= size:
+            self._start(buf[:size])
+            del buf[:size]
+        if not buf:
+            self._stop_timer(queue)
+        elif queue not in self.timers:
+            self.timers[queue] = self.loop.call_later(d.spec.chunk_wait, self._due, queue)
+
+    def _due(self, queue):
+        self.timers.pop(queue, None)
+        buf = self.buffers.pop(queue, None)
+        if buf:
+            self._start(buf)
+
+    def _stop_timer(self, queue):
+        timer = self.timers.pop(queue, None)
+        if timer is not None:
+            timer.cancel()
+
+    def start_all(self):
+        """Start every partial chunk now (the worker stops: its grace is theirs too)."""
+        for queue in list(self.buffers):
+            self._stop_timer(queue)
+            self._due(queue)
+
+    def _start(self, deliveries):
+        chunk = Chunk(self, deliveries)
+        self.running += 1
+        live = [d for d in deliveries if not d.reported and not d.task.cancelled]
+        for d in deliveries:
+            d.chunk = chunk
+        if live:
+            chunk.start(live)
+        for d in deliveries:  # a cancelled one is reported cancelled there, never run
+            self.run(d)
+        self.poke()
+
+    def ended(self, d):
+        """A delivery of a chunk queue has ended (``Worker.delivery_done``)."""
+        self.members -= 1
+        chunk = d.chunk
+        if chunk is None:  # never started: the worker is going
+            return
+        chunk.left -= 1
+        if chunk.left == 0:
+            self.running -= 1

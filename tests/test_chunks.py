@@ -1,0 +1,165 @@
+"""Chunk handlers (``@handler(..., chunk=n, chunk_wait=s)``) in real worker processes: a drain of
+10,000 tasks on two workers with ChunkFailed, the wait to fill a chunk, async and isolated chunk
+handlers, a failure of the whole chunk, locks, limits and cancels, and bad options."""
+
+import json
+import time
+
+import pytest
+
+from queues import ChunkFailed, Queue, handler
+from queues.engine import keys
+from queues.engine.errors import ConfigurationError
+from tests.conftest import wait_for, wait_registered
+
+
+def chunks(client, queue):
+    return [json.loads(r) for r in client.lrange(f"test:chunks:{queue}", 0, -1)]
+
+
+def ended(queue, n):
+    counts = Queue(queue).counts()
+    return counts["completed"] + counts["failed"] >= n and counts
+
+
+def errors_of_failed(client, queue):
+    """{task id: its last error} of every failed task of ``queue``."""
+    ids = [i.decode() for i in client.zrange(keys.queue_key(queue, "failed"), 0, -1)]
+    p = client.pipeline(transaction=False)
+    for task_id in ids:
+        p.hget(keys.task_key(queue, task_id), "e")
+    return {task_id: e.decode() for task_id, e in zip(ids, p.execute())}
+
+
+def test_ten_thousand_tasks_in_chunks_of_100_with_a_thousand_failing(client, workers):
+    """10,000 tasks, chunk=100, 2 workers, 1,000 by ChunkFailed: 9,000 completed, 1,000 failed with own messages, no task twice."""
+    q = Queue("chunk-emails")
+    ids = []
+    for start in range(0, 10_000, 1000):
+        payloads = [json.dumps({"n": n, "fail": n % 10 == 0}) for n in range(start, start + 1000)]
+        ids += q.enqueue_many(payloads)
+    number = {task_id: n for n, task_id in enumerate(ids)}
+    for i in range(2):
+        workers(["chunk-emails"], concurrency=2, name=f"ce{i}")
+    counts = wait_for(lambda: ended("chunk-emails", 10_000), timeout=240, message="10,000 tasks to end")
+    assert counts["completed"] == 9000 and counts["failed"] == 1000, counts
+    errors = errors_of_failed(client, "chunk-emails")
+    assert sorted(number[i] for i in errors) == list(range(0, 10_000, 10))
+    assert all(e == f"ValueError: task {number[i]} failed" for i, e in errors.items())
+    recs = chunks(client, "chunk-emails")
+    seen = [task_id for r in recs for task_id in r["ids"]]
+    assert len(seen) == len(set(seen)) == 10_000  # each task in exactly one chunk
+    assert max(len(r["ids"]) for r in recs) == 100
+    assert len({r["pid"] for r in recs}) == 2  # both workers took chunks
+    assert len(recs) <= 10_000 // 100 + 10  # mostly full chunks: one call per 100 tasks
+
+
+def test_a_partial_chunk_runs_after_chunk_wait(client, workers):
+    """chunk=100, chunk_wait=1.0: 30 tasks run as one chunk of 30, about chunk_wait after they came."""
+    workers(["chunk-wait"], concurrency=1, name="cw0")
+    wait_registered(client, "cw0")
+    enqueued = time.time()
+    Queue("chunk-wait").enqueue_many([json.dumps({"n": n}) for n in range(30)])
+    wait_for(lambda: ended("chunk-wait", 30), timeout=30, message="30 tasks")
+    recs = chunks(client, "chunk-wait")
+    assert [len(r["ids"]) for r in recs] == [30]
+    assert recs[0]["start"] - enqueued >= 0.9  # it waited for the chunk to fill
+
+
+@pytest.mark.parametrize("queue", ["chunk-async", "chunk-proc"])
+def test_async_and_isolated_chunk_handlers(client, workers, queue):
+    """Async and isolated chunk handlers: every task once, chunks up to their size, ChunkFailed's tasks with own messages."""
+    size = 50 if queue == "chunk-async" else 20
+    ids = Queue(queue).enqueue_many([json.dumps({"n": n, "fail": n % 7 == 0}) for n in range(300)])
+    workers([queue], concurrency=2, name=f"{queue}-w")
+    counts = wait_for(lambda: ended(queue, 300), timeout=90, message="300 tasks")
+    failing = {ids[n]: n for n in range(300) if n % 7 == 0}
+    assert counts["completed"] == 300 - len(failing) and counts["failed"] == len(failing), counts
+    errors = errors_of_failed(client, queue)
+    assert errors == {i: f"ValueError: task {n} failed" for i, n in failing.items()}
+    recs = chunks(client, queue)
+    seen = [task_id for r in recs for task_id in r["ids"]]
+    assert sorted(seen) == sorted(ids) and max(len(r["ids"]) for r in recs) <= size
+
+
+def test_raising_fails_the_whole_chunk(client, workers):
+    """A chunk handler that raises anything else fails every task of its chunk with that error."""
+    q = Queue("chunk-cancel")
+    ids = q.enqueue_many([json.dumps({"n": n, "boom": n == 3}) for n in range(10)])
+    workers(["chunk-cancel"], concurrency=1, name="cb0")
+    counts = wait_for(lambda: ended("chunk-cancel", 10), timeout=30, message="10 tasks")
+    assert counts["failed"] == 10 and counts["completed"] == 0, counts
+    assert set(errors_of_failed(client, "chunk-cancel").values()) == {"RuntimeError: the whole chunk failed"}
+    assert len(ids) == 10
+
+
+def test_locks_keep_tasks_of_a_held_lock_out_of_the_chunk(client, workers):
+    """lock by the payload's "k", 5 keys: no chunk holds two tasks of one lock, and all 100 run."""
+    q = Queue("chunk-lock")
+    ids = q.enqueue_many([json.dumps({"n": n, "k": n % 5, "sleep": 0.05}) for n in range(100)])
+    workers(["chunk-lock"], concurrency=2, name="cl0")
+    wait_for(lambda: ended("chunk-lock", 100), timeout=90, message="100 tasks")
+    assert q.counts()["completed"] == 100
+    key_of = {task_id: n % 5 for n, task_id in enumerate(ids)}
+    for r in chunks(client, "chunk-lock"):
+        lock_keys = [key_of[i] for i in r["ids"]]
+        assert len(lock_keys) == len(set(lock_keys)), r  # one task per lock in a chunk
+
+
+def test_a_chunk_counts_its_size_against_the_concurrency(client, workers):
+    """concurrency=30, chunk=100, two workers: no two chunks running at once hold more than 30 tasks."""
+    q = Queue("chunk-limit")
+    q.enqueue_many([json.dumps({"n": n, "sleep": 0.2}) for n in range(300)])
+    for i in range(2):
+        workers(["chunk-limit"], concurrency=2, name=f"cx{i}")
+    wait_for(lambda: ended("chunk-limit", 300), timeout=90, message="300 tasks")
+    recs = chunks(client, "chunk-limit")
+    assert max(len(r["ids"]) for r in recs) <= 30
+    events = sorted([(r["start"], len(r["ids"])) for r in recs] + [(r["end"], -len(r["ids"])) for r in recs])
+    running = most = 0
+    for _, step in events:
+        running += step
+        most = max(most, running)
+    assert most == 30, most  # the limit is reached and never passed
+
+
+def test_cancels_before_and_during_the_call(client, workers):
+    """Cancelled before the call: left out; during it: told (task.cancelled), ends cancelled, the rest complete."""
+    q = Queue("chunk-cancel")
+    ids = q.enqueue_many([json.dumps({"n": n, "sleep": 2.0 if n < 10 else 0}) for n in range(10)])
+    q.cancel(ids[0])  # before: never in a chunk
+    workers(["chunk-cancel"], concurrency=1, name="cc0")
+    wait_for(lambda: client.llen("test:chunk-started:chunk-cancel"), timeout=30, message="the chunk to start")
+    q.cancel(ids[1])  # during the call
+    wait_for(lambda: q.counts()["active"] == 0, timeout=30, message="the chunk to end")
+    recs = chunks(client, "chunk-cancel")
+    assert len(recs) == 1, recs
+    assert ids[0] not in recs[0]["ids"] and ids[1] in recs[0]["ids"], (ids, recs)
+    assert recs[0]["cancelled"] == [ids[1]]
+    counts = q.counts()
+    assert counts["completed"] == 8 and counts["cancelled"] == 2, counts
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ({"chunk": 0}, "chunk must be an integer from 1 to 1000"),
+        ({"chunk": 1001}, "chunk must be an integer from 1 to 1000"),
+        ({"chunk": True}, "chunk must be an integer from 1 to 1000"),
+        ({"chunk_wait": 1.0}, "chunk_wait needs chunk"),
+        ({"chunk": 10, "chunk_wait": -1}, "chunk_wait must be a number of seconds from 0 to 3600"),
+    ],
+)
+def test_bad_chunk_options_are_refused(options, message):
+    """A bad chunk option raises ConfigurationError naming the queue, and registers nothing."""
+    with pytest.raises(ConfigurationError, match=message) as caught:
+        handler("chunk-bad", **options)(lambda tasks: None)
+    assert "'chunk-bad'" in str(caught.value)
+
+
+def test_chunk_failed_takes_a_dict_of_ids_to_exceptions():
+    """ChunkFailed refuses anything but {task id: exception}."""
+    assert ChunkFailed({"a": ValueError("x")}).failures["a"].args == ("x",)
+    for bad in (["a"], {"a": "x"}, {1: ValueError()}):
+        with pytest.raises(TypeError):
+            ChunkFailed(bad)
