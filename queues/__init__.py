@@ -34,6 +34,7 @@ __all__ = [
     "TooManyQueues",
     "chain",
     "handler",
+    "mark_deploy",
 ]
 
 
@@ -44,4 +45,9 @@ def __getattr__(name):
         from .transactions import Queue
 
         return Queue
+    if name == "mark_deploy":
+        # Here, not at the top, as Queue: it reads Django's settings (the engine alone must not).
+        from .deploys import mark_deploy
+
+        return mark_deploy
     raise AttributeError(f"module 'queues' has no attribute {name!r}")

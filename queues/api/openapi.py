@@ -14,12 +14,17 @@ and schema) and requests that break it (none may fail with a 5xx).
 from django.http import JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 
+from ..engine import keys
+from ..engine.schedule_settings import EVERY_MAX
 from .bodies import (
     BATCH_ID_SCHEMA,
     BATCH_TASKS,
     BY_ID,
     CREATE_BATCH,
     CREATE_TASK,
+    MAX_BACKOFF,
+    MAX_RETRIES,
+    MAX_TIMEOUT,
     QUEUE_SCHEMA,
     QUEUES_PAGE_MAX,
     SEED_CREATE,
@@ -67,6 +72,36 @@ def _op(summary, permission, codes, schema=None, body=None, params=()):
     if params:
         op["parameters"] = [{"name": p, "in": "path", "required": True, "schema": _PARAMS[p]} for p in params]
     return op
+
+
+def schedule_settings_schema(create):
+    """A schedule's settings as WORQR['SCHEDULES'] has them (a create needs queue and one of
+    cron and every; a change gives any of them)."""
+    text = {"type": "string", "maxLength": 1000}
+    return {
+        "type": "object",
+        "description": "A schedule's settings, as a WORQR['SCHEDULES'] entry has them: queue, exactly one of "
+        "cron (5 fields or @hourly...; its validity is checked by the server, 400 naming 'cron') and every "
+        "(seconds), payload, timezone (an IANA name, checked by the server: 400 naming 'timezone'), enabled, "
+        "missed, overlap and the enqueue options. A change (PATCH) gives any of them; null removes an option.",
+        "additionalProperties": False,
+        "properties": {
+            "queue": QUEUE_SCHEMA,
+            "cron": text,
+            "every": {"type": "number", "minimum": 1, "maximum": EVERY_MAX},
+            "payload": {"type": "string", "maxLength": 200},
+            "timezone": text,
+            "enabled": {"type": "boolean"},
+            "missed": {"enum": ["skip", "once"]},
+            "overlap": {"type": "boolean"},
+            "retries": {"type": ["integer", "null"], "minimum": 0, "maximum": MAX_RETRIES},
+            "timeout": {"type": ["number", "null"], "exclusiveMinimum": 0, "maximum": MAX_TIMEOUT},
+            "backoff": {"type": ["number", "null"], "minimum": 0, "maximum": MAX_BACKOFF},
+            "lock": {"type": ["string", "null"], "minLength": 1, "maxLength": keys.LOCK_KEY_MAX},
+            "callback": {"type": ["string", "null"], "description": "as a task's: the server's allow-list applies"},
+        },
+        **({"required": ["queue"], "oneOf": [{"required": ["cron"]}, {"required": ["every"]}]} if create else {}),
+    }
 
 
 _PATHS = {
@@ -193,6 +228,31 @@ _PATHS = {
     },
     "/api/schedules/{name}": {
         "get": _op("Read a schedule", "view_dashboard", (200, 400, 404, *_READ), _ref("Schedule"), params=("name",)),
+        "post": _op(
+            "Create a schedule at run time (the keys of a WORQR['SCHEDULES'] entry); every worker fires it "
+            "from its next tick; 409: the name is taken",
+            "change_schedule",
+            (201, 409, *_WRITE),
+            _ref("Schedule"),
+            "ScheduleCreate",
+            params=("name",),
+        ),
+        "patch": _op(
+            "Change a schedule made at run time (the keys given; null removes an option); its next run "
+            "follows the new settings; 409: a schedule of the settings",
+            "change_schedule",
+            (200, 404, 409, *_WRITE),
+            _ref("Schedule"),
+            "ScheduleChange",
+            params=("name",),
+        ),
+        "delete": _op(
+            "Delete a schedule made at run time: no run after this; 409: a schedule of the settings",
+            "change_schedule",
+            (200, 400, 404, 409, *_READ),
+            _object({"name": {"type": "string"}, "deleted": {"type": "boolean"}}),
+            params=("name",),
+        ),
     },
     "/api/schedules/{name}/pause": {
         "post": _op(
@@ -276,7 +336,9 @@ _RESPONSES = {
             "id": _STR,
             "queue": _STR,
             "payload": _STR,
-            "state": {"enum": ["pending", "delayed", "waiting", "blocked", "active", "failed", "completed"]},
+            "state": {
+                "enum": ["pending", "delayed", "waiting", "blocked", "active", "failed", "completed", "cancelled"]
+            },
             "attempts": _INT,
             "retries": {"type": ["integer", "null"]},
             "timeout": {"type": ["number", "null"]},
@@ -419,6 +481,8 @@ def describe():
         "CreateBatch": dict(CREATE_BATCH.schema(), description="A new batch: its description and callbacks."),
         "BatchTasks": dict(BATCH_TASKS.schema(), description="Tasks added to a batch: a queue and their payloads."),
         "SetLimits": limits_schema(),
+        "ScheduleCreate": schedule_settings_schema(True),
+        "ScheduleChange": schedule_settings_schema(False),
     }
     return {
         "openapi": "3.1.0",

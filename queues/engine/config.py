@@ -9,6 +9,7 @@ import binascii
 from dataclasses import dataclass, fields, replace
 
 from .errors import ConfigurationError
+from .retention import Retention
 
 #: How long an enqueue waits for a connection to Redis to open (s; or ENQUEUE_SOCKET_TIMEOUT if
 #: shorter): a Redis host that does not answer costs a try this long at most.
@@ -81,6 +82,9 @@ class Config:
     encryption_keys: tuple = ()
     #: The queues whose payloads are stored encrypted.
     encrypted_queues: frozenset = frozenset()
+    #: How long the record of ended tasks is kept, by outcome, and how many per queue at most
+    #: (``WORQR["RETENTION"]``, a dict: ``retention.py``); pruned by the workers.
+    retention: Retention = Retention()
 
     def __post_init__(self):
         if self.heartbeat_interval <= 0 or self.heartbeat_ttl <= 0:
@@ -121,6 +125,9 @@ class Config:
             raise ConfigurationError(f"unknown WORQR setting(s): {', '.join(unknown)}")
         kwargs = {}
         for key, value in mapping.items():
+            if key == "RETENTION":
+                kwargs["retention"] = Retention.parse(value)
+                continue
             kind = type(getattr(cls, names[key]))
             if kind in (tuple, frozenset):  # a list of strings
                 if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):

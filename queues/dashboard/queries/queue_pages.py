@@ -210,6 +210,7 @@ def history(client, name, span):
         "queue": name,
         "now_ms": server_ms(client),
         "history": h,
+        "deploys": readmodel.deploys(client, h["start_ms"], server_ms(client)),
         "totals": {"completed": sum(h["completed"]), "failed": sum(h["failed"])},
         "durations": None if p is None else {k: (round(v, 4) if isinstance(v, float) else v) for k, v in p.items()},
     }

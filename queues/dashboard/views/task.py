@@ -69,9 +69,11 @@ def _opened(request, snapshot):
 @handles_bad_input
 def log(request, task_id):
     """The task's whole log (the last ``keys.TASK_LOG_MAX`` lines Redis keeps), as plain text: the
-    task page shows its last lines."""
+    task page shows its last lines; once it ended, the last lines its record keeps."""
     check_task_id(task_id)
     lines = readmodel.task_log(client(), task_id)
+    if not lines and (record := readmodel.ended_task(client(), task_id)) is not None:
+        lines = record.log  # ended: the last lines its record keeps
     response = HttpResponse("".join(f"{line}\n" for line in lines), content_type="text/plain; charset=utf-8")
     response["X-Content-Type-Options"] = "nosniff"
     return response

@@ -9,12 +9,13 @@ script, the queue and the task. ``Queue``, the worker and the tests call these, 
 
 By subject, each in its module, all used as ``commands.<name>``: the call itself and reply
 codes' errors (``_call``), adding tasks (``_producing``), the worker's calls (``_running``), a
-queue's counts and managing it (``_managing``), workflows and batches (``_workflows``), and
+queue's counts and managing it (``_managing``), the record of ended tasks (``_history``), workflows and batches (``_workflows``), and
 schedules (``_schedules``).
 """
 
 from ..codes import Code
 from ._call import Call, check, error_for, run_pipelined
+from ._history import note_again, prune_history
 from ._managing import Counts, cancel, counts, delete, drop, forget, pause, purge, reseal, retry, set_limits
 from ._producing import ENQUEUE_OPTIONS, TASK_OPTIONS, Enqueued, enqueue, enqueue_one, push
 from ._running import (
@@ -62,6 +63,8 @@ __all__ = [
     "purge",
     "forget",
     "drop",
+    "prune_history",
+    "note_again",
     "TASK_OPTIONS",
     "ENQUEUE_OPTIONS",
     "Enqueued",

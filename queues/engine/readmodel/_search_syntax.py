@@ -13,7 +13,7 @@ from ..crypto import Sealed
 
 #: The qualifiers a search understands; anything else is free text (over payloads and errors).
 SEARCH_QUALIFIERS = ("queue", "state", "error", "tag", "worker", "before", "after")
-SEARCH_STATES = ("pending", "delayed", "waiting", "blocked", "active", "failed", "completed")
+SEARCH_STATES = ("pending", "delayed", "waiting", "blocked", "active", "failed", "completed", "cancelled")
 _TOKEN = re.compile(r'(?:(\w+):)?("(?:[^"\\]|\\.)*"|\S+)')
 #: A search cursor: "<source>.<offset>", ASCII digits, the offset far below Redis's 64-bit
 #: range arguments (a bigger one made LRANGE fail).

@@ -48,6 +48,7 @@ from .delivery import Deliveries
 from .duties import Duties
 from .duties.depth import DepthSampler
 from .duties.gone import GoneWorkers
+from .duties.history import HistoryPruning
 from .duties.master import MasterCheck
 from .duties.outbox import OutboxSweep
 from .duties.sweep import QueueSweep
@@ -197,6 +198,7 @@ class Worker:
                 QueueSweep(cap.name, c, self.connection),
                 MasterCheck(redis, c),
                 OutboxSweep(self.connection, cap.queues),
+                HistoryPruning(self.connection, c, cap.queues),
             ]
         )
         self.heart = Heart(

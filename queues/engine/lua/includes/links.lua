@@ -1,4 +1,5 @@
 -- @include resend
+-- @include history
 -- Workflows. A task's children (enqueued with after=[it]) and its batch live in other slots, so
 -- they are told of its end by a separate step (workflows.drain): here its end is only recorded,
 -- in O(1): its outcome in links:<id> ('=' completed, failed, cancelled or deleted, 'b' its
@@ -37,6 +38,7 @@ local run_traces = {}
 -- outbox now. Only its first ending counts (a failed task deleted later has ended already).
 local function task_ended(id, tk, outcome, now, worker, reason)
   record_end(id, outcome, now)
+  keep_history(id, tk, outcome, now, worker, reason)
   local f = rcall('HMGET', tk, 'bt', 'np')
   if f[2] then rcall('DEL', parents_key(id)) end
   local lk = links_key(id)
