@@ -14,17 +14,12 @@ and schema) and requests that break it (none may fail with a 5xx).
 from django.http import JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 
-from ..engine import keys
-from ..engine.schedule_settings import EVERY_MAX
 from .bodies import (
     BATCH_ID_SCHEMA,
     BATCH_TASKS,
     BY_ID,
     CREATE_BATCH,
     CREATE_TASK,
-    MAX_BACKOFF,
-    MAX_RETRIES,
-    MAX_TIMEOUT,
     QUEUE_SCHEMA,
     QUEUES_PAGE_MAX,
     SEED_CREATE,
@@ -33,6 +28,7 @@ from .bodies import (
 )
 from .errors import MethodNotAllowed
 from .http import error_response
+from .schedule_schema import schedule_settings_schema
 
 _STATUS = {
     200: "OK",
@@ -72,36 +68,6 @@ def _op(summary, permission, codes, schema=None, body=None, params=()):
     if params:
         op["parameters"] = [{"name": p, "in": "path", "required": True, "schema": _PARAMS[p]} for p in params]
     return op
-
-
-def schedule_settings_schema(create):
-    """A schedule's settings as WORQR['SCHEDULES'] has them (a create needs queue and one of
-    cron and every; a change gives any of them)."""
-    text = {"type": "string", "maxLength": 1000}
-    return {
-        "type": "object",
-        "description": "A schedule's settings, as a WORQR['SCHEDULES'] entry has them: queue, exactly one of "
-        "cron (5 fields or @hourly...; its validity is checked by the server, 400 naming 'cron') and every "
-        "(seconds), payload, timezone (an IANA name, checked by the server: 400 naming 'timezone'), enabled, "
-        "missed, overlap and the enqueue options. A change (PATCH) gives any of them; null removes an option.",
-        "additionalProperties": False,
-        "properties": {
-            "queue": QUEUE_SCHEMA,
-            "cron": text,
-            "every": {"type": "number", "minimum": 1, "maximum": EVERY_MAX},
-            "payload": {"type": "string", "maxLength": 200},
-            "timezone": text,
-            "enabled": {"type": "boolean"},
-            "missed": {"enum": ["skip", "once"]},
-            "overlap": {"type": "boolean"},
-            "retries": {"type": ["integer", "null"], "minimum": 0, "maximum": MAX_RETRIES},
-            "timeout": {"type": ["number", "null"], "exclusiveMinimum": 0, "maximum": MAX_TIMEOUT},
-            "backoff": {"type": ["number", "null"], "minimum": 0, "maximum": MAX_BACKOFF},
-            "lock": {"type": ["string", "null"], "minLength": 1, "maxLength": keys.LOCK_KEY_MAX},
-            "callback": {"type": ["string", "null"], "description": "as a task's: the server's allow-list applies"},
-        },
-        **({"required": ["queue"], "oneOf": [{"required": ["cron"]}, {"required": ["every"]}]} if create else {}),
-    }
 
 
 _PATHS = {
