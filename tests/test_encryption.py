@@ -10,7 +10,7 @@ from queues import Queue
 from queues.engine import connection, crypto
 from queues.engine.config import Config
 from queues.engine.errors import ConfigurationError, InvalidTask
-from tests.engine_calls import fail, take
+from tests.engine_calls import fail, finish, take
 
 OLD, NEW = crypto.new_key(), crypto.new_key()
 
@@ -123,3 +123,31 @@ def test_the_dashboard_shows_encrypted_unless_the_user_may_see_it(sealed):
         assert "4111-1111" not in pages[name][0] and "encrypted" in pages[name][0]
     assert "4111-1111" not in pages["viewer"][1] and "needs the permission" in pages["viewer"][1]
     assert "the card is 4111-1111-1111-1111" in pages["keeper"][1]
+
+
+@pytest.mark.django_db
+def test_an_ended_tasks_record_keeps_the_ciphertext_and_opens_for_the_keeper(sealed):
+    """A completed task of an encrypted queue: its record holds no plaintext; its page opens the
+    payload for view_encrypted_payload only, and says so when the record kept only part of it."""
+    from django.test import Client
+    from django.urls import reverse
+
+    from tests.support.dashboard import make_user
+
+    client = sealed.client
+    q = Queue("vault2")
+    short, long = "the card is 4111-1111-1111-1111", "card 5500-0000-0000-0004 " * 400
+    ids = [q.enqueue(short), q.enqueue(long)]
+    for task in take(client, "vault2", count=2):
+        finish(client, task)
+    dump = _raw_dump(client, "vault2")
+    assert b"4111-1111-1111-1111" not in dump and b"5500-0000-0000-0004" not in dump
+    pages = {}
+    for name, perms in (("viewer2", ["view_dashboard"]), ("keeper2", ["view_dashboard", "view_encrypted_payload"])):
+        web = Client()
+        web.force_login(make_user(name, perms=perms))
+        pages[name] = [web.get(reverse("queues:task", args=[i])).content.decode() for i in ids]
+    assert all("4111-1111" not in p and "5500-0000" not in p for p in pages["viewer2"])
+    assert "needs the permission" in pages["viewer2"][0]
+    assert short in pages["keeper2"][0]
+    assert "keeps only part of its" in pages["keeper2"][1] and "5500-0000" not in pages["keeper2"][1]
