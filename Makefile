@@ -36,12 +36,14 @@ browser:
 # 3 masters + 3 replicas (tests/cluster_servers.py): routing and connections (cluster, enqueue),
 # pub/sub wake-ups and control messages on the nodes (worker, crash, dashboard-live), reads and
 # writes across many queues' slots (queue page, metrics, workflows, batches, outbox, schedules and
-# their ticks) and the limit scripts. Tests of the layers above one queue's scripts (HTTP API,
-# dashboard views, Tasks backend, locks, lifecycle, limits and schedules through workers) run once.
+# their ticks), the limit scripts and the task controls' keys and holds (and encrypted payloads
+# through a worker). Tests of the layers above one queue's scripts (HTTP API, dashboard views,
+# Tasks backend, locks, lifecycle, limits and schedules through workers) run once.
 CLUSTER_TESTS ?= tests/test_cluster.py tests/test_enqueue.py tests/test_worker.py tests/test_worker_crash.py \
 	tests/test_dashboard_live.py tests/test_queue_page.py tests/test_metrics.py tests/test_workflows.py \
 	tests/test_workflows_workers.py tests/test_batches.py tests/test_outbox.py tests/test_schedules.py \
-	tests/test_schedule_ticks.py tests/test_limits.py
+	tests/test_schedule_ticks.py tests/test_limits.py tests/test_controls.py tests/test_controls_workers.py \
+	tests/test_encryption.py tests/test_encryption_workers.py
 
 # The Tasks-backend (with the framework's own backend tests), enqueue, worker, API, dashboard
 # views, admin, checks, schedules and package tests run a third time on Python 3.13 + Django 6.1,
@@ -104,6 +106,7 @@ build: deps
 lint: deps
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
 
 clean:
 	rm -rf $(VENV) var/*.sqlite3 test-artifacts dist build $(TRIXIE_ROOT) var/conformance

@@ -6,18 +6,35 @@ imports nothing from Django. ``Queue`` is the engine's Queue plus ``on_commit=Tr
 imports Django.
 """
 
-from .engine import Batch, ChunkFailed, RedisUnavailable, RetryLater, Task, TooManyQueues, chain, handler
+from typing import TYPE_CHECKING
+
+from .engine import (
+    Batch,
+    ChunkFailed,
+    RateLimited,
+    RedisUnavailable,
+    RetryLater,
+    Task,
+    TooManyQueues,
+    chain,
+    handler,
+)
+
+if TYPE_CHECKING:  # type checkers see the class; at run time it is imported on first use (below)
+    from .transactions import Queue
 
 __all__ = [
     "Batch",
     "ChunkFailed",
     "Queue",
+    "RateLimited",
     "RedisUnavailable",
     "RetryLater",
     "Task",
     "TooManyQueues",
     "chain",
     "handler",
+    "mark_deploy",
 ]
 
 
@@ -28,4 +45,9 @@ def __getattr__(name):
         from .transactions import Queue
 
         return Queue
+    if name == "mark_deploy":
+        # Here, not at the top, as Queue: it reads Django's settings (the engine alone must not).
+        from .deploys import mark_deploy
+
+        return mark_deploy
     raise AttributeError(f"module 'queues' has no attribute {name!r}")

@@ -72,6 +72,7 @@ _COUNTERS = (
     ("task_failures", "failures", "Failed attempts, retried or not."),
     ("tasks_retried", "retried", "Failed attempts that were retried."),
     ("tasks_cancelled", "cancelled", "Tasks cancelled."),
+    ("tasks_expired", "expired", "Tasks that expired before they started (expires=)."),
 )
 
 

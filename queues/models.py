@@ -22,6 +22,8 @@ ACTION_PERMISSIONS = {
     "purge_queue": "Can purge a queue's pending tasks",
     "manage_schedules": "Can pause, resume and trigger schedules",
     "manage_limits": "Can change and reset queues' limits",
+    "view_encrypted_payload": "Can see the payloads of encrypted queues",
+    "change_schedule": "Can create, change and delete schedules made at run time",
 }
 
 

@@ -25,6 +25,9 @@ linked in Redis at the call; a parent enqueued in the same transaction is not th
 both raise ``InvalidInput`` before anything is written.
 """
 
+from collections.abc import Iterable
+from typing import Unpack
+
 from django.db import DEFAULT_DB_ALIAS, transaction
 
 from . import outbox
@@ -32,6 +35,7 @@ from .engine import enqueueing, linking, tracing
 from .engine import queue as engine_queue
 from .engine.connection import NETWORK_ERRORS
 from .engine.errors import InvalidInput, InvalidTask, RedisUnavailable
+from .engine.options import EnqueueOptions, ManyOptions, Payload
 
 
 def in_transaction(using=None):
@@ -43,7 +47,15 @@ class Queue(engine_queue.Queue):
     """The engine's Queue, plus ``on_commit=True`` and ``durable=True`` on ``enqueue`` and
     ``enqueue_many``."""
 
-    def enqueue(self, payload, *, on_commit=False, durable=False, using=None, **options):
+    def enqueue(
+        self,
+        payload: Payload,
+        *,
+        on_commit: bool = False,
+        durable: bool = False,
+        using: str | None = None,
+        **options: Unpack[EnqueueOptions],
+    ) -> str:
         """Add one task; returns its id. With ``on_commit=True`` inside a transaction the task is
         added when the transaction commits, and never if it rolls back (the id is returned now);
         ``durable=True`` keeps it in the outbox while Redis is unreachable."""
@@ -51,7 +63,15 @@ class Queue(engine_queue.Queue):
             return super().enqueue(payload, **options)  # the engine's (its short road for a plain call)
         return self.enqueue_many([payload], on_commit=on_commit, durable=durable, using=using, **options)[0]
 
-    def enqueue_many(self, payloads, *, on_commit=False, durable=False, using=None, **options):
+    def enqueue_many(
+        self,
+        payloads: Iterable[Payload],
+        *,
+        on_commit: bool = False,
+        durable: bool = False,
+        using: str | None = None,
+        **options: Unpack[ManyOptions],
+    ) -> list[str]:
         """The engine's ``enqueue_many`` with ``on_commit`` and ``durable`` (see ``enqueue``)."""
         payloads = list(payloads)
         deferred = on_commit and in_transaction(using)

@@ -15,16 +15,21 @@ STOP_REDIS=0
 if [ -z "${WORQR_REDIS_URL:-}" ] && [ "$($PY manage.py embedded_redis status)" != "running" ]; then
   STOP_REDIS=1
 fi
-WORKER=
+WORKER= TRICKLE= WEB=
 stop_all() {
-  if [ -n "$WORKER" ]; then kill -TERM "$WORKER" 2>/dev/null; wait "$WORKER" 2>/dev/null || true; fi
+  for pid in $TRICKLE $WEB $WORKER; do kill -TERM "$pid" 2>/dev/null || true; done
+  for pid in $TRICKLE $WEB $WORKER; do wait "$pid" 2>/dev/null || true; done
   if [ "$STOP_REDIS" = 1 ]; then echo "Embedded Redis: $($PY manage.py embedded_redis stop)"; fi
 }
 trap stop_all EXIT
+# Ctrl-C (SIGINT to the group; background processes ignore it) ends the wait for the server at
+# once: stop_all then stops the server, the worker and the trickle.
+trap 'exit 130' INT
+trap 'exit 143' TERM
 $PY manage.py migrate --noinput >/dev/null
 $PY manage.py collectstatic --noinput >/dev/null
 PASSWORD=$($PY -c "import secrets; print(secrets.token_urlsafe(9))")
-$PY manage.py shell -c "
+$PY manage.py shell -v 0 -c "
 from django.contrib.auth import get_user_model
 u, _ = get_user_model().objects.get_or_create(username='demo')
 u.is_staff = u.is_superuser = True
@@ -35,22 +40,41 @@ if [ -z "${WORQR_REDIS_URL:-}" ]; then
   echo "Embedded Redis: $($PY manage.py embedded_redis start)"
 fi
 
-$PY manage.py worker default emails reports notifications --concurrency 4 --name demo-worker &
+# The worker (with the demo's schedules: sample/demo_settings.py) writes to a log in var/; its
+# start-up lines are shown once it is ready, then the sample tasks go in, and the demo's address
+# and password come last, so they stay on screen (the server's lines go to its log too).
+LOGS=${WORQR_VAR_DIR:-var}
+mkdir -p "$LOGS"
+DJANGO_SETTINGS_MODULE=sample.demo_settings $PY manage.py worker default emails reports notifications \
+  --concurrency 4 --name demo-worker >"$LOGS/demo-worker.log" 2>&1 &
 WORKER=$!
+for _ in $(seq 1 600); do
+  if grep -q "serving" "$LOGS/demo-worker.log" 2>/dev/null; then break; fi
+  if ! kill -0 "$WORKER" 2>/dev/null; then cat "$LOGS/demo-worker.log"; echo "demo: the worker exited"; exit 1; fi
+  sleep 0.2
+done
+cat "$LOGS/demo-worker.log"
 
-seq 1 30 | sed 's/^/order-/' | $PY manage.py enqueue default - >/dev/null
-seq 1 12 | sed 's/^/user-/;s/$/@example.com/' | $PY manage.py enqueue emails - >/dev/null
-printf 'acme:q1\nacme:q2\nglobex:q1\ninitech:q1\nacme:q3\n' | $PY manage.py enqueue reports - >/dev/null
-seq 1 20 | sed 's/^/push-/' | $PY manage.py enqueue notifications - >/dev/null
-seq 1 5 | sed 's/^/reminder-/' | $PY manage.py enqueue notifications --delay 60 - >/dev/null
+# Sample tasks: a first round that puts something on every page, then a trickle (sample/demo.py).
+$PY -m sample.demo --once
+$PY -m sample.demo --trickle >"$LOGS/demo-trickle.log" 2>&1 &
+TRICKLE=$!
 
 cat <<MSG
 
   worqr demo is running.
   Dashboard:  http://127.0.0.1:$PORT/queues/
   Log in as:  demo / $PASSWORD
+  Logs:       tail -f $LOGS/demo-worker.log $LOGS/demo-web.log
   Enqueue more from another shell:  $PY manage.py enqueue emails someone@example.com
   Stop with Ctrl-C.
 
 MSG
-$PY -m daphne -b 127.0.0.1 -p "$PORT" worqr_site.asgi:application
+# The server; if it cannot start (the port is taken), its log says why.
+$PY -m daphne -b 127.0.0.1 -p "$PORT" worqr_site.asgi:application >"$LOGS/demo-web.log" 2>&1 &
+WEB=$!
+status=0
+wait "$WEB" || status=$?
+WEB=
+cat "$LOGS/demo-web.log"  # it stopped by itself: why
+exit "$status"

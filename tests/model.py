@@ -42,12 +42,14 @@ class Task:
         "waitfor",
         "run_anyway",
         "delayed",
+        "expires",
     )
 
     def __init__(self, task_id, lock, unique, retries, part=None):
         self.id, self.lock, self.unique, self.retries, self.part = task_id, lock, unique, retries, part
         self.state, self.lease, self.attempts, self.worker, self.cancel, self.started = None, 0, 0, None, False, None
         self.waitfor, self.run_anyway, self.delayed = set(), False, False
+        self.expires = False  # enqueued with an expiry already past: it expires when reached
 
 
 class QueueModel:
@@ -64,7 +66,7 @@ class QueueModel:
         self.workers, self.idle = set(), set()
         self.owned = {}  # worker -> set of ids
         self.paused = False
-        self.stats = dict(enqueued=0, completed=0, failed=0, cancelled=0, deleted=0)
+        self.stats = dict(enqueued=0, completed=0, failed=0, cancelled=0, deleted=0, expired=0)
         self.links = {}  # parent id -> set of child ids linked to it
         self.ended = {}  # id -> its recorded end (links '='), for tasks with links or a reason
         self.ended_lately = set()  # the `ended` record: every task that ended (a run ends < 10,000)
@@ -310,6 +312,13 @@ class QueueModel:
             t = self.tasks.get(tid)
             if t is None or t.state != "pending":
                 continue  # the entry of a removed task (its id may be pending again, listed later)
+            if t.expires:  # past its expiry: it never starts (includes/expiry.lua)
+                if t.lock is not None and self.heads.get(t.lock) == tid:
+                    del self.heads[t.lock]
+                    self.promote_waiter(t.lock)
+                self.forget(t, "expired")
+                self.stats["expired"] += 1
+                continue
             if t.lock is not None:
                 if self.heads.get(t.lock) == tid:
                     del self.heads[t.lock]
@@ -371,10 +380,11 @@ class QueueModel:
                 self.links.setdefault(p, set()).update(children)
         return out
 
-    def enqueue(self, ids, lock, unique, delayed, retries, handed, part=None, remember=False, deps=None):
+    def enqueue(self, ids, lock, unique, delayed, retries, handed, part=None, remember=False, deps=None, expired=False):
         """``handed``: the (worker, id, lease) hand-overs Redis published, in order. Returns the
         ids replied. An id that exists, ended, or was remembered, is left as it is. ``deps``: ([(parent,
-        'w' or its end)], run_anyway) for tasks with after=."""
+        'w' or its end)], run_anyway) for tasks with after=. ``expired``: enqueued with an expiry
+        already past (each expires when a take reaches it)."""
         out, runnable = [], 0
         for tid in ids:
             if unique is not None and unique in self.unique:
@@ -388,6 +398,7 @@ class QueueModel:
             if remember:
                 self.remembered.add(tid)
             t = self.tasks[tid] = Task(tid, lock, unique, retries, part)
+            t.expires = expired
             if unique is not None:
                 self.unique[unique] = tid
             self.stats["enqueued"] += 1

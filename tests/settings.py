@@ -61,6 +61,10 @@ WORQR = {
     # The databases whose outbox the workers' relay watches: the PostgreSQL one only when a test
     # made it (it sets the variable for its workers).
     "OUTBOX_DATABASES": os.environ.get("WORQR_TEST_OUTBOX_DATABASES", "default").split(","),
+    # Encrypted payloads: none unless a test sets these for its worker processes
+    # (tests/test_encryption_workers.py).
+    "ENCRYPTION_KEYS": [k for k in os.environ.get("WORQR_TEST_ENCRYPTION_KEYS", "").split(",") if k],
+    "ENCRYPTED_QUEUES": [q for q in os.environ.get("WORQR_TEST_ENCRYPTED_QUEUES", "").split(",") if q],
 }
 
 # The Tasks framework backend (tests/test_tasks_backend.py, functions in tests/tasksapp/tasks.py).

@@ -163,6 +163,29 @@ def specific(c):
             for action, ok in (("pause", 200), ("resume", 200), ("trigger", 201))
             for status, name in ((ok, "sch"), (400, "bad{s"), (404, "nosuch"))
         },
+        ("/api/schedules/{name}", "post", 201): lambda: a.post("/api/schedules/live1", EVERY),
+        ("/api/schedules/{name}", "post", 400): lambda: a.post("/api/schedules/live2", {"queue": "t1", "every": 0}),
+        ("/api/schedules/{name}", "post", 409): lambda: a.post("/api/schedules/sch", EVERY),
+        ("/api/schedules/{name}", "post", 413): lambda: a.post("/api/schedules/live3", c.big()),
+        ("/api/schedules/{name}", "post", 415): lambda: a.post("/api/schedules/live3", "x", content_type="text/plain"),
+        ("/api/schedules/{name}", "patch", 200): lambda: (
+            a.post("/api/schedules/live4", EVERY),
+            a.call("PATCH", "/api/schedules/live4", {"every": 120}),
+        )[1],
+        ("/api/schedules/{name}", "patch", 400): lambda: a.call("PATCH", "/api/schedules/bad{s", {"every": 5}),
+        ("/api/schedules/{name}", "patch", 404): lambda: a.call("PATCH", "/api/schedules/nosuch", {"every": 5}),
+        ("/api/schedules/{name}", "patch", 409): lambda: a.call("PATCH", "/api/schedules/sch", {"every": 5}),
+        ("/api/schedules/{name}", "patch", 413): lambda: a.call("PATCH", "/api/schedules/sch", c.big()),
+        ("/api/schedules/{name}", "patch", 415): lambda: a.call(
+            "PATCH", "/api/schedules/sch", "x", content_type="text/plain"
+        ),
+        ("/api/schedules/{name}", "delete", 200): lambda: (
+            a.post("/api/schedules/live5", EVERY),
+            a.delete("/api/schedules/live5"),
+        )[1],
+        ("/api/schedules/{name}", "delete", 400): lambda: a.delete("/api/schedules/bad{s"),
+        ("/api/schedules/{name}", "delete", 404): lambda: a.delete("/api/schedules/nosuch"),
+        ("/api/schedules/{name}", "delete", 409): lambda: a.delete("/api/schedules/sch"),
         ("/api/create", "post", 200): lambda: a.post("/api/create", {"topic": "t1", "content": "x"}),
         ("/api/create", "post", 400): lambda: a.post("/api/create", {"topic": "t1", "content": 5}),
         ("/api/create", "post", 409): lambda: c.beyond_max_queues(
@@ -185,6 +208,10 @@ def specific(c):
     }
 
 
+#: A schedule made at run time through the API.
+EVERY = {"queue": "t1", "every": 60}
+
+
 def generic(api, path, method, c):
     """The operation called by ``api`` with a plausible body."""
     url = path.replace("{id}", c.tid).replace("{name}", "t1").replace("{batch_id}", c.bid)
@@ -193,6 +220,7 @@ def generic(api, path, method, c):
         "/api/create": {"topic": "t1", "content": "x"},
         "/api/batches": {"description": "d"},
         "/api/batches/{batch_id}/tasks": {"queue": "t1", "payloads": ["a"]},
+        "/api/schedules/{name}": EVERY,
     }.get(path, {"id": c.tid} if path in ("/api/query", "/api/delete") else None)
     return api.call(method.upper(), url, body)
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from queues.engine import Batch, Queue, workflows
+from queues.engine import Batch, Queue, keys, workflows
 from tests.engine_calls import finish, take
 from tests.support.api import Api, make_token
 
@@ -92,7 +92,7 @@ def test_malformed_batch_bodies_are_refused(api, client):
 
 
 def test_reading_a_child_cancelled_by_its_parent_says_why(api, client):
-    """GET /api/tasks/<child> of a child cancelled by a failed parent: 404 with outcome, reason and parent."""
+    """GET /api/tasks/<child> of a child cancelled by a failed parent: its record, with the reason and parent."""
     from tests.engine_calls import fail
 
     a = Queue("t1").enqueue("p", retries=0)
@@ -100,6 +100,11 @@ def test_reading_a_child_cancelled_by_its_parent_says_why(api, client):
     (t,) = take(client, "t1")
     fail(client, t)
     workflows.drain(client, "t1")
+    r = api.get(f"/api/tasks/{b}")
+    assert r.status_code == 200
+    body = r.json()
+    assert (body["state"], body["reason"], body["parents"]) == ("cancelled", f"parent {a} failed", [a])
+    client.delete(keys.queue_key("t2", "history"))  # its record pruned: how it ended, from its links
     r = api.get(f"/api/tasks/{b}")
     assert r.status_code == 404
     assert r.json() == {

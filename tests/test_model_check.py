@@ -11,7 +11,7 @@ is compared, and the invariants are checked on Redis alone:
 - every task's state, lease and attempts, and no task more or less than the model has;
 - the runnable order (front, then pending), each lock's wait list, holder and runnable head, the
   locks kept for handlers still running, the idle set, what each worker holds;
-- counts: completed + failed + cancelled + deleted + pending + delayed + active + blocked == enqueued;
+- counts: completed + failed + cancelled + deleted + expired + pending + delayed + active + blocked == enqueued;
 - the outbox (ended tasks whose children are still to be told) and each parent's children;
 - locks: no two active tasks share one, and each active task with a lock holds it;
 - limits: never more active tasks than the concurrency, nor per partition; the partitions' lists,
@@ -105,6 +105,8 @@ class Driver:
         delayed = rng.random() < 0.1
         retries = rng.choice((0, 0, 1))
         remember = rng.random() < 0.3  # the outbox's pushes: idempotent by id
+        # an expiry already past (the task expires when a take reaches it), or one far off
+        expires = rng.choice(("", "", "", "@1", "+3600000"))
         ids = [f"{Q}-{rng.getrandbits(64):016x}" for _ in range(n)]
         reused = self.used_ids and rng.random() < 0.3
         if reused:  # a second push of an id (its task may be gone)
@@ -135,15 +137,18 @@ class Driver:
                 tags=tags,
                 remember=LONG if remember else 0,
                 parents=doc,
+                controls=(expires, "", ""),
             ).run(self.client),
-            lambda handed: m.enqueue(ids, lock, unique, delayed, retries, handed, part, remember, deps),
+            lambda handed: m.enqueue(
+                ids, lock, unique, delayed, retries, handed, part, remember, deps, expired=expires == "@1"
+            ),
         )
         assert reply.ids == expected
         for i in ids:  # tasks made now carry these tags (an id pushed again changes nothing)
             if i in m.tasks and i not in before:
                 m.tags_of[i] = tags
         self.delivered += [(w, i, lease) for w, i, lease in self.handed]
-        self.log.append(("enqueue", ids, lock, unique, delayed, part, remember, deps))
+        self.log.append(("enqueue", ids, lock, unique, delayed, part, remember, deps, expires))
 
     def op_push(self):
         """Queue.enqueue's common call (commands.enqueue_one): the short script ``push``, which
@@ -553,6 +558,7 @@ def check(client, m):
         completed=m.stats["completed"],
         cancelled=m.stats["cancelled"],
         deleted=m.stats["deleted"],
+        expired=m.stats["expired"],
         enqueued=m.stats["enqueued"],
         total_failed=m.stats["failed"],
         blocked=len(m.in_state("blocked")),
@@ -564,6 +570,7 @@ def check(client, m):
         + c["failed"]
         + c["cancelled"]
         + c["deleted"]
+        + c["expired"]
         + c["pending"]
         + c["delayed"]
         + c["active"]

@@ -14,7 +14,9 @@ import re
 import signal
 import subprocess
 import sys
+import time
 import tomllib
+import urllib.error
 import urllib.parse
 import urllib.request
 import zipfile
@@ -153,6 +155,7 @@ def test_wheel_carries_the_app_its_templates_static_files_lua_and_migrations(whe
         "queues/migrations/0001_initial.py",
         "queues/urls.py",
         "queues/backends/__init__.py",
+        "queues/py.typed",  # the annotations are the package's (PEP 561)
     ):
         assert name in files
     assert any(n.startswith("queues/engine/lua/enqueue-") and n.endswith(".lua") for n in files)
@@ -174,6 +177,11 @@ def test_readme_shows_the_steps_the_package_test_takes():
     """The README section names each file the end-to-end test writes and each command it runs."""
     files, section = readme_files()
     assert set(files) == {"mysite/settings.py", "mysite/urls.py", "mysite/asgi.py", "jobs/tasks.py"}
+    # which of them replace a file startproject made, which one is new
+    assert "# mysite/urls.py: replaces the generated file" in section
+    assert "# mysite/asgi.py: replaces the generated file" in section
+    assert "# jobs/tasks.py: a new file" in section
+    assert "`/` itself is a 404 in your" in section  # not a redirect, as in this repository's demo
     for command in STEPS:
         assert command in section, command
 
@@ -187,6 +195,7 @@ STEPS = [
     "python manage.py worker &",
     "python manage.py enqueue emails someone@example.com",
     "python manage.py runserver",
+    "python manage.py collectstatic",
 ]
 
 
@@ -206,8 +215,10 @@ class Project:
         }
         self.python = str(venv / "bin" / "python")
         self.processes = []
+        self.steps = []  # (the command as a user types it, seconds): test-artifacts/package-steps.txt
 
     def run(self, *args, cwd=None, env=None):
+        began = time.monotonic()
         done = subprocess.run(
             list(args),
             cwd=cwd or self.root,
@@ -217,7 +228,16 @@ class Project:
             timeout=120,
         )
         assert done.returncode == 0, f"{args} exited {done.returncode}:\n{done.stdout}\n{done.stderr}"
+        self.note(args, time.monotonic() - began)
         return done.stdout
+
+    def note(self, args, seconds):
+        """Record a step (paths shortened to what a user would type) and write the list so far."""
+        shown = " ".join(Path(a).name if a.startswith("/") else a for a in map(str, args))
+        self.steps.append((shown, seconds))
+        ARTIFACTS.mkdir(exist_ok=True)
+        lines = [f"{s:7.2f} s  {c}" for c, s in self.steps]
+        (ARTIFACTS / "package-steps.txt").write_text("\n".join(lines) + "\n")
 
     def manage(self, *args, **kwargs):
         return self.run(self.python, "manage.py", *args, **kwargs)
@@ -265,6 +285,7 @@ def uv():
 def project(wheel, tmp_path, redis_server):
     """README's steps up to the migration: a fresh venv with the wheel, a new project, an app."""
     venv = tmp_path / "venv"
+    began = time.monotonic()
     subprocess.run([uv(), "venv", "--quiet", "--python", sys.executable, str(venv)], check=True, timeout=120)
     pins = tmp_path / "pins.txt"
     pins.write_text("\n".join(installed_versions()) + "\n")
@@ -284,6 +305,10 @@ def project(wheel, tmp_path, redis_server):
         timeout=300,
     )
     project = Project(venv, tmp_path / "mysite", redis_server.url)
+    project.note(
+        ["pip install /path/to/worqr-<version>-py3-none-any.whl (uv: a venv, the wheel, pinned)"],
+        time.monotonic() - began,
+    )
     project.run(str(venv / "bin" / "django-admin"), "startproject", "mysite", cwd=tmp_path)
     project.manage("startapp", "jobs")
     for path, (text, append) in readme_files()[0].items():
@@ -316,8 +341,17 @@ def test_installed_wheel_runs_a_new_project_worker_and_dashboard(project):
     assert "[queues]" in shown and "worker" in shown.split("[queues]")[1]
     assert "chaos" not in shown, shown
 
+    # a worker leaves daphne out (README's settings block), runserver has it
+    for command, expected in (("worker", "False"), ("runserver", "True")):
+        loaded = project.run(project.python, "-c", DAPHNE_LOADED.format(command=command))
+        assert loaded.strip() == expected, (command, loaded)
+    # collectstatic works (STATIC_ROOT is set) and copies the dashboard's files
+    project.manage("collectstatic", "--noinput")
+    assert (project.root / "staticfiles" / "queues" / "dashboard.css").is_file()
+
     project.manage("migrate", "--noinput")
     worker, worker_log = project.start("worker", "worker")  # both start up while the steps below run
+    started = time.monotonic()
     port = free_port()
     server, server_log = project.start("runserver", "runserver", f"127.0.0.1:{port}", "--noreload")
     project.manage(
@@ -336,6 +370,7 @@ def test_installed_wheel_runs_a_new_project_worker_and_dashboard(project):
         timeout=60,
         message=f"the worker to complete {task_id}",
     )
+    project.note(["python manage.py worker & (started until the enqueued task completed)"], time.monotonic() - started)
     assert "welcome mail to someone@example.com" in worker_log.read_text()
     assert Queue("emails").counts()["completed"] == 1
 
@@ -346,8 +381,10 @@ def test_installed_wheel_runs_a_new_project_worker_and_dashboard(project):
         interval=0.2,
         message="runserver to answer",
     )
+    project.note(["python manage.py runserver (started until it answered)"], time.monotonic() - started)
     assert server.poll() is None, server_log.read_text()
     _dashboard_over_http(url)
+    assert _status(url + "/") == 404  # the README says so: include("queues.urls") mounts nothing at /
     if playwright_api is None or not os.path.exists(CHROMIUM):
         return  # no browser here (make browser): the live dashboard is not looked at
     with playwright_api.sync_playwright() as p:
@@ -391,6 +428,22 @@ def _dashboard_over_http(url):
     assert '<tr data-queue="emails">' in html and "/static/queues/dashboard.css" in html
     with opener.open(url + "/static/queues/dashboard.css", timeout=30) as response:
         assert response.status == 200 and b"{" in response.read()
+
+
+#: Whether a process started as ``manage.py <command>`` imports daphne (settings.py decides).
+DAPHNE_LOADED = (
+    "import os, sys; sys.argv = ['manage.py', '{command}']; "
+    "os.environ.setdefault('DJANGO_SETTINGS_MODULE', 'mysite.settings'); "
+    "import django; django.setup(); print('daphne' in sys.modules)"
+)
+
+
+def _status(url):
+    try:
+        with urllib.request.urlopen(url, timeout=30) as response:
+            return response.status
+    except urllib.error.HTTPError as exc:
+        return exc.code
 
 
 def _answers(url):

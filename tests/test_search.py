@@ -51,7 +51,7 @@ def test_free_text_is_bounded_and_goes_on_with_a_cursor(client, conn):
 
 
 @pytest.mark.parametrize(
-    "cursor", ["0.9223372036854775807", "0.99999999999999999999", "１.0", "0.-1", "0.1.2", "-1.0", "9.0"]
+    "cursor", ["0.9223372036854775807", "0.99999999999999999999", "１.0", "0.-1", "0.1.2", "-1.0", "10.0"]
 )
 def test_a_cursor_that_is_not_one_is_refused_before_redis_sees_it(client, conn, cursor):
     """A cursor past Redis's 64-bit range, with non-ASCII digits or past the last source is a SearchError."""

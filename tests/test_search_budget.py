@@ -65,14 +65,14 @@ def test_a_step_makes_at_most_its_budget_of_round_trips(client, counted):
 
 
 def test_empty_lists_are_skipped_a_thousand_at_a_time(client, counted):
-    """3,000 queues with nothing in them: a search looks at their 24,000 lists in 25 round trips."""
+    """3,000 queues with nothing in them: a search looks at their 27,000 lists in 28 round trips."""
     names = queues_of_one_task(client, 3000)
     for q in names:
         client.delete(keys.queue_key(q, "pending"))
     before = counted.trips()
     page = readmodel.search(counted, "nomatch", budget=Budget(100, 600))
     assert page.cursor is None and page.stopped is None and page.queues_reached == 3000
-    assert counted.trips() - before == page.round_trips <= 26
+    assert counted.trips() - before == page.round_trips <= 29
 
 
 def test_a_search_told_to_stop_reads_nothing_more(client, counted):

@@ -309,9 +309,10 @@ def test_json_log_lines_carry_the_task_and_its_trace(spans, traced):
     assert all(x["worker"] == "json-logger" for x in lines)
     outcomes = sorted((x for x in lines if "task_id" in x), key=lambda x: x["attempt"])
     assert [(x["attempt"], x["outcome"], x["level"]) for x in outcomes] == [
-        (1, "failed", "INFO"),
+        (1, "failed", "WARNING"),  # a failed attempt that runs again: WARNING, with its retry_in
         (2, "completed", "INFO"),
     ]
+    assert outcomes[0]["retry_in"] == 0.1 and "retry_in" not in outcomes[1]
     spans_by_attempt = {s["attributes"]["worqr.attempt"]: s for s in runs}
     assert outcomes[0]["error"] == "ValueError: asked to fail on attempt 1" and "error" not in outcomes[1]
     for x in outcomes:

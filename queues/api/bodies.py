@@ -17,6 +17,8 @@ timeout    timeout  seconds an attempt may run (> 0, at most a week)
 backoff    backoff  base seconds between retries (0 to a day; retry n waits backoff * 2**(n-1))
 callback   callback http(s) URL the built-in webhook delivery POSTs the task to
 tags                 array of up to 20 strings (1-100 characters, no newline), indexed for search
+expires              seconds (> 0, at most 30 days): not started by then, the task never starts
+throttle, debounce   ``{"key", "seconds"}`` (``docs/task-controls.md``; not both, no debounce+delay)
 after      -        task ids (at most 1,000) the task waits for: it is ``blocked`` until each
                     completed
 on_parent_failure   "cancel" (default) or "run": what a parent ending otherwise does to it
@@ -31,10 +33,12 @@ import math
 
 from ..conf import get_connection
 from ..engine import keys
+from ..engine.controls import LONGEST
 from ..engine.errors import ConfigurationError, InvalidQueueName, InvalidTask
 from ..engine.limits import CONCURRENCY_MAX, RATE_STARTS_MAX, RATE_WINDOW_MAX, parse_rate
 from ..quoting import QUEUE_NAME_RULE, TASK_ID_RULE, shown
 from ..webhooks import MAX_URL_LENGTH, InvalidCallback, allow_list, check_callback
+from .controls import not_both, window, window_schema
 from .errors import BadRequest
 
 #: Upper bounds: far beyond any sensible use, and small enough for Redis and Lua numbers.
@@ -159,6 +163,11 @@ class Field:
                 text(name, v)
                 self._size(name, v)
             return value
+        if self.kind == "window":
+            key = text(f"{name}.key", window(name, value)["key"])
+            if not key or len(key) > keys.LOCK_KEY_MAX:
+                raise BadRequest(f"{name}.key: must be 1 to {keys.LOCK_KEY_MAX} characters", f"{name}.key")
+            return (key, Field(f"{name}.seconds", "number", maximum=LONGEST, positive=True).parse(value["seconds"]))
         if self.kind == "queue":
             return queue_name(value, name)
         if self.kind == "task_id":
@@ -227,6 +236,8 @@ class Field:
             }
         elif self.kind == "payloads":
             out = {"type": "array", "items": payload, "minItems": 1, "maxItems": MAX_BATCH_PAYLOADS}
+        elif self.kind == "window":
+            out = window_schema()
         elif self.kind == "queue":
             out = dict(QUEUE_SCHEMA)
         elif self.kind == "task_id":
@@ -259,9 +270,11 @@ class Body:
     """A JSON object body made of ``fields``; ``spellings`` maps other routes' names of its
     fields to its own, for a helpful error."""
 
-    def __init__(self, *fields, spellings=None):
+    def __init__(self, *fields, spellings=None, exclusive=()):
         self.fields = {f.name: f for f in fields}
         self.spellings = spellings or {}
+        #: Pairs of fields that can't both be given (not null): the first is named in the error.
+        self.exclusive = tuple(exclusive)
 
     def parse(self, data):
         """``{key: value}`` of the fields given (not null), or raise BadRequest."""
@@ -277,15 +290,21 @@ class Body:
                     raise BadRequest(f"{name}: is required", name)
                 continue
             out[field.key] = field.parse(value)
+        for a, b in self.exclusive:
+            if a in out and b in out:
+                raise BadRequest(f"{a}: can't be given with {b}", a)
         return out
 
     def schema(self):
         properties = {name: s for name, f in self.fields.items() if (s := f.schema()) is not None}
         required = [name for name, f in self.fields.items() if f.required]
-        return {"type": "object", "additionalProperties": False, "required": required, "properties": properties}
+        out = {"type": "object", "additionalProperties": False, "required": required, "properties": properties}
+        if self.exclusive:
+            out["allOf"] = [not_both(a, b) for a, b in self.exclusive]
+        return out
 
 
-def _create(queue, payload, retries, others, extra=(), workflow=False):
+def _create(queue, payload, retries, others, extra=(), workflow=False, exclusive=()):
     extra = tuple(extra)
     if workflow:
         extra += (
@@ -316,6 +335,7 @@ def _create(queue, payload, retries, others, extra=(), workflow=False):
         ),
         *extra,
         spellings=others,
+        exclusive=exclusive,
     )
 
 
@@ -325,8 +345,24 @@ CREATE_TASK = _create(
     "payload",
     "retries",
     {"topic": "queue", "content": "payload", "retry": "retries"},
-    [Field("tags", "tags", doc="tags, indexed for search (e.g. customer:42)")],
+    [
+        Field("tags", "tags", doc="tags, indexed for search (e.g. customer:42)"),
+        Field(
+            "expires",
+            "number",
+            maximum=LONGEST,
+            positive=True,
+            doc="seconds: a task not started by then never starts (it ends expired)",
+        ),
+        Field("throttle", "window", doc="one task per key per window of seconds; the others get its id"),
+        Field(
+            "debounce",
+            "window",
+            doc="one task per key, run seconds after the last enqueue, with the last payload (no delay with it)",
+        ),
+    ],
     workflow=True,
+    exclusive=[("debounce", "throttle"), ("debounce", "delay")],
 )
 #: POST /api/create, in the seed's names
 SEED_CREATE = _create("topic", "content", "retry", {"queue": "topic", "payload": "content", "retries": "retry"})
@@ -370,6 +406,8 @@ LIMITS_READ_ONLY = (
     "held_back",
     "runnable",
     "partitions",
+    "held_until",
+    "held_partitions",
 )
 
 

@@ -28,6 +28,7 @@ from .bodies import (
 )
 from .errors import MethodNotAllowed
 from .http import error_response
+from .schedule_schema import schedule_settings_schema
 
 _STATUS = {
     200: "OK",
@@ -193,6 +194,31 @@ _PATHS = {
     },
     "/api/schedules/{name}": {
         "get": _op("Read a schedule", "view_dashboard", (200, 400, 404, *_READ), _ref("Schedule"), params=("name",)),
+        "post": _op(
+            "Create a schedule at run time (the keys of a WORQR['SCHEDULES'] entry); every worker fires it "
+            "from its next tick; 409: the name is taken",
+            "change_schedule",
+            (201, 409, *_WRITE),
+            _ref("Schedule"),
+            "ScheduleCreate",
+            params=("name",),
+        ),
+        "patch": _op(
+            "Change a schedule made at run time (the keys given; null removes an option); its next run "
+            "follows the new settings; 409: a schedule of the settings",
+            "change_schedule",
+            (200, 404, 409, *_WRITE),
+            _ref("Schedule"),
+            "ScheduleChange",
+            params=("name",),
+        ),
+        "delete": _op(
+            "Delete a schedule made at run time: no run after this; 409: a schedule of the settings",
+            "change_schedule",
+            (200, 400, 404, 409, *_READ),
+            _object({"name": {"type": "string"}, "deleted": {"type": "boolean"}}),
+            params=("name",),
+        ),
     },
     "/api/schedules/{name}/pause": {
         "post": _op(
@@ -276,7 +302,9 @@ _RESPONSES = {
             "id": _STR,
             "queue": _STR,
             "payload": _STR,
-            "state": {"enum": ["pending", "delayed", "waiting", "blocked", "active", "failed", "completed"]},
+            "state": {
+                "enum": ["pending", "delayed", "waiting", "blocked", "active", "failed", "completed", "cancelled"]
+            },
             "attempts": _INT,
             "retries": {"type": ["integer", "null"]},
             "timeout": {"type": ["number", "null"]},
@@ -396,6 +424,16 @@ _RESPONSES = {
             "held_back": _INT,
             "runnable": _INT,
             "partitions": {"type": "object"},
+            "held_until": {
+                "type": ["string", "null"],
+                "format": "date-time",
+                "description": "until when a handler's RateLimited holds the queue: nothing starts",
+            },
+            "held_partitions": {
+                "type": "object",
+                "additionalProperties": {"type": "string", "format": "date-time"},
+                "description": "partitions a handler's RateLimited holds, each until when (the soonest 20)",
+            },
         }
     ),
     "Triggered": _object({"name": _STR, "id": _STR}),
@@ -414,6 +452,8 @@ def describe():
         "CreateBatch": dict(CREATE_BATCH.schema(), description="A new batch: its description and callbacks."),
         "BatchTasks": dict(BATCH_TASKS.schema(), description="Tasks added to a batch: a queue and their payloads."),
         "SetLimits": limits_schema(),
+        "ScheduleCreate": schedule_settings_schema(True),
+        "ScheduleChange": schedule_settings_schema(False),
     }
     return {
         "openapi": "3.1.0",

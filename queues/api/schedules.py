@@ -1,16 +1,20 @@
-"""The schedules' endpoints: list, read, pause, resume, trigger (``queues.schedules`` over HTTP).
+"""The schedules' endpoints: list, read, pause, resume, trigger, and create (POST), change
+(PATCH) and delete (DELETE) a schedule made at run time (``queues.schedules`` over HTTP).
 
 A schedule's name follows the rules of queue names (400 otherwise); an unknown one is 404. Pause,
-resume and trigger need ``manage_schedules`` and write an audit row in the same transaction.
+resume and trigger need ``manage_schedules``; create, change and delete ``change_schedule`` (a
+schedule of the settings is changed there: 409, as is a name taken). Each writes an audit row
+in the same transaction.
 """
 
 from django.urls import reverse
 
 from ..conf import get_connection
-from ..engine import keys, schedules
-from ..engine.errors import InvalidQueueName, ScheduleNotFound
-from .errors import BadRequest, NotFound
-from .http import endpoint, respond
+from ..engine import keys, live_schedules, schedules
+from ..engine.errors import InvalidQueueName, InvalidSchedule, ScheduleNotFound
+from ..webhooks import InvalidCallback, check_callback
+from .errors import BadRequest, Conflict, NotFound
+from .http import endpoint, json_body, respond
 from .views import audited
 
 
@@ -35,9 +39,44 @@ def schedule_list(request, token):
     return respond({"schedules": [schedule_json(s) for s in schedules.all(get_connection().client)]})
 
 
-@endpoint(GET="view_dashboard")
+@endpoint(GET="view_dashboard", POST="change_schedule", PATCH="change_schedule", DELETE="change_schedule")
 def schedule(request, token, name):
-    return respond(schedule_json(known_schedule(name)))
+    if request.method == "GET":
+        return respond(schedule_json(known_schedule(name)))
+    try:
+        keys.check_queue_name(name)
+    except InvalidQueueName as exc:
+        raise BadRequest(f"name: {str(exc).replace('queue name', 'schedule name')}", "name") from None
+    client = get_connection().client
+    body = json_body(request) if request.method != "DELETE" else {}
+    limit = get_connection().config.max_payload_bytes
+    action = {"POST": "create", "PATCH": "update", "DELETE": "delete"}[request.method]
+    queue = body.get("queue") if isinstance(body.get("queue"), str) else ""
+    if body.get("callback") is not None:
+        try:
+            check_callback(body["callback"])
+        except (InvalidCallback, TypeError) as exc:
+            raise BadRequest(f"callback: {exc}", "callback") from None
+    with audited(token, f"schedule_{action}", queue[:200], detail=f"schedule {name} via the HTTP API"):
+        try:
+            if action == "create":
+                live_schedules.create(client, name, max_payload_bytes=limit, **body)
+            elif action == "update":
+                live_schedules.update(client, name, max_payload_bytes=limit, **body)
+            else:
+                live_schedules.delete(client, name)
+        except ScheduleNotFound:
+            raise NotFound(f"no schedule {name!r} made at run time") from None
+        except InvalidSchedule as exc:
+            if exc.field is None and ("exists already" in exc.reason or "declared in settings" in exc.reason):
+                raise Conflict(str(exc)) from None
+            raise BadRequest(str(exc), exc.field) from None
+    if action == "delete":
+        return respond({"name": name, "deleted": True})
+    response = respond(schedule_json(schedules.get(client, name)), status=201 if action == "create" else 200)
+    if action == "create":
+        response["Location"] = reverse("queues-api:schedule", args=[name])
+    return response
 
 
 def _change(token, name, action):

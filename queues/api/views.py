@@ -168,9 +168,18 @@ def tasks(request, token):
 def task(request, token, task_id):
     if request.method == "DELETE":
         return respond(remove_task(token, task_id))
+    client = get_connection().client
+    record = None if readmodel.task(client, task_id) else readmodel.ended_task(client, task_id)
+    if record is not None:  # ended: its record (the last log lines it kept)
+        data = task_json(record.task)
+        data["log"] = record.log
+        if record.reason:  # cancelled because of a parent's end
+            parent = _REASON_PARENT.fullmatch(record.reason)
+            data.update(reason=record.reason, parents=[parent.group(1)] if parent else [])
+        return respond(data)
     found = find_task(task_id)
     data = task_json(found)
-    data["log"] = readmodel.task_log(get_connection().client, found.id)
+    data["log"] = readmodel.task_log(client, found.id)
     return respond(data)
 
 
@@ -180,6 +189,7 @@ def task(request, token, task_id):
 def queue_json(counts, workers):
     counts = dict(counts)
     name, paused = counts.pop("name"), counts.pop("paused")
+    counts.pop("served", None)  # the dashboard's mark; the API's body keeps its shape
     serving = [
         {
             k: w.get(k)

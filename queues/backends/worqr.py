@@ -32,6 +32,8 @@ when the backend is made, and at startup by ``register_handlers`` so workers hav
 """
 
 import json
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
@@ -39,7 +41,7 @@ from django.utils.module_loading import import_string
 
 from .. import outbox
 from ..conf import get_connection, setting
-from ..engine import enqueueing, keys, readmodel
+from ..engine import crypto, enqueueing, keys, readmodel
 from ..engine.errors import ConfigurationError, InvalidQueueName, InvalidTask
 from ..engine.registry import handler
 from ..engine.task import ms_to_datetime
@@ -47,6 +49,7 @@ from ..transactions import Queue, in_transaction
 from . import dispatch
 from .framework import (
     BaseTaskBackend,
+    Task,
     TaskResult,
     TaskResultDoesNotExist,
     TaskResultStatus,
@@ -99,7 +102,7 @@ class WorqrBackend(BaseTaskBackend):
 
     # -- enqueueing ------------------------------------------------------------------------
 
-    def enqueue(self, task, args, kwargs):
+    def enqueue(self, task: Task, args: Sequence[Any], kwargs: Mapping[str, Any]) -> TaskResult:
         self.validate_task(task)
         task_id = enqueueing.new_task_id(task.queue_name)
         result = TaskResult(  # normalises args and kwargs: raises TypeError if not JSON
@@ -139,11 +142,17 @@ class WorqrBackend(BaseTaskBackend):
 
     # -- results ---------------------------------------------------------------------------
 
-    def get_result(self, result_id):
+    def get_result(self, result_id: str) -> TaskResult:
         queue = keys.queue_from_task_id(result_id)
         if queue is None or queue not in self.queues:
             raise TaskResultDoesNotExist(result_id)
-        wtask = Queue(queue).get(result_id)
+        q = Queue(queue)
+        wtask = q.get(result_id)
+        if wtask is not None and isinstance(wtask.payload, crypto.Sealed):  # an encrypted queue's: opened here
+            try:
+                wtask.payload = crypto.open_payload(q.connection.config, wtask)
+            except crypto.PayloadUnreadable:
+                wtask = None
         data = dispatch.decode(wtask.payload) if wtask is not None else None
         if data is None:
             raise TaskResultDoesNotExist(result_id)

@@ -9,6 +9,8 @@ What is left out is counted, with a link to where it is seen ("N more ... see th
 
 import math
 
+from ..engine.crypto import Sealed
+
 PER_PAGE = 50
 PAYLOAD_PREVIEW = 120
 TRACEBACK_MAX = 6000
@@ -36,6 +38,8 @@ def page_count(total, per_page=PER_PAGE):
 def preview(text, limit=PAYLOAD_PREVIEW):
     if text is None:
         return ""
+    if isinstance(text, Sealed):  # an encrypted queue's payload: never shown as it is stored
+        return "encrypted"
     if isinstance(text, bytes):
         text = text.decode("utf-8", "replace")
     text = text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")

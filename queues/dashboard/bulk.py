@@ -36,9 +36,9 @@ log = logging.getLogger("worqr.dashboard")
 #: Seconds a finished job's progress stays readable.
 KEEP = 86400
 
-PERMISSIONS = {"cancel": "cancel_task", "retry": "retry_task", "delete": "delete_task"}
-QUEUE_WIDE = {"cancel": "purge_queue", "retry": "retry_all_failed", "delete": "purge_queue"}
-VERBS = {"cancel": "cancelled", "retry": "queued again", "delete": "deleted"}
+PERMISSIONS = {"cancel": "cancel_task", "retry": "retry_task", "delete": "delete_task", "again": "enqueue_task"}
+QUEUE_WIDE = {"cancel": "purge_queue", "retry": "retry_all_failed", "delete": "purge_queue", "again": "enqueue_task"}
+VERBS = {"cancel": "cancelled", "retry": "queued again", "delete": "deleted", "again": "run again"}
 ENDED = ("done", "failed", "stopped")
 
 

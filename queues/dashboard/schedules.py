@@ -69,5 +69,11 @@ def snapshot(client, page=1):
     listed = paged(schedules.all(client), page)
     found = listed["rows"]
     states = readmodel.task_states(client, [s.last_task_id for s in found if s.last_task_id])
-    listed["rows"] = [row(s, OUTCOMES.get(states.get(s.last_task_id), "unknown")) for s in found]
+    live = readmodel.live_schedules(client)
+    listed["rows"] = [
+        dict(
+            row(s, OUTCOMES.get(states.get(s.last_task_id), "unknown")), live=s.name in live, settings=live.get(s.name)
+        )
+        for s in found
+    ]
     return {"view": "schedules", "now_ms": readmodel.server_ms(client), "schedules": listed}

@@ -26,6 +26,7 @@ SECTIONS = {
         "delayed": ("delayed",),
         "blocked": ("blocked",),
         "failed": ("failed",),
+        "expired": ("expired",),
         "failure_groups": ("failure_groups",),
         "locks": ("locks",),
         "limits": ("limits",),
@@ -124,6 +125,21 @@ def depth_line(history):
         "samples": sum(1 for d in depth if d is not None),
         "latest": next((d for d in reversed(depth) if d is not None), None),
     }
+
+
+def deploy_marks(history, deploys):
+    """Where each deploy's line goes on the history charts (SVG x, over the span's buckets), with
+    its label; those outside the span left out."""
+    step_ms = history["bucket_minutes"] * 60000
+    n = len(history["completed"])
+    span_ms = max(1, n * step_ms)
+    out = []
+    for d in deploys:
+        offset = d["at"] - history["start_ms"]
+        if 0 <= offset <= span_ms:
+            x = CHART_PAD + offset / span_ms * (CHART_WIDTH - CHART_PAD)
+            out.append({"x": round(x, 1), "label": d["label"], "at": datetime.fromtimestamp(d["at"] / 1000, UTC)})
+    return out
 
 
 def context(snapshot, actions, **page):

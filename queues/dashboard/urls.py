@@ -2,7 +2,22 @@
 
 from django.urls import path
 
-from .views import actions, batches, overview, queue, schedule_actions, schedules, search, task, workers
+from .unavailable import guard_all
+from .views import (
+    actions,
+    again,
+    batches,
+    failures_all,
+    overview,
+    queue,
+    schedule_actions,
+    schedule_edits,
+    schedule_page,
+    schedules,
+    search,
+    task,
+    workers,
+)
 
 app_name = "queues"
 
@@ -11,6 +26,10 @@ urlpatterns = [
     path("workers/", workers.workers, name="workers"),
     path("workers/<str:name>/", workers.worker, name="worker"),
     path("schedules/", schedules.schedules, name="schedules"),
+    path("schedules/new/", schedule_edits.schedule_create, name="schedule-create"),
+    path("schedules/<str:name>/", schedule_page.schedule, name="schedule"),
+    path("schedules/<str:name>/edit/", schedule_edits.schedule_update, name="schedule-update"),
+    path("schedules/<str:name>/delete/", schedule_edits.schedule_delete, name="schedule-delete"),
     path("schedules/<str:name>/pause/", schedule_actions.schedule_pause, name="schedule-pause"),
     path("schedules/<str:name>/resume/", schedule_actions.schedule_resume, name="schedule-resume"),
     path("schedules/<str:name>/trigger/", schedule_actions.schedule_trigger, name="schedule-trigger"),
@@ -24,6 +43,7 @@ urlpatterns = [
     path("q/<str:name>/purge/", actions.queue_purge, name="queue-purge"),
     path("q/<str:name>/retry-all/", actions.queue_retry_all, name="queue-retry-all"),
     path("q/<str:name>/limits/", actions.queue_limits, name="queue-limits"),
+    path("failures/", failures_all.failures_all, name="failures"),
     path("search/", search.search, name="search"),
     path("search/bulk/", search.bulk_start, name="bulk-start"),
     path("search/bulk/<str:job>/", search.bulk_status, name="bulk"),
@@ -34,4 +54,7 @@ urlpatterns = [
     path("task/<str:task_id>/cancel/", actions.task_cancel, name="task-cancel"),
     path("task/<str:task_id>/retry/", actions.task_retry, name="task-retry"),
     path("task/<str:task_id>/delete/", actions.task_delete, name="task-delete"),
+    path("task/<str:task_id>/again/", again.task_run_again, name="task-run-again"),
 ]
+
+guard_all(urlpatterns)  # Redis down: 503 pages, not 500s (queues.dashboard.unavailable)

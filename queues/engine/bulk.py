@@ -1,4 +1,4 @@
-"""Bulk actions: cancel, retry or delete many tasks (chosen ids, or every task a search finds),
+"""Bulk actions: cancel, retry, delete or run again many tasks (chosen ids, or every task a search finds),
 in batches, each batch one script call per queue, reporting progress as it goes.
 
 1. Find: the ids are collected first (a search is read page by page, each read bounded by the
@@ -18,11 +18,11 @@ not run is a cancel, a right of its own.
 
 from collections import defaultdict
 
-from . import commands, keys, readmodel, workflows
+from . import commands, history, keys, readmodel, workflows
 from .codes import Code
 
 #: The actions and the code that counts a task as changed.
-ACTIONS = {"cancel": (Code.REMOVED, Code.STOPPING), "retry": (Code.REQUEUED,), "delete": (Code.DELETED,)}
+ACTIONS = {"cancel": (Code.REMOVED, Code.STOPPING), "retry": (Code.REQUEUED,), "delete": (Code.DELETED,), "again": ()}
 BATCH = 500
 
 
@@ -44,7 +44,7 @@ def find_ids(client, search, scan_limit=10000, progress=None, check=None):
 
 
 def apply(client, action, ids, progress=None, check=None, finished_only=False):
-    """Do ``action`` ("cancel", "retry" or "delete") to ``ids``; returns how many changed (tasks
+    """Do ``action`` ("cancel", "retry", "delete" or "again": run again) to ``ids``; returns how many changed (tasks
     no longer there, or in a state the action does not apply to, are skipped)."""
     if action not in ACTIONS:
         raise ValueError(f"unknown bulk action {action!r}")
@@ -60,6 +60,13 @@ def apply(client, action, ids, progress=None, check=None, finished_only=False):
             if check is not None:
                 check()
             batch = queue_ids[start : start + BATCH]
+            if action == "again":  # a new task like each that ended ("Run again": history.run_again)
+                made = history.run_again(client, batch).values()
+                changed += sum(1 for new in made if new not in history.NOT_RUN_AGAIN)
+                done += len(batch)
+                if progress is not None:
+                    progress("acting", done, total, changed)
+                continue
             if action == "cancel":
                 codes = commands.run_pipelined(client, [commands.cancel(queue, i) for i in batch])
             elif action == "delete":

@@ -4,9 +4,12 @@
 engine never reads settings itself.
 """
 
+import base64
+import binascii
 from dataclasses import dataclass, fields, replace
 
 from .errors import ConfigurationError
+from .retention import Retention
 
 #: How long an enqueue waits for a connection to Redis to open (s; or ENQUEUE_SOCKET_TIMEOUT if
 #: shorter): a Redis host that does not answer costs a try this long at most.
@@ -74,6 +77,14 @@ class Config:
     #: unused this long (seconds; 7 days, what its history shows), is forgotten by the workers'
     #: sweep: its keys deleted, and it no longer counts under MAX_QUEUES. 0: never.
     queue_forget_after: float = 7 * 86400.0
+    #: Keys of encrypted payloads (urlsafe base64 of 32 bytes), the newest first: it encrypts,
+    #: all decrypt (``crypto``). Checked here, so the system check refuses a malformed one.
+    encryption_keys: tuple = ()
+    #: The queues whose payloads are stored encrypted.
+    encrypted_queues: frozenset = frozenset()
+    #: How long the record of ended tasks is kept, by outcome, and how many per queue at most
+    #: (``WORQR["RETENTION"]``, a dict: ``retention.py``); pruned by the workers.
+    retention: Retention = Retention()
 
     def __post_init__(self):
         if self.heartbeat_interval <= 0 or self.heartbeat_ttl <= 0:
@@ -100,6 +111,8 @@ class Config:
             raise ConfigurationError("KILL_GRACE must be between 0 and 3600 seconds")
         if not 1 <= self.max_queues <= 10_000_000:
             raise ConfigurationError("MAX_QUEUES must be an integer from 1 to 10000000")
+        if self.encryption_keys or self.encrypted_queues:
+            _check_encryption(self.encryption_keys, self.encrypted_queues)
         if self.queue_forget_after != 0 and not 3600 <= self.queue_forget_after <= 366 * 86400:
             raise ConfigurationError("QUEUE_FORGET_AFTER must be 0 (never) or between 3600 s and 366 days")
 
@@ -112,7 +125,15 @@ class Config:
             raise ConfigurationError(f"unknown WORQR setting(s): {', '.join(unknown)}")
         kwargs = {}
         for key, value in mapping.items():
+            if key == "RETENTION":
+                kwargs["retention"] = Retention.parse(value)
+                continue
             kind = type(getattr(cls, names[key]))
+            if kind in (tuple, frozenset):  # a list of strings
+                if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+                    raise ConfigurationError(f"WORQR[{key!r}] must be a list of strings")
+                kwargs[names[key]] = kind(value)
+                continue
             if kind is bool:
                 if not isinstance(value, bool):
                     raise ConfigurationError(f"WORQR[{key!r}] must be True or False, not {value!r}")
@@ -133,3 +154,16 @@ class Config:
 
     def with_(self, **changes):
         return replace(self, **changes)
+
+
+def _check_encryption(texts, queues):
+    """ENCRYPTION_KEYS: each urlsafe base64 of 32 bytes; ENCRYPTED_QUEUES: queue names, and keys."""
+    for text in texts:
+        try:
+            raw = base64.urlsafe_b64decode(text.encode("ascii"))
+        except (binascii.Error, UnicodeEncodeError, ValueError):
+            raise ConfigurationError("WORQR['ENCRYPTION_KEYS']: a key is not urlsafe base64") from None
+        if len(raw) != 32:
+            raise ConfigurationError(f"WORQR['ENCRYPTION_KEYS']: a key must be 32 bytes once decoded, not {len(raw)}")
+    if queues and not texts:
+        raise ConfigurationError("WORQR['ENCRYPTED_QUEUES'] needs WORQR['ENCRYPTION_KEYS'] (the first encrypts)")

@@ -25,7 +25,7 @@ from datetime import UTC, datetime
 from functools import partial
 from typing import NamedTuple
 
-from . import commands, keys, linking, tracing
+from . import commands, controls, crypto, keys, linking, tracing
 from .errors import InvalidTask, PayloadTooLarge, TooManyQueues
 from .registry import get_handler
 from .sending import Sending
@@ -195,8 +195,23 @@ def prepare(
     return Prepared(when, opts, args)
 
 
+def controls_of(config, queue, count, options):
+    """The task controls' script arguments (``controls.check``), popped from ``options``: the
+    handler's ``expires`` by default; no debounce on an encrypted queue (a payload is sealed for
+    its own task, and a debounce replaces another task's)."""
+    given = {k: options.pop(k) for k in ("expires", "throttle", "debounce") if k in options}
+    spec = get_handler(queue)
+    if given.get("debounce") is not None and crypto.encrypts(config, queue):
+        raise InvalidTask(f"queue {queue!r} is encrypted: debounce is not available on it")
+    if "expires" not in given and spec is not None and spec.expires:
+        given["expires"] = spec.expires
+    return controls.check(count, **given, delay=options.get("delay"), eta=options.get("eta"))
+
+
 def validate(connection, queue, payloads, options, *, after=None, on_parent_failure="cancel"):
     """Raise what ``enqueue_many`` would raise for these payloads and options; adds nothing."""
+    payloads, options = list(payloads), dict(options)
+    controls_of(connection.config, queue, len(payloads), options)
     parents = linking.check_after(after, on_parent_failure, None)
     if parents:
         linking.check_parents_exist(connection.client, parents)
@@ -226,8 +241,10 @@ def enqueue_plain(connection, queue, payload):
     if len(raw) > config.max_payload_bytes:
         _too_large(raw, config)
     spec = get_handler(queue)
-    if spec is not None and (spec.lock is not None or spec.limits.partition is not None):
-        return enqueue_many(connection, queue, [payload])[0]  # a lock or partition from the payload
+    if spec is not None and (spec.lock is not None or spec.limits.partition is not None or spec.expires):
+        return enqueue_many(connection, queue, [payload])[0]  # a lock, partition or expiry from the handler
+    if queue in config.encrypted_queues:  # sealed for its task: the full path
+        return enqueue_many(connection, queue, [payload])[0]
     task_id = new_task_id(queue)
     if not tracing.enabled(config):
         return _enqueue_one(connection, queue, task_id, raw, "")
@@ -291,10 +308,13 @@ def enqueue_many(
     # ids the caller gave are remembered (a second push is a no-op); ids made here are new
     remember = ids is not None if remember is None else remember
     parents = linking.check_after(after, on_parent_failure, ids)
-    prepared = prepare(connection.config, queue, payloads, **options)
+    given = dict(options)
     workflow = dict(batch=batch, batch_callback=batch_callback, once=once, links=links, remember=remember)
+    workflow["controls"] = controls_of(connection.config, queue, len(payloads), options)
+    prepared = prepare(connection.config, queue, payloads, **options)
     if prepared is None:  # the handler's lock or partition function gave different keys
-        return _enqueue_grouped(connection, queue, payloads, ids, options, after, on_parent_failure, workflow)
+        del workflow["controls"]
+        return _enqueue_grouped(connection, queue, payloads, ids, given, after, on_parent_failure, workflow)
     ids = ids if ids is not None else [new_task_id(queue) for _ in payloads]
     if not parents:
         return enqueue_prepared(connection, queue, prepared, ids, **workflow).ids
@@ -347,15 +367,20 @@ def enqueue_prepared(
     remember=None,
     sending=None,
     create=False,
+    controls=controls.NONE,
 ):
     """Send a ``Prepared`` under ``ids`` (fresh ones if None); returns ``commands.Enqueued`` (ids,
-    and Redis time). Given ``ids`` are remembered unless ``remember=False``; ``parents``: what
+    and Redis time); ``controls``: the script's arguments ``controls_of`` made. An encrypted
+    queue's payloads are sealed here, each for its task (``crypto``). Given ``ids`` are remembered unless ``remember=False``; ``parents``: what
     ``linking.link`` answered; ``retry_for`` overrides the setting; ``sending``: the ``Sending``
     of the enqueue these calls belong to (a new one if None); ``create``: the queue is made if
     need be without checking MAX_QUEUES (tasks already accepted: the outbox's)."""
     when, opts, items = prepared
     items = [((ids[i] if ids is not None else new_task_id(queue)), *rest) for i, rest in enumerate(items)]
-    extra = dict(parents=parents, batch=batch, batch_callback=batch_callback, once=once)
+    if crypto.encrypts(connection.config, queue):
+        ring = crypto.keyring(connection.config)
+        items = [(i, ring.seal(queue, i, raw, kind), uk, "e") for i, raw, uk, kind in items]
+    extra = dict(parents=parents, batch=batch, batch_callback=batch_callback, once=once, controls=controls)
     options = dict(zip(commands.TASK_OPTIONS, opts, strict=True))
     remember = ids is not None if remember is None else remember
     if sending is None:

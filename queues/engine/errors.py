@@ -149,6 +149,19 @@ class ChunkFailed(WorqrError):
         self.failures = failures
 
 
+class RateLimited(RetryLater):
+    """Raised by a handler when the service it calls answers "too many requests" (HTTP 429):
+    the task goes back first in line without using an attempt, and its whole queue (or only the
+    task's partition, when its handler has ``partition=``) starts nothing for ``retry_after``
+    seconds, on any worker (``Queue.limits()["held_until"]``; ``set_limits(reset=True)`` ends it)."""
+
+    def __init__(self, retry_after, message=None):
+        if isinstance(retry_after, bool) or not isinstance(retry_after, (int, float)) or not retry_after >= 0:
+            raise InvalidInput(f"RateLimited: retry_after must be a number of seconds >= 0, not {retry_after!r}")
+        super().__init__(retry_after, message or f"rate limited: held for {retry_after:g} s")
+        self.retry_after = float(retry_after)
+
+
 class RedisUnavailable(WorqrError):
     """An enqueue could not reach Redis within ``WORQR["ENQUEUE_RETRY_FOR"]`` seconds of retries
     (``durable=True`` keeps the tasks in the outbox instead). Its ids, in the order given:

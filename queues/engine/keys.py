@@ -82,6 +82,17 @@ Queue keys (``QUEUE_KINDS``; the type is in brackets):
                          handful of entries, written at most once per window per producer
                          setting, those past their time removed then (a quiet queue keeps its
                          last, ~100 bytes; drop deletes it). Built from the prefix, as ``ended`` is
+- ``history``    [hash]  the record of ended tasks (completed, cancelled, failed for good): id ->
+                         a JSON object of the task's fields (``task.py``) with its outcome in
+                         ``s``, ``fin`` when it ended, its payload up to ``HISTORY_PAYLOAD_MAX``
+                         bytes (``ps`` its size when cut) and ``log`` its last
+                         ``HISTORY_LOG_LINES`` lines (``ln`` how many it had); pruned by the
+                         workers (``history.py``) by ``WORQR["RETENTION"]``. Built from the
+                         prefix, as ``ended`` is (``lua/includes/history.lua``)
+- ``hcompleted``, ``hcancelled``, ``hfailed`` [zset] the ids in ``history`` by outcome (score:
+                         when the task ended, ms), read newest first and pruned oldest first
+- ``again``      [hash]  a task enqueued by "Run again" -> the id of the task it runs again
+                         (``history.run_again``); pruned with its record
 - ``kept``       [hash]  the slots kept by handlers still running after their outcome was
                          recorded (a timeout, a cancel of a sync handler): ``<id>:<lease>`` ->
                          its partition key (``''``: none). Each counts under the queue's
@@ -89,6 +100,13 @@ Queue keys (``QUEUE_KINDS``; the type is in brackets):
                          handler returns (``release``) or its worker is reaped; written only when
                          the queue has a concurrency or the task a partition. Built from the
                          prefix in Lua (``PREFIX .. '@@kept@@'``), as ``ended`` is
+- ``expired``    [list]  the tasks that expired (``expires=``) before they started, newest first,
+                         each a JSON object (id, ``c`` created, ``ex`` the expiry, ``at`` when it
+                         was found expired, ms; ``tg`` tags); the last ``EXPIRED_MAX``. Built from
+                         the prefix in Lua (``lua/includes/expiry.lua``), as ``ended`` is
+- ``holds``      [hash]  partitions held back by a handler's ``RateLimited``: partition key ->
+                         until when (ms); the queue's own hold is ``hu`` in ``limits``
+                         (``lua/includes/holds.lua``; built from the prefix, as ``ended`` is)
 
 Keys built inside a script from the queue's prefix and a kind below (``SUBKEY_KINDS``):
 
@@ -114,6 +132,10 @@ Keys built inside a script from the queue's prefix and a kind below (``SUBKEY_KI
                                created, ms); an id leaves it when its task is deleted, cancelled or
                                completed (``forget`` in ``lua/includes/base.lua``), so it holds
                                live and failed tasks only and never outlives them
+- ``throttle:<key>``  [string] the task that opened a throttle window (``throttle=``), expiring
+                               with the window (``lua/includes/controls.lua``)
+- ``debounce:<key>``  [string] the task of a debounce key not started yet (``debounce=``),
+                               expiring an hour after its quiet period
 - ``log:<id>``        [list]   a task's log lines (``task.log``), the last ``TASK_LOG_MAX``; kept
                                while the task lives (and with a failed task), deleted with it
 
@@ -130,7 +152,8 @@ Channels: ``worqr:{<queue>}:events`` (every transition, for dashboards) and
 
 Global keys: ``worqr:queues`` (known queues), ``worqr:workers`` (the worker registry),
 ``worqr:heartbeat:<worker>``, ``worqr:schedules`` (schedule name -> queue),
-``worqr:schedule-queues`` (the queues that have had schedules), ``worqr:workers:gone`` (the
+``worqr:deploys`` (deploy markers for the charts), ``worqr:schedule-queues`` (the queues that have had schedules), ``worqr:schedules-live`` (the
+schedules made at run time, name -> their settings), ``worqr:workers:gone`` (the
 last ``GONE_WORKERS_MAX`` workers that stopped or were found dead, newest first),
 ``worqr:workers:gone-check`` (the turn of the check for dead workers, with an expiry), the
 workers' queue sweep's (``sweep.py``): ``worqr:summary`` (its sums over every queue, JSON),
@@ -197,7 +220,17 @@ QUEUE_KINDS = (
     "ended",
     "kept",
     "resend",
+    "expired",
+    "holds",
+    "history",
+    "hcompleted",
+    "hcancelled",
+    "hfailed",
+    "again",
 )
+
+#: Expired tasks listed per queue (``expired``): the newest this many.
+EXPIRED_MAX = 1000
 
 #: The record of recently ended tasks (``ended``): kept at most this long (ms; the whole key
 #: expires this long after the queue's last end), and at most this many per queue (about 120
@@ -207,6 +240,21 @@ ENDED_KEEP_MS = 86_400_000
 ENDED_MAX = 10_000
 ENDED_TRIM_MAX = 2_000
 ENDED_OUTCOMES = ("completed", "failed", "cancelled", "deleted")
+
+#: The record of ended tasks (``history``): a task's payload is kept up to this many bytes (and
+#: its traceback's last this many), with its last ``HISTORY_LOG_LINES`` log lines.
+HISTORY_PAYLOAD_MAX = 4096
+HISTORY_LOG_LINES = 20
+#: The outcomes a record is kept for, each with its index (``h<outcome>``).
+HISTORY_OUTCOMES = ("completed", "cancelled", "failed")
+
+
+def history_index(queue, outcome):
+    """The index of the records of ``queue``'s tasks that ended with ``outcome`` (a zset)."""
+    if outcome not in HISTORY_OUTCOMES:
+        raise ValueError(f"no history is kept for {outcome!r}")
+    return queue_key(queue, "h" + outcome)
+
 
 #: Kinds of a batch's keys (in its own slot, ``worqr:{batch:<id>}:<kind>``).
 BATCH_KINDS = ("batch", "live", "tasks", "queues")
@@ -225,6 +273,8 @@ SUBKEY_KINDS = {
     "pstarts": "pstarts",
     "tag": "tag",
     "log": "log",
+    "throttle": "throttle",
+    "debounce": "debounce",
 }
 #: The suffix of a queue's event channel.
 EVENTS = "events"
@@ -241,6 +291,11 @@ WORKER_REGISTRY = f"{PREFIX}:workers"
 #: Every schedule's queue (a hash name -> queue; only ever read and written from Python): the
 #: schedule of that name in another queue (left by a concurrent sync) is ignored.
 SCHEDULES = f"{PREFIX}:schedules"
+#: Deploy markers (a zset, score: when, ms; member: JSON {label, at}; ``deploys.py``), the last 500.
+DEPLOYS = f"{PREFIX}:deploys"
+#: The schedules made at run time (``live_schedules``): name -> their settings as given (JSON; a
+#: hash, only ever read and written from Python). A worker's sync of its settings leaves them.
+LIVE_SCHEDULES = f"{PREFIX}:schedules-live"
 #: The queues that have had schedules (a set; only ever read and written from Python).
 SCHEDULE_QUEUES = f"{PREFIX}:schedule-queues"
 #: The last GONE_WORKERS_MAX workers gone (a list of JSON objects, newest first; only ever read

@@ -1,11 +1,15 @@
 """Queue: enqueue tasks and manage them (cancel, retry, delete, pause, drop, purge, read)."""
 
+from collections.abc import Iterable
+from typing import Literal, Unpack
+
 from . import commands, enqueueing, keys, readmodel, workflows
 from .codes import Code
 from .connection import get_default
 from .enqueueing import new_task_id
 from .errors import ConfigurationError, InvalidInput
 from .limits import override_args
+from .options import EnqueueOptions, Payload, TaskOptions, check_names
 
 __all__ = ["Queue", "new_task_id"]
 
@@ -38,13 +42,22 @@ class Queue:
 
     # -- producing -------------------------------------------------------------------------
 
-    def enqueue(self, payload, **options):
-        """Add one task; returns its id. See ``enqueue_many`` for the options."""
+    def enqueue(self, payload: Payload, **options: Unpack[EnqueueOptions]) -> str:
+        """Add one task; returns its id. See ``enqueue_many`` for the options (``options.py``
+        names each)."""
         if options or not isinstance(payload, str):
             return self.enqueue_many([payload], **options)[0]
         return enqueueing.enqueue_plain(self.connection, self.name, payload)
 
-    def enqueue_many(self, payloads, *, ids=None, after=None, on_parent_failure="cancel", **options):
+    def enqueue_many(
+        self,
+        payloads: Iterable[Payload],
+        *,
+        ids: Iterable[str] | None = None,
+        after: Iterable[str] | None = None,
+        on_parent_failure: Literal["cancel", "run"] = "cancel",
+        **options: Unpack[TaskOptions],
+    ) -> list[str]:
         """Add tasks, atomically in steps of 500 (``enqueueing.BATCH``); returns their ids in order.
 
         Options: ``delay`` (seconds) or ``eta`` (a datetime) defers them; ``retries``,
@@ -67,6 +80,7 @@ class Queue:
         cancelled, deleted) they are cancelled (``on_parent_failure="cancel"``, the default) or
         run anyway (``"run"``). See ``workflows``.
         """
+        check_names(options)  # a misspelt option: InvalidTask naming it, nothing written
         connection = self.connection
         out = enqueueing.enqueue_many(
             connection, self.name, payloads, options, ids=ids, after=after, on_parent_failure=on_parent_failure
@@ -99,6 +113,11 @@ class Queue:
     def failures(self, limit=100):
         """The newest failures first: id, payload, error, traceback, attempts, worker, failed_at."""
         return readmodel.failures(self.client, self.name, limit=limit)
+
+    def expired(self, limit=100):
+        """The newest tasks that expired before they started (``expires=``), newest first: id,
+        state ("expired"), created_at, expires_at, expired_at, tags (the last 1,000 are kept)."""
+        return readmodel.expired(self.client, self.name, limit)
 
     def is_paused(self):
         return readmodel.is_paused(self.client, self.name)

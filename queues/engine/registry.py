@@ -2,13 +2,19 @@
 
 import importlib
 import inspect
+from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import Any, Literal, TypeVar
 
 from . import keys
+from .controls import LONGEST
 from .errors import ConfigurationError
 from .limits import NO_LIMITS, Limits, check_limits
 
-_handlers = {}
+#: A handler: a function of the task, sync or ``async def``; ``handler`` returns it unchanged.
+F = TypeVar("F", bound=Callable[..., Any])
+#: A rate: (starts, window in seconds), or "100/m", "10/s", "500/h".
+Rate = tuple[int, float] | str
 
 #: Where a sync handler runs: on one of the worker's threads, or in a pre-forked process of its own.
 ISOLATIONS = ("thread", "process")
@@ -33,6 +39,7 @@ class HandlerSpec:
     limits: Limits = NO_LIMITS  # concurrency, rate, partition (README "Limits")
     chunk: int | None = None  # a chunk handler: up to this many tasks per call (a list)
     chunk_wait: float = 1.0  # seconds a chunk waits to fill before its handler runs anyway
+    expires: float | None = None  # seconds: a task not started by then never starts (controls)
     #: A generator handler's checkpoints: at most one write per this many seconds (None: not a
     #: generator function, no checkpoints; ``worker/checkpoints.py``).
     checkpoint_every: float | None = None
@@ -43,24 +50,28 @@ class HandlerSpec:
         return self.checkpoint_every is not None
 
 
+_handlers: dict[str, HandlerSpec] = {}
+
+
 def handler(
-    queue,
+    queue: str,
     *,
-    retries=None,
-    timeout=None,
-    backoff=None,
-    lock=None,
-    keep_result=False,
-    isolation=None,
-    concurrency=None,
-    rate=None,
-    partition=None,
-    partition_concurrency=None,
-    partition_rate=None,
-    chunk=None,
-    chunk_wait=None,
-    checkpoint_every=None,
-):
+    retries: int | None = None,
+    timeout: float | None = None,
+    backoff: float | None = None,
+    lock: str | Callable[..., str | None] | None = None,
+    keep_result: bool = False,
+    isolation: Literal["thread", "process"] | None = None,
+    concurrency: int | None = None,
+    rate: Rate | None = None,
+    partition: Callable[..., str | None] | None = None,
+    partition_concurrency: int | None = None,
+    partition_rate: Rate | None = None,
+    chunk: int | None = None,
+    chunk_wait: float | None = None,
+    expires: float | None = None,
+    checkpoint_every: float | None = None,
+) -> Callable[[F], F]:
     """Register the decorated function (sync or ``async def``) as the handler of ``queue``.
 
     Limits, for every worker together: ``concurrency`` (active tasks at once), ``rate`` (starts in
@@ -68,9 +79,10 @@ def handler(
     the task giving its key, run at enqueue) with ``partition_concurrency`` / ``partition_rate``
     per key. ``chunk=n``: the handler takes ``tasks: list[Task]``, up to ``n`` tasks at once, waiting
     at most ``chunk_wait`` seconds (default 1) to fill a chunk (``ChunkFailed`` fails some of them).
-    A generator function (or async generator) yields checkpoints, saved at most once per
-    ``checkpoint_every`` seconds (default 1). A bad option raises ConfigurationError naming the
-    queue and the option."""
+    ``expires`` (seconds) is the default of ``enqueue(..., expires=)``: a task not started that
+    long after its enqueue never starts (it ends ``expired``). A generator function (or async
+    generator) yields checkpoints, saved at most once per ``checkpoint_every`` seconds (default 1).
+    A bad option raises ConfigurationError naming the queue and the option."""
     keys.check_queue_name(queue)
     chunk_wait = check_chunk(queue, chunk, chunk_wait)
     limits = check_limits(queue, concurrency, rate, partition, partition_concurrency, partition_rate)
@@ -82,6 +94,10 @@ def handler(
         raise ConfigurationError(f"handler {queue!r}: backoff must be a number >= 0")
     if lock is not None and not (callable(lock) or isinstance(lock, str)):
         raise ConfigurationError(f"handler {queue!r}: lock must be a string or a function")
+    if expires is not None and (
+        isinstance(expires, bool) or not isinstance(expires, (int, float)) or not 0 < expires <= LONGEST
+    ):
+        raise ConfigurationError(f"handler {queue!r}: expires must be a number of seconds > 0 and <= {LONGEST}")
     if isolation is not None and isolation not in ISOLATIONS:
         raise ConfigurationError(f'handler {queue!r}: isolation must be "thread" or "process", not {isolation!r}')
 
@@ -127,7 +143,8 @@ def handler(
             limits,
             chunk,
             chunk_wait,
-            float(every) if is_generator else None,
+            expires=expires,
+            checkpoint_every=float(every) if is_generator else None,
         )
         return func
 

@@ -315,14 +315,19 @@ def sync(client, specs):
         client.hset(keys.SCHEDULES, spec.name, spec.queue)
         if result:
             done["created" if result == 1 else "changed"].append(spec.name)
+    declared = {s.name for s in specs}
+    live = {k.decode(): v for k, v in client.hgetall(keys.LIVE_SCHEDULES).items() if k.decode() not in declared}
+    if len(live) < client.hlen(keys.LIVE_SCHEDULES):  # declared in settings now: the settings' from now on
+        client.hdel(keys.LIVE_SCHEDULES, *declared)
     wanted = {s.name: s.queue for s in specs}
+    wanted.update({name: json.loads(raw)["queue"] for name, raw in live.items()})  # made at run time: kept
     for queue in sorted(q.decode() for q in client.smembers(keys.SCHEDULE_QUEUES)):
         for raw in client.zrange(keys.queue_key(queue, "schedules"), 0, -1):
             name = raw.decode()
             if wanted.get(name) != queue and commands.schedule_remove(queue, name).run(client):
                 if name not in wanted:
                     done["removed"].append(name)
-    gone = [name for name in index if name not in wanted]
+    gone = [name for name in index if name not in wanted]  # (live ones are wanted)
     if gone:
         client.hdel(keys.SCHEDULES, *gone)
     notify(client)

@@ -25,7 +25,7 @@ import logging
 import math
 import time
 
-from . import keys
+from . import keys, unserved
 from .backoff import Backoff
 from .config import ENQUEUE_CONNECT_TIMEOUT
 from .connection import NETWORK_ERRORS
@@ -84,6 +84,7 @@ class Sending:
         ``len(ids)`` when None) are in."""
         self.added += ids
         self.at += len(ids) if n is None else n
+        unserved.check(self.connection, self.queue)  # once per queue and process
 
     def known(self):
         """List the queue among the known ones after its first task went in: a SADD (idempotent),

@@ -19,6 +19,8 @@ tc    trace context: W3C traceparent (+ newline, tracestate)  tg    tags, one pe
 pg    progress: a fraction, 0 to 1                             pm    progress message
 np    parents not yet told (blocked)                       ob    'run': run even if a parent failed
 bt    batch it belongs to                                  bc    batch it is a callback of
+ex    expires at (ms): not started by then, never starts   th    its throttle key
+db    its debounce key
 ck    checkpoint (JSON) of a generator handler             ckt   checkpoint saved at (ms)
 ckn   runs of a generator handler (each counted as it begins)
 ====  =======================================================  ====  ===========================
@@ -56,6 +58,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from . import batchinfo
+from .crypto import Sealed
 from .errors import InvalidInput
 from .replies import ms_to_datetime
 
@@ -85,9 +88,12 @@ def payload_from_hash(h):
 
 
 def decode_payload(raw, kind):
-    """The payload as the producer gave it: bytes if it was bytes, else text."""
+    """The payload as the producer gave it: bytes if it was bytes, else text; ``Sealed`` if it
+    is encrypted."""
     if raw is None:
         return None
+    if kind == b"e" or kind == "e":
+        return Sealed(raw)
     if kind == b"b" or kind == "b":
         return raw
     return raw.decode("utf-8", "surrogateescape")
@@ -160,6 +166,10 @@ class Task:
     progress_message: str | None = None
     #: The batch the task belongs to, or is the callback of (``bt`` / ``bc``).
     batch_id: str | None = None
+    #: The task controls it was enqueued with (``controls``): expiry, throttle and debounce keys.
+    expires_at: datetime | None = None
+    throttle_key: str | None = None
+    debounce_key: str | None = None
     #: A generator handler's last saved checkpoint (None before the first), when it was saved,
     #: and how many runs of it began (``worker/checkpoints.py``).
     checkpoint: object = None
@@ -256,6 +266,9 @@ class Task:
             progress_value=_float(g(b"pg")),
             progress_message=_text(g(b"pm")),
             batch_id=_text(g(b"bt") or g(b"bc")),
+            expires_at=ms_to_datetime(g(b"ex")),
+            throttle_key=_text(g(b"th")),
+            debounce_key=_text(g(b"db")),
             checkpoint=_json(g(b"ck")),
             checkpoint_saved_at=ms_to_datetime(g(b"ckt")),
             runs=_int(g(b"ckn"), 0),
@@ -272,7 +285,9 @@ class Task:
     def as_dict(self):
         """A JSON-friendly description (payload as text, bytes shown with replacements)."""
         payload = self.payload
-        if isinstance(payload, bytes):
+        if isinstance(payload, Sealed):
+            payload = "encrypted"
+        elif isinstance(payload, bytes):
             payload = payload.decode("utf-8", "replace")
         elif isinstance(payload, str):
             payload = payload.encode("utf-8", "surrogateescape").decode("utf-8", "replace")

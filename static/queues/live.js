@@ -23,7 +23,9 @@
     if (s < 60) return s.toFixed(1) + " s";
     const m = Math.floor(s / 60), r = Math.floor(s % 60);
     if (m < 60) return m + "m " + String(r).padStart(2, "0") + "s";
-    return Math.floor(m / 60) + "h " + String(m % 60).padStart(2, "0") + "m";
+    const h = Math.floor(m / 60);
+    if (h < 24) return h + "h " + String(m % 60).padStart(2, "0") + "m";
+    return Math.floor(h / 24) + "d " + String(h % 24).padStart(2, "0") + "h"; // over a day: in days
   }
 
   function tick() {
@@ -36,6 +38,14 @@
       const t = Number(el.dataset.until);
       if (t) el.textContent = t > now ? duration(t - now) : "due";
     }
+  }
+
+  // A section with nothing in it: its count says 0, or it says so (its .wq-empty) with no row.
+  function isEmpty(el) {
+    const count = el.querySelector("[data-count]");
+    if (count) return count.textContent.trim() === "0";
+    const rows = [...el.querySelectorAll("tbody tr")].filter((tr) => !tr.querySelector(".wq-empty"));
+    return el.querySelector(".wq-empty") !== null && rows.length === 0;
   }
 
   // Swap in a section's new HTML, keeping open the <details> the reader unfolded.
@@ -73,6 +83,8 @@
       for (const el of root.querySelectorAll(`[data-section="${name}"]`)) {
         replace(el, html);
         el.classList.remove("wq-too-large");
+        const box = el.closest("[data-hide-empty]");
+        if (box) box.hidden = isEmpty(el); // a section shows only while it has something
       }
     }
     tick();

@@ -15,7 +15,7 @@ def readme_files():
     files = {}
     for block in re.findall(r"```python\n(.*?)```", section, re.S):
         header, _, body = block.partition("\n")
-        match = re.fullmatch(r"# (\S+)(: add at the end)?", header)
-        assert match, f"a README block without a '# <file>' header: {header!r}"
-        files[match[1]] = (body, bool(match[2]))
+        match = re.fullmatch(r"# (\S+): (add at the end|replaces the generated file|a new file)", header)
+        assert match, f"a README block without a '# <file>: <what to do with it>' header: {header!r}"
+        files[match[1]] = (body, match[2] == "add at the end")
     return files, section

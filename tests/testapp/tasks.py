@@ -6,6 +6,7 @@ Payloads are JSON objects of directives (any other payload is just recorded):
   fail   "always", or the number of first attempts that raise
   log    Redis list to RPUSH a record to: id, payload, attempt, pid, start, end (time.time())
   defer  seconds: raise RetryLater on the first attempt
+  limited  seconds: raise RateLimited(retry_after=seconds) the first time the task runs
   block  seconds an async handler blocks its worker's event loop for as it starts (a handler
          that calls blocking code: the tasks taken with it start that much later)
 Every handler also RPUSHes the record to "test:log:<queue>" (with the task's meta: a scheduled
@@ -21,7 +22,7 @@ import time
 
 import redis
 
-from queues import Queue, RetryLater, handler
+from queues import Queue, RateLimited, RetryLater, handler
 from queues.engine.connection import get_default
 
 
@@ -58,6 +59,8 @@ def _fail_if_asked(task, d):
     fail = d.get("fail")
     if fail == "always" or (isinstance(fail, int) and task.attempt <= fail):
         raise ValueError(f"asked to fail on attempt {task.attempt}")
+    if d.get("limited") and get_default().client.set(f"test:limited:{task.id}", 1, nx=True) is not None:
+        raise RateLimited(retry_after=d["limited"])
     if (
         d.get("defer")
         and task.attempt == 1
@@ -110,6 +113,12 @@ handler("timeouts", timeout=1, retries=1, backoff=0.1)(run_sync)
 handler("atimeouts", timeout=1, retries=1, backoff=0.1)(run_async)
 handler("bylock", lock=lambda task: task.payload.split(":")[0])(run_sync)
 handler("stuck", timeout=2, retries=2, backoff=0.1)(run_sync)
+
+
+# -- task controls (tests/test_controls_workers.py) ----------------------------------------------
+
+for name in ("ctl-th", "ctl-db", "ctl-rl", "ctl-ex", "vault"):
+    handler(name)(run_sync)
 
 
 # -- limits (tests/test_limits_workers.py) -------------------------------------------------------
@@ -200,6 +209,7 @@ handler("pspin", isolation="process", timeout=2)(run_isolated)
 handler("pcrash", isolation="process", retries=1, backoff=0.1)(run_isolated)
 handler("plock", isolation="process", timeout=1, lock="one")(run_isolated)
 handler("pthread", isolation="thread")(run_sync)  # stays on a thread under --isolation process
+handler("ctl-rl-iso", isolation="process")(run_isolated)  # RateLimited from a handler process
 
 
 def run_counting_inits(task):

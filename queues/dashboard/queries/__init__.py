@@ -13,6 +13,7 @@ are named here.
 
 from .batch_pages import batch, batch_row, batches
 from .common import epoch_ms, fmt, server_ms, task_row, throughput
+from .failures_page import failures_all
 from .queue_pages import FailureCache, failures, history, limits_view, overview, queue, queue_exists, totals_of
 from .task_page import ended, relatives, task
 from .worker_pages import gone_workers, worker, workers, workers_page, workers_view
@@ -25,6 +26,7 @@ __all__ = [
     "ended",
     "epoch_ms",
     "failures",
+    "failures_all",
     "fmt",
     "gone_workers",
     "history",

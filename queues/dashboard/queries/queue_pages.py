@@ -19,7 +19,12 @@ SUMMED_LIVE = 500
 
 
 def _queue_row(name, counts):
-    return {"name": name, "paused": counts["paused"], **{k: counts[k] for k in _COUNT_NAMES}}
+    return {
+        "name": name,
+        "paused": counts["paused"],
+        "served": counts["served"],
+        **{k: counts[k] for k in _COUNT_NAMES},
+    }
 
 
 def totals_of(rows):
@@ -105,7 +110,12 @@ def queue(client, name, page=1, cache=None):
         "view": "queue",
         "queue": name,
         "now_ms": now,
-        "counts": {"paused": counts["paused"], **{k: counts[k] for k in _COUNT_NAMES}},
+        "counts": {
+            "paused": counts["paused"],
+            "served": counts["served"],
+            **{k: counts[k] for k in _COUNT_NAMES},
+            "expired": counts["expired"],
+        },
         "pending": {
             "page": read["page"],
             "pages": read["pages"],
@@ -117,6 +127,10 @@ def queue(client, name, page=1, cache=None):
         "blocked": {"total": counts["blocked"], "tasks": [_blocked_row(client, t) for t in read["blocked"]]},
         "active": {"total": counts["active"], "tasks": [task_row(t) for t in read["active"][:ACTIVE_SHOWN]]},
         "failed": {"total": counts["failed"], "tasks": [task_row(t) for t in read["failed"]]},
+        "expired": {
+            "total": counts["expired"],
+            "tasks": [_expired_row(e) for e in readmodel.expired(client, name, PER_PAGE)],
+        },
         "locks": read["locks"],
         "limits": limits_view(readmodel.limits(client, name)),
         "failure_groups": failure_groups_shown((cache or FailureCache()).groups_for(client, name)),
@@ -147,6 +161,19 @@ def _blocked_row(client, task):
     return row
 
 
+def _iso(value):
+    return value.isoformat(timespec="seconds") if value else None
+
+
+def _expired_row(entry):
+    """An expired task's row (``readmodel.expired``): its id, tags and times as ISO text."""
+    return {
+        "id": entry["id"],
+        "tags": entry["tags"],
+        **{k: _iso(entry[k]) for k in ("created_at", "expires_at", "expired_at")},
+    }
+
+
 def _rate_text(rate):
     """[starts, seconds] as the limits form writes it: "5,2"."""
     if rate is None:
@@ -158,6 +185,9 @@ def _rate_text(rate):
 def limits_view(limits):
     """The queue's limits as the queue page shows them: each limit with its use, and the form's values."""
     out = dict(limits)
+    # a handler's RateLimited: nothing starts (in the queue, or in these partitions) until then
+    out["held_until"] = _iso(limits["held_until"])
+    out["held_partitions"] = {k: _iso(v) for k, v in limits["held_partitions"].items()}
     out["limited"] = any(
         limits[k] is not None for k in ("concurrency", "rate", "partition_concurrency", "partition_rate")
     )
@@ -180,6 +210,7 @@ def history(client, name, span):
         "queue": name,
         "now_ms": server_ms(client),
         "history": h,
+        "deploys": readmodel.deploys(client, h["start_ms"], server_ms(client)),
         "totals": {"completed": sum(h["completed"]), "failed": sum(h["failed"])},
         "durations": None if p is None else {k: (round(v, 4) if isinstance(v, float) else v) for k, v in p.items()},
     }

@@ -4,6 +4,7 @@ import json
 import re
 
 from ...engine import keys, readmodel
+from ...engine.crypto import Sealed
 from ..bounds import TASK_FAILURES_SHOWN, TASK_TRACEBACK_SHOWN, TRACEBACK_MAX, log_shown, tail
 from .common import failure_json, fmt, server_ms, task_row
 
@@ -49,7 +50,8 @@ def _checkpoint_text(value):
 
 
 def task(client, task_id, full=False, payload_limit=4000):
-    """The task page: the task (None once finished) and its entries in the failure history."""
+    """The task page: the task (once ended, its record: ``record`` true; None once that is gone
+    too) and its entries in the failure history."""
     found = readmodel.task(client, task_id)
     queue_name = keys.queue_from_task_id(task_id)
     history = [e for e in readmodel.failures(client, queue_name) if e.get("id") == task_id]
@@ -67,7 +69,11 @@ def task(client, task_id, full=False, payload_limit=4000):
         "children": [],
     }
     out["parents"], out["children"] = relatives(client, queue_name, task_id)
+    record = readmodel.ended_task(client, task_id) if found is None else None
     out["ended"] = None if found is not None else ended(client, queue_name, task_id)
+    if record is not None:  # ended: its record stands for it
+        found = record.task
+    out["record"] = record is not None
     if out["ended"] and not out["parents"] and out["ended"]["parent"]:  # its parents went with it
         pid = out["ended"]["parent"]
         out["parents"] = [{"id": pid, "state": readmodel.task_ends(client, [pid])[pid] or "gone"}]
@@ -75,10 +81,13 @@ def task(client, task_id, full=False, payload_limit=4000):
         d = found.as_dict()
         payload = d["payload"] or ""
         row = task_row(found)
+        row["ended"] = record is not None
+        row["again_of"] = readmodel.again_of(client, task_id) or ""
         row.update(
             payload=payload if full else payload[:payload_limit],
             payload_size=len(payload),
             truncated=not full and len(payload) > payload_limit,
+            kept_head=record.payload_size if record is not None else None,
             retries=d["retries"],
             timeout=d["timeout"],
             error=d["error"] or "",
@@ -87,11 +96,19 @@ def task(client, task_id, full=False, payload_limit=4000):
             callback=found.callback or "",
             batch=found.batch_id or "",
             finished=fmt(found.finished_at),
-            is_bytes=isinstance(found.payload, bytes),
+            is_bytes=isinstance(found.payload, bytes) and not isinstance(found.payload, Sealed),
+            sealed=isinstance(found.payload, Sealed),
+            expires=fmt(found.expires_at),
+            throttle_key=found.throttle_key or "",
+            debounce_key=found.debounce_key or "",
             checkpoint=_checkpoint_text(found.checkpoint),
             checkpoint_saved=fmt(found.checkpoint_saved_at),
             runs=found.runs,
         )
         out["task"] = row
-    out["log"] = log_shown(readmodel.task_log(client, task_id) if found is not None else [])
+    if record is not None:
+        out["log"] = log_shown(record.log)
+        out["log"]["total"] = record.log_total
+    else:
+        out["log"] = log_shown(readmodel.task_log(client, task_id) if found is not None else [])
     return out

@@ -48,6 +48,7 @@ def history(request, name):
             "spans": list(readmodel.HISTORY_SPANS),
             "bars": sections.chart(snapshot["history"]),
             "depth": sections.depth_line(snapshot["history"]),
+            "deploys": sections.deploy_marks(snapshot["history"], snapshot["deploys"]),
         },
     )
 

@@ -6,7 +6,7 @@
 where it did, and "Search further" (the next cursor) while there is more to look at. A task id
 alone goes to its page. A process runs ``SEARCHES_AT_ONCE`` searches at once.
 
-``POST search/bulk/``: ``action`` (cancel, retry, delete), ``confirm=yes``, and either ``ids``
+``POST search/bulk/``: ``action`` (cancel, retry, delete, again: run again), ``confirm=yes``, and either ``ids``
 (the boxes ticked) or ``all=1`` with ``q`` (every task the search finds). The permissions of the
 single actions, and for "all matching" the queue-wide action's too (``bulk.rights``);
 CSRF-checked; answered with the job's page (or JSON ``{ok, job, url}``).
@@ -88,10 +88,12 @@ def _search(request, stop):
             "budget": {"round_trips": SEARCH_ROUND_TRIPS, "seconds": SEARCH_SECONDS},
             "took": round(budget.elapsed, 2) if budget else None,
             "bulk_actions": [
-                a for a in ("retry", "cancel", "delete") if access.can_act(request.user, bulk.PERMISSIONS[a])
+                a for a in ("retry", "again", "cancel", "delete") if access.can_act(request.user, bulk.PERMISSIONS[a])
             ],
             "bulk_all": [
-                a for a in ("retry", "cancel", "delete") if access.lacking(request.user, bulk.rights(a, True)) is None
+                a
+                for a in ("retry", "again", "cancel", "delete")
+                if access.lacking(request.user, bulk.rights(a, True)) is None
             ],
         },
     )
@@ -109,7 +111,7 @@ def _refuse(request, status, message):
 def bulk_start(request):
     action = request.POST.get("action", "")
     if action not in bulk.PERMISSIONS:
-        return _refuse(request, 400, f"Unknown bulk action {action[:40]!r}: cancel, retry or delete.")
+        return _refuse(request, 400, f"Unknown bulk action {action[:40]!r}: cancel, retry, again or delete.")
     everything = request.POST.get("all") == "1"
     for codename in bulk.rights(action, everything):
         if not access.can_act(request.user, codename):

@@ -4,7 +4,8 @@ from django.http import HttpResponse
 from django.shortcuts import redirect
 from django.urls import reverse
 
-from ...engine import readmodel
+from ...conf import get_connection
+from ...engine import crypto, readmodel
 from .. import queries
 from ..access import staff_required
 from .common import BadInput, check_task_id, client, handles_bad_input, live_path, render_page
@@ -39,19 +40,45 @@ def task(request, task_id):
             "task_id": task_id,
             "queue": snapshot["queue"],
             "snap": snapshot,
+            "opened": _opened(request, snapshot),
             "live": live_path("task", task_id),
             "full": full,
         },
     )
 
 
+def _opened(request, snapshot):
+    """An encrypted queue's payload, opened for a user with ``queues.view_encrypted_payload``
+    (as text; None for others, who see "encrypted"). Outside the live sections: the page's live
+    feed is shared by every viewer, so it never carries a payload opened for one."""
+    if not (snapshot["task"] and snapshot["task"]["sealed"]) or not request.user.has_perm(
+        "queues.view_encrypted_payload"
+    ):
+        return None
+    found = readmodel.task(client(), snapshot["id"])
+    if found is None:  # it ended: its record keeps the ciphertext (or only its head)
+        record = readmodel.ended_task(client(), snapshot["id"])
+        if record is None:
+            return None
+        if record.payload_size:
+            return f"(the record of this ended task keeps only part of its {record.payload_size} encrypted bytes)"
+        found = record.task
+    try:
+        payload = crypto.open_payload(get_connection().config, found)
+    except crypto.PayloadUnreadable as exc:
+        return f"(no key opens it: {exc})"
+    return payload.decode("utf-8", "replace") if isinstance(payload, bytes) else payload
+
+
 @staff_required
 @handles_bad_input
 def log(request, task_id):
     """The task's whole log (the last ``keys.TASK_LOG_MAX`` lines Redis keeps), as plain text: the
-    task page shows its last lines."""
+    task page shows its last lines; once it ended, the last lines its record keeps."""
     check_task_id(task_id)
     lines = readmodel.task_log(client(), task_id)
+    if not lines and (record := readmodel.ended_task(client(), task_id)) is not None:
+        lines = record.log  # ended: the last lines its record keeps
     response = HttpResponse("".join(f"{line}\n" for line in lines), content_type="text/plain; charset=utf-8")
     response["X-Content-Type-Options"] = "nosniff"
     return response

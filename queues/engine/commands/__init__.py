@@ -10,14 +10,15 @@ script, the queue and the task. ``Queue``, the worker and the tests call these, 
 By subject, each in its module, all used as ``commands.<name>``: the call itself and reply
 codes' errors (``_call``), adding tasks (``_producing``), the worker's calls (``_running``), a
 generator handler's checkpoints (``_checkpoints``), a
-queue's counts and managing it (``_managing``), workflows and batches (``_workflows``), and
+queue's counts and managing it (``_managing``), the record of ended tasks (``_history``), workflows and batches (``_workflows``), and
 schedules (``_schedules``).
 """
 
 from ..codes import Code
 from ._call import Call, check, error_for, run_pipelined
 from ._checkpoints import checkpoint, checkpoint_begin
-from ._managing import Counts, cancel, counts, delete, drop, forget, pause, purge, retry, set_limits
+from ._history import note_again, prune_history
+from ._managing import Counts, cancel, counts, delete, drop, forget, pause, purge, reseal, retry, set_limits
 from ._producing import ENQUEUE_OPTIONS, TASK_OPTIONS, Enqueued, enqueue, enqueue_one, push
 from ._running import (
     DELIVERY_FIELDS,
@@ -58,11 +59,14 @@ __all__ = [
     "cancel",
     "delete",
     "retry",
+    "reseal",
     "pause",
     "set_limits",
     "purge",
     "forget",
     "drop",
+    "prune_history",
+    "note_again",
     "TASK_OPTIONS",
     "ENQUEUE_OPTIONS",
     "Enqueued",

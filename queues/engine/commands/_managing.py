@@ -18,6 +18,7 @@ _STAT_NAMES = (
     "gone",
     "blocked",
     "plisted",
+    "expired",
 )
 
 
@@ -34,7 +35,7 @@ class Counts:
 
 
 def _read_counts(reply):
-    front, listed, delayed, active, failed, flat, paused = reply
+    front, listed, delayed, active, failed, flat, paused, served = reply
     stats = dict(zip(flat[::2], flat[1::2]))
     counts = {name: int(stats.get(name.encode(), 0)) for name in _STAT_NAMES}
     gone = counts.pop("gone")
@@ -45,6 +46,7 @@ def _read_counts(reply):
         pending=runnable + counts["waiting"], runnable=runnable, delayed=delayed, active=active, failed=failed
     )
     counts["paused"] = bool(paused)
+    counts["served"] = bool(served)  # a worker has registered for the queue (ever)
     return Counts(counts, front, listed, partitioned)
 
 
@@ -69,6 +71,12 @@ def retry(queue, ids):
     """One code per id: REQUEUED, UNKNOWN or NOT_FAILED."""
     ids = list(ids)
     return Call("retry", queue, (len(ids), *ids), _codes)
+
+
+def reseal(queue, items):
+    """Replace sealed payloads still as read: ``items`` (id, payload read, new payload); the
+    number replaced (``rotation``)."""
+    return Call("reseal", queue, (len(items), *(x for item in items for x in item)), int)
 
 
 def pause(queue, paused):

@@ -62,9 +62,11 @@ def enqueue(queue, items, **options):
     a queue that does not exist is left so, and the reply says ``no_queue``; ``enqueueing`` checks
     ``MAX_QUEUES`` then calls again); ``window`` (seconds, 0 for none): the call may be sent
     again within it (a retry after a lost reply), so the tasks that end meanwhile are kept in the
-    record of ended tasks that long. Returns ``Enqueued``; an id whose task exists already, or
+    record of ended tasks that long; ``controls``: the (expires, throttle, debounce) arguments
+    ``controls.check`` made. Returns ``Enqueued``; an id whose task exists already, or
     ended lately (the last ``keys.ENDED_MAX``, and all within the queue's longest window), is
     left as it is."""
+    controls = options.pop("controls", ("", "", ""))  # after the items: controls.check
     unknown = options.keys() - ENQUEUE_OPTIONS.keys()
     if unknown:
         raise TypeError(f"enqueue() got unknown options: {', '.join(sorted(unknown))}")
@@ -73,7 +75,7 @@ def enqueue(queue, items, **options):
     given["create"] = "1" if given["create"] else ""
     given["window"] = _ms(given["window"])
     flat = [x for item in items for x in item]
-    return Call("enqueue", queue, (len(items), *given.values(), *flat), _enqueued, durable="strict")
+    return Call("enqueue", queue, (len(items), *given.values(), *flat, *controls), _enqueued, durable="strict")
 
 
 def _pushed(reply):

@@ -117,10 +117,13 @@ def fail(
     retry_after=None,
     keep=False,
     trace="",
+    hold="",
 ):
     """Report a failed attempt (or, with ``retry_after`` seconds, a deferral that uses no
     attempt). ``keep``: the handler still runs; its lock stays held until ``release``.
-    ``trace``: the run span's traceparent (tracing on), kept with the task's end."""
+    ``trace``: the run span's traceparent (tracing on), kept with the task's end. ``hold``
+    (with ``retry_after``: a ``RateLimited``): ``"q"`` the queue or ``"p"`` the task's partition
+    starts nothing for ``retry_after``, and the task goes back first in line."""
     args = (
         worker,
         task_id,
@@ -135,8 +138,10 @@ def fail(
         "" if retry_after is None else max(0.0, retry_after),
         "k" if keep else "",
     )
-    if trace:
+    if trace or hold:
         args += (trace,)
+    if hold:
+        args += (hold,)
     return Call("fail", queue, args, _code, durable="log")
 
 

@@ -5,6 +5,7 @@
 -- @include take
 -- @include active
 -- @include resend
+-- @include controls
 -- Input: ARGV[3] n, ARGV[4] when: '' (runnable now), '+<ms>' (a delay) or '@<ms>' (an absolute
 --   due time, Unix ms), ARGV[5] retries, ARGV[6] timeout s, ARGV[7] backoff s, ARGV[8] lock key,
 --   ARGV[9] callback URL, ARGV[10] meta (opaque text), ARGV[11] trace context (W3C traceparent,
@@ -19,7 +20,11 @@
 --   does not exist yet is not made: the caller checks MAX_QUEUES first), ARGV[20] window (ms;
 --   '' or 0: none): the call may be sent again within it (a retry after a lost reply), so tasks
 --   that end within it stay in `ended` (resend.lua), then n quadruples: id, payload, unique key
---   ('' for none), 'b' if the payload was bytes.
+--   ('' for none), 'b' if the payload was bytes, then the controls (each '' when not given; n is
+--   1 with a throttle or debounce): expires ('+<ms>' from now or '@<ms>' Unix ms: not started by
+--   then, the task never starts, expiry.lua), throttle and debounce ('<ms>' newline '<key>':
+--   controls.lua; a throttled call adds nothing and answers the window's first id, a debounced
+--   one replaces the payload and due time of its key's task not started yet and answers its id).
 -- A task with parents still live is 'blocked' (parents:<id> lists them) until each is told
 -- (resolve); one with a parent that ended badly is cancelled at once unless ob = 'run'.
 -- Output: {queue_was_new (0/1), now (ms), id1, id2, ...}, or {NO_QUEUE, now} when the queue
@@ -51,6 +56,13 @@ for i, name in ipairs({'r', 't', 'b', 'lk', 'cb', 'm', 'tc', 'pk', 'tg'}) do
 end
 if ARGV[16] ~= '' then opts[#opts + 1] = 'bt'; opts[#opts + 1] = ARGV[16] end
 if ARGV[17] ~= '' then opts[#opts + 1] = 'bc'; opts[#opts + 1] = ARGV[17] end
+local cx = 21 + 4 * n
+local expires, throttle, debounce = ARGV[cx] or '', ARGV[cx + 1] or '', ARGV[cx + 2] or ''
+if expires ~= '' then
+  local ex = tonumber(string.sub(expires, 2))
+  if string.sub(expires, 1, 1) == '+' then ex = now + ex end
+  opts[#opts + 1] = 'ex'; opts[#opts + 1] = string.format('%.0f', ex)
+end
 local deps = false
 if ARGV[15] ~= '' then deps = cjson.decode(ARGV[15]) end
 if ARGV[19] ~= '1' and rcall('HEXISTS', K.meta, 'created') == 0 then return {@@NO_QUEUE@@, now} end
@@ -62,6 +74,21 @@ if ARGV[18] ~= '' then
   end
   rcall('ZREMRANGEBYSCORE', K.once, '-inf', now - 7 * 86400000)
   rcall('ZADD', K.once, now, ARGV[18])
+end
+if throttle ~= '' then
+  local ms, key = string.match(throttle, '^(%d+)\n(.*)$')
+  local holder = throttle_holder(key, tonumber(ms), ARGV[21])
+  if holder then return {0, now, holder} end
+  opts[#opts + 1] = 'th'; opts[#opts + 1] = key
+end
+local debounce_key, debounce_ms = false, 0
+if debounce ~= '' then
+  local ms, key = string.match(debounce, '^(%d+)\n(.*)$')
+  debounce_key, debounce_ms = key, tonumber(ms)
+  local holder = debounce_replace(key, debounce_ms, ARGV[22], ARGV[24], now)
+  if holder then return {0, now, holder} end
+  due = now + debounce_ms
+  opts[#opts + 1] = 'db'; opts[#opts + 1] = key
 end
 -- The parents a new task still waits for, and why it is cancelled at once (or false).
 local function parents_of(id)
@@ -158,6 +185,7 @@ for i = 0, n - 1 do
     out[#out + 1] = id
   end
 end
+if debounce_key and #added > 0 then debounce_hold(debounce_key, debounce_ms, added[1]) end
 local function push_all(key, ids)
   for i = 1, #ids, 1000 do rcall('RPUSH', key, unpack(ids, i, math.min(i + 999, #ids))) end
 end

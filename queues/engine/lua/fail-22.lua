@@ -4,12 +4,16 @@
 -- attempt is given back and the task is delayed that long (a "too many requests" answer).
 -- Keys: pending front delayed active deadlines failed failures stats throughput idle unique lockwaits lockheads durations outbox batchruns limits starts partitions ring pactive pwait
 -- @include failure
+-- @include holds
 -- Input: ARGV[3] worker, ARGV[4] id, ARGV[5] lease, ARGV[6] error, ARGV[7] traceback,
 --   ARGV[8] default retries, ARGV[9] default backoff s, ARGV[10] backoff max s,
 --   ARGV[11] jitter fraction (chosen by the caller), ARGV[12] history size,
 --   ARGV[13] retry_after s ('' for an ordinary failure), ARGV[14] keep ('k': the handler still
 --   runs, e.g. past its timeout: its lock stays held until the worker releases it),
---   ARGV[15] optional: the run span's traceparent (tracing on: see links.run_traces)
+--   ARGV[15] optional: the run span's traceparent (tracing on: see links.run_traces; '' for
+--   none), ARGV[16] optional: with retry_after, the hold of a RateLimited: 'q' (the queue) or
+--   'p' (the task's partition) starts nothing for retry_after, and the task goes back first in
+--   line (holds.lua)
 -- Output: CANCELLED, RETRYING, FAILED (for good), DEFERRED, or STALE (stale lease)
 -- Events: 'retrying' | 'failed' | 'cancelled' | 'deferred' {ids, error}
 local worker, id, lease = ARGV[3], ARGV[4], ARGV[5]
@@ -18,12 +22,22 @@ if ARGV[15] and ARGV[15] ~= '' then run_traces[id] = ARGV[15] end
 local f = rcall('HMGET', tk, 'l', 's', 'lk', 'w', 'x', 'u', 'st')
 if f[1] ~= lease or f[2] ~= 'active' then return @@STALE@@ end
 local now = now_ms()
-leave_active(id, lease, f[3], f[4], ARGV[14] == 'k' and 'keep' or 'release', now)
+local hold = ARGV[16] or ''
+local mode = 'release'
+if ARGV[14] == 'k' then mode = 'keep' elseif hold ~= '' then mode = 'requeue' end
+leave_active(id, lease, f[3], f[4], mode, now)
 if f[7] then record_durations({math.max(0, now - tonumber(f[7])) / 1000}) end
 if f[5] then
   drop_cancelled(id, tk, f[6], now, worker)
   publish({e = 'cancelled', ids = {id}})
   return @@CANCELLED@@
+end
+if hold ~= '' and ARGV[13] ~= '' then
+  rcall('HINCRBY', tk, 'a', -1)
+  hold_back(hold, rcall('HGET', tk, 'pk'), now + math.floor(tonumber(ARGV[13]) * 1000), now)
+  requeue_front(id, tk, nil, f[6], f[3], now)
+  publish({e = 'deferred', ids = {id}, error = string.sub(ARGV[6], 1, 200)})
+  return @@DEFERRED@@
 end
 if ARGV[13] ~= '' then
   rcall('HINCRBY', tk, 'a', -1)

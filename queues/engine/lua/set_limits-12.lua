@@ -7,7 +7,7 @@
 -- ends).
 -- Keys: pending front delayed active stats idle limits starts partitions ring pactive pwait
 -- @include limits
--- Input: ARGV[3] 'reset' (drop every override first) or 'set', then the overrides of
+-- Input: ARGV[3] 'reset' (drop every override first, and end the holds of RateLimited) or 'set', then the overrides of
 --   ARGV[4] concurrency, ARGV[5] rate starts, ARGV[6] rate window ms, ARGV[7] partition
 --   concurrency, ARGV[8] partition rate starts, ARGV[9] its window ms: each a number, '-' for
 --   none, or '' to leave that override as it is
@@ -15,6 +15,8 @@
 -- Events: 'limits'
 if ARGV[3] == 'reset' then
   for _, name in ipairs(LIMIT_FIELDS) do rcall('HDEL', K.limits, 'o' .. name) end
+  rcall('HDEL', K.limits, 'hu')  -- a RateLimited's holds end too
+  rcall('DEL', HOLDS)
 end
 for i, name in ipairs(LIMIT_FIELDS) do
   if (ARGV[3 + i] or '') ~= '' then rcall('HSET', K.limits, 'o' .. name, ARGV[3 + i]) end

@@ -21,18 +21,26 @@ By subject, each in its module, all used as ``readmodel.<name>``:
   ``outbox``, ``batch_tasks``, ``batch_live``, ``batches``, ``batches_due``; and ``batch``, one
   batch (``engine.batchinfo``: below ``task``, whose ``Task.batch`` reads it);
 - limits (``_limits``): ``limits``, ``limited_queues``;
-- schedules (``_schedules``): ``schedule_index``, ``schedule_queue``, ``schedule_hashes``;
+- schedules (``_schedules``): ``schedule_index``, ``schedule_queue``, ``schedule_hashes``,
+  ``live_schedules``;
 - search: the language, parsed (``_search_syntax``: ``parse_search``, ``Search``,
   ``SearchError``), and searches run (``_search``: ``search``, ``search_total``,
   ``SearchPage``);
-- history (``_history``): ``throughput``, ``history``, ``durations``,
+- ended tasks (``_ended``): ``Ended``, ``ended_task``, ``ended_tasks``, ``ended_counts``, ``again_of``, ``schedule_runs``,
+  ``ended_from_record``;
+- failed tasks across queues (``_failed_all``): ``failed_all``, ``FailedAll``;
+- history (``_history``): ``throughput``, ``history``, ``durations``, ``deploys``,
   ``duration_percentiles``;
+- controls (``_controls``): ``expired``;
 - the server (``_common``): ``server_ms``, ``subscriber_connections``.
 """
 
 from ..batchinfo import read as batch
 from ._common import server_ms, subscriber_connections
-from ._history import HISTORY_SPANS, duration_percentiles, durations, history, throughput
+from ._controls import expired
+from ._ended import Ended, again_of, ended_counts, ended_from_record, ended_task, ended_tasks, schedule_runs
+from ._failed_all import FAILED_PER_QUEUE, FailedAll, failed_all
+from ._history import HISTORY_SPANS, deploys, duration_percentiles, durations, history, throughput
 from ._limits import PARKED_COUNTED, limited_queues, limits
 from ._queues import (
     PARTITIONS_SHOWN,
@@ -55,7 +63,7 @@ from ._queues import (
     queue_page,
     summary,
 )
-from ._schedules import schedule_hashes, schedule_index, schedule_queue
+from ._schedules import live_schedules, schedule_hashes, schedule_index, schedule_queue
 from ._search import PROBED, TOTAL_QUEUES, SearchPage, search, search_total
 from ._search_syntax import SEARCH_QUALIFIERS, SEARCH_STATES, Search, SearchError, parse_search
 from ._tasks import bulk_job, tagged, tagged_count, task, task_log, task_states
@@ -80,10 +88,14 @@ __all__ = [
     "SEARCH_QUALIFIERS",
     "SEARCH_STATES",
     "TOTAL_QUEUES",
+    "Ended",
+    "FAILED_PER_QUEUE",
+    "FailedAll",
     "Search",
     "SearchError",
     "SearchPage",
     "active",
+    "again_of",
     "batch",
     "batch_live",
     "batch_tasks",
@@ -93,10 +105,17 @@ __all__ = [
     "bulk_job",
     "counts_of",
     "delayed",
+    "deploys",
     "duration_percentiles",
     "durations",
+    "ended_counts",
+    "ended_from_record",
+    "ended_task",
+    "ended_tasks",
     "failed",
+    "failed_all",
     "failed_ids",
+    "expired",
     "failures",
     "failures_signature",
     "gone_workers",
@@ -107,6 +126,7 @@ __all__ = [
     "limited_queues",
     "limits",
     "links",
+    "live_schedules",
     "links_many",
     "locks",
     "outbox",
@@ -119,6 +139,7 @@ __all__ = [
     "queue_page",
     "schedule_hashes",
     "schedule_index",
+    "schedule_runs",
     "schedule_queue",
     "search",
     "search_total",

@@ -2,6 +2,8 @@
 history over an hour, a day or a week (throughput, failures and the depth samples the workers'
 upkeep takes: ``engine.upkeep``), and run durations (the histograms, and percentiles from them)."""
 
+import json
+
 from .. import durations as _durations
 from .. import keys
 from ._common import server_ms
@@ -116,4 +118,17 @@ def duration_percentiles(client, queue, quantiles=(0.5, 0.9, 0.99)):
                 out[f"p{round(q * 100):g}"] = value
                 break
             previous = cumulative
+    return out
+
+
+def deploys(client, start_ms, end_ms):
+    """[{label, at (ms)}] of the deploys marked between ``start_ms`` and ``end_ms`` (``deploys.py``),
+    oldest first, at most 100."""
+    out = []
+    for raw in client.zrangebyscore(keys.DEPLOYS, start_ms, end_ms, start=0, num=100):
+        try:
+            d = json.loads(raw)
+            out.append({"label": str(d["label"]), "at": int(d["at"])})
+        except (ValueError, KeyError, TypeError):
+            continue
     return out

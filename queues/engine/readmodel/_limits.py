@@ -2,6 +2,8 @@
 operator's overrides), their use (slots, starts in the rate's window, tasks held back) and the
 partitions' (listed, in the ring, parked, the busiest)."""
 
+from datetime import UTC, datetime
+
 from .. import keys
 from ..connection import is_cluster
 from ..limits import start_grace_ms
@@ -132,4 +134,25 @@ def limits(client, queue, busiest=10):
             "most_active": int(top[0][1]) if top else 0,
             "busiest": [{"key": decode(k), "active": int(n)} for k, n in top][:busiest],
         },
+        held_until=_held_until(h.get("hu"), now),
+        held_partitions=_held_partitions(client, queue, now),
     )
+
+
+def _held_until(ms, now):
+    """A hold's end (``RateLimited``) as an aware datetime, or None once it has passed."""
+    if ms is None or int(float(ms)) <= now:
+        return None
+    return datetime.fromtimestamp(int(float(ms)) / 1000, tz=UTC)
+
+
+#: Partitions held by a RateLimited listed by ``limits`` (the soonest to end first) at most.
+HELD_SHOWN = 20
+
+
+def _held_partitions(client, queue, now):
+    """{partition key: held until} of the partitions a handler's RateLimited holds back now
+    (``holds``; at most ``HELD_SHOWN``, from a bounded read)."""
+    _, raw = client.hscan(keys.queue_key(queue, "holds"), 0, count=200)
+    held = {decode(k): _held_until(v, now) for k, v in raw.items()}
+    return dict(sorted(((k, v) for k, v in held.items() if v), key=lambda kv: kv[1])[:HELD_SHOWN])

@@ -1,6 +1,8 @@
 """Reads of schedules (periodic tasks): the global index (name -> queue), and each schedule's
 hash and next run as Redis has them; ``engine.schedules`` makes its ``Schedule`` records of them."""
 
+import json
+
 from .. import keys
 from ._common import decode
 
@@ -25,3 +27,17 @@ def schedule_hashes(client, pairs):
         p.zscore(keys.queue_key(queue, "schedules"), name)
     replies = p.execute() if pairs else []
     return [(name, queue, replies[2 * i], replies[2 * i + 1]) for i, (name, queue) in enumerate(pairs)]
+
+
+def live_schedules(client):
+    """{name: its settings as given (a dict)} of the schedules made at run time
+    (``keys.LIVE_SCHEDULES``; ``engine.live_schedules``); an unreadable entry is left out."""
+    out = {}
+    for name, raw in client.hgetall(keys.LIVE_SCHEDULES).items():
+        try:
+            settings = json.loads(raw)
+        except ValueError:
+            continue
+        if isinstance(settings, dict):
+            out[decode(name)] = settings
+    return out

@@ -7,6 +7,7 @@ from .. import keys
 from ..budget import Budget
 from ..task import Task
 from ._common import decode
+from ._ended import ended_from_record
 from ._queues import counts_of, known_queues
 from ._search_syntax import SEARCH_STATES, make_cursor, parse_cursor, parse_search
 
@@ -19,8 +20,11 @@ _SOURCES = (
     ("delayed", "delayed"),
     ("waiting", "lockwaits"),
     ("blocked", "blocked"),
-    ("completed", "results"),
+    ("completed", "hcompleted"),
+    ("cancelled", "hcancelled"),
 )
+#: The sources read from the record of ended tasks (``_ended``), not from task hashes.
+_RECORDS = ("hcompleted", "hcancelled")
 
 
 @dataclass
@@ -65,7 +69,7 @@ def _read_source(client, queue, kind, key, offset, count):
     """Up to ``count`` ids from one source from ``offset``; (ids, entries looked at, done)."""
     if kind in ("front", "pending"):
         ids = client.lrange(key, offset, offset + count - 1)
-    elif kind in ("failed", "tag", "results"):
+    elif kind in ("failed", "tag", *_RECORDS):
         ids = client.zrevrange(key, offset, offset + count - 1)
     elif kind == "lockwaits":  # one lock's wait list per entry (each list read whole, capped)
         locks = client.zrange(key, offset, offset + count - 1)
@@ -77,6 +81,19 @@ def _read_source(client, queue, kind, key, offset, count):
     else:  # active, delayed, blocked: oldest / soonest first
         ids = client.zrange(key, offset, offset + count - 1)
     return ids, len(ids), len(ids) < count
+
+
+def _read_tasks(client, queue, kind, ids):
+    """The tasks (None for those gone) of ``ids`` read from ``kind``'s store, in one round trip:
+    the task hashes, or the record of ended tasks."""
+    ids = [decode(i) for i in ids]
+    if kind in _RECORDS:
+        raws = client.hmget(keys.queue_key(queue, "history"), ids) if ids else []
+        return [(e.task if e else None) for e in (ended_from_record(i, queue, r) for i, r in zip(ids, raws))]
+    p = client.pipeline(transaction=False)
+    for tid in ids:
+        p.hgetall(keys.task_key(queue, tid))
+    return [Task.from_hash(tid, queue, h) for tid, h in zip(ids, p.execute())]
 
 
 def _sizes(client, sources, start):
@@ -103,10 +120,11 @@ def search_total(client, s, queues):
     if not s.only_sets:
         return None
     for q in queues:
-        p.zcard(keys.queue_key(q, "results"))
+        p.zcard(keys.queue_key(q, "hcompleted"))
+        p.zcard(keys.queue_key(q, "hcancelled"))
     kept = p.execute()
     total = 0
-    for results, counts in zip(kept, counts_of(client, queues)):
+    for i, counts in enumerate(counts_of(client, queues)):
         per_state = {
             "pending": counts["runnable"],
             "waiting": counts["waiting"],
@@ -114,7 +132,8 @@ def search_total(client, s, queues):
             "active": counts["active"],
             "blocked": counts["blocked"],
             "failed": counts["failed"],
-            "completed": results,
+            "completed": kept[2 * i],
+            "cancelled": kept[2 * i + 1],
         }
         total += sum(per_state[state] for state in (s.states or SEARCH_STATES))
     return total
@@ -162,12 +181,8 @@ def search(client, text_or_search, cursor=None, scan_limit=10000, page_size=50, 
             if done:
                 index, offset = index + 1, 0
             continue
-        p = client.pipeline(transaction=False)
-        for tid in ids:
-            p.hgetall(keys.task_key(queue, decode(tid)))
         budget.spend(1 if ids else 0)
-        for i, (tid, h) in enumerate(zip(ids, p.execute())):
-            t = Task.from_hash(decode(tid), queue, h)
+        for i, t in enumerate(_read_tasks(client, queue, kind, ids)):
             if t is not None and s.matches(t):
                 found.append(t.id if ids_only else t)
                 if len(found) >= page_size and kind != "lockwaits" and i + 1 < len(ids):

@@ -9,10 +9,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from .. import keys
+from ..crypto import Sealed
 
 #: The qualifiers a search understands; anything else is free text (over payloads and errors).
 SEARCH_QUALIFIERS = ("queue", "state", "error", "tag", "worker", "before", "after")
-SEARCH_STATES = ("pending", "delayed", "waiting", "blocked", "active", "failed", "completed")
+SEARCH_STATES = ("pending", "delayed", "waiting", "blocked", "active", "failed", "completed", "cancelled")
 _TOKEN = re.compile(r'(?:(\w+):)?("(?:[^"\\]|\\.)*"|\S+)')
 #: A search cursor: "<source>.<offset>", ASCII digits, the offset far below Redis's 64-bit
 #: range arguments (a bigger one made LRANGE fail).
@@ -70,6 +71,8 @@ class Search:
             return False
         if self.words:
             payload = t.payload.decode("utf-8", "replace") if isinstance(t.payload, bytes) else (t.payload or "")
+            if isinstance(t.payload, Sealed):  # an encrypted queue's: never matched inside ciphertext
+                payload = ""
             text = payload.lower() + "\n" + error
             if any(w not in text for w in self.words):
                 return False

@@ -33,7 +33,7 @@ import time
 import traceback
 
 from .. import tracing
-from ..errors import ChunkFailed, RetryLater
+from ..errors import ChunkFailed, RateLimited, RetryLater
 
 HEADER = struct.Struct("!I")
 _PR_SET_PDEATHSIG = 1
@@ -185,7 +185,7 @@ def _run(spec, task):
     try:
         value = spec.func(task)
     except RetryLater as exc:
-        return ("retry", exc.seconds, str(exc))
+        return ("limited" if isinstance(exc, RateLimited) else "retry", exc.seconds, str(exc))
     except Stopped:
         raise
     except ChunkFailed as exc:  # a chunk handler's: each task named fails with its own error

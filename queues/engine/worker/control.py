@@ -21,7 +21,7 @@ class Listener:
         self.on_message, self.on_subscribed = on_message, on_subscribed
 
     async def run(self):
-        backoff = Backoff()
+        backoff, lost = Backoff(), False
         while True:
             pubsub = None
             try:
@@ -34,6 +34,7 @@ class Listener:
                         continue
                     if msg["type"] == "subscribe":
                         backoff.reset()
+                        lost = False
                         self.on_subscribed()
                     elif msg["type"] == "message":
                         self.on_message(msg["data"])
@@ -41,7 +42,11 @@ class Listener:
                 raise
             except NETWORK_ERRORS as exc:
                 raise_if_cancelling()
-                log.warning("worqr: control channel lost (%s); resubscribing", exc)
+                # Once per outage: the heartbeat's lines say when Redis is out of reach and back.
+                log.log(
+                    logging.DEBUG if lost else logging.WARNING, "worqr: control channel lost (%s); resubscribing", exc
+                )
+                lost = True
                 await backoff.wait()
             finally:
                 try:

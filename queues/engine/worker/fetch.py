@@ -66,7 +66,7 @@ class Fetcher:
             [asyncio.ensure_future(e.wait()) for e in (status.subscribed, status.stopped)],
             return_when=asyncio.FIRST_COMPLETED,
         )
-        backoff = Backoff()
+        backoff, failing = Backoff(), False
         fault = faults.active("fetch-yield-sigterm")
         while True:
             if deliveries:
@@ -98,13 +98,16 @@ class Fetcher:
                 finally:
                     reporter.put_back(behind)  # what was not sent goes with the next batch
                 backoff.reset()
+                failing = False
             except NETWORK_ERRORS as exc:
                 raise_if_cancelling()
                 # The call may have run with its reply lost: acknowledgements are sent again
                 # (a repeat is refused as stale, harmlessly) and tasks held in Redis but unknown
                 # here would be stranded, so take stock and give those back.
                 self.stock_needed = True
-                log.warning("worqr: fetch failed (%s); retrying", exc)
+                # Once per outage (the heartbeat's lines say when Redis is out of reach and back).
+                log.log(logging.DEBUG if failing else logging.WARNING, "worqr: fetch failed (%s); retrying", exc)
+                failing = True
                 await backoff.wait(status.stopped)
                 continue
             for d in taken:

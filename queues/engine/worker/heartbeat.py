@@ -48,6 +48,8 @@ log = logging.getLogger("worqr.worker")
 #: after an outage, every worker beats within RETRY_MAX of Redis answering again (well within
 #: the HEARTBEAT_TTL a worker has then: heartbeat.lua).
 RETRY_FIRST, RETRY_MAX = 0.05, 0.5
+#: While Redis stays out of reach, the worker says it still waits this often (seconds).
+STILL_WAITING_EVERY = 30.0
 
 
 class Heart:
@@ -228,13 +230,21 @@ class Heart:
                 key_alive, reaped = await self._beat_once(r)
             except NETWORK_ERRORS as exc:
                 raise_if_cancelling()
+                now = time.monotonic()
                 if failing_since is None:
-                    failing_since = time.monotonic()
-                    log.warning("worqr: heartbeat failed (%s); beating again at once", exc)
+                    failing_since = told = now
+                    log.warning(
+                        "worqr: heartbeat failed (%s); waiting for Redis: running tasks go on, "
+                        "new ones are taken once it answers",
+                        exc,
+                    )
+                elif now - told >= STILL_WAITING_EVERY:
+                    told = now
+                    log.warning("worqr: still waiting for Redis (%.0f s so far: %s)", now - failing_since, exc)
                 pause = retry.next()
                 continue
             if failing_since is not None:
-                log.warning("worqr: heartbeat back after %.1f s", time.monotonic() - failing_since)
+                log.warning("worqr: Redis is back: heartbeat back after %.1f s", time.monotonic() - failing_since)
                 failing_since = None
             retry.reset()
             self.duties.start(r)

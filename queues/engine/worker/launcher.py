@@ -48,6 +48,7 @@ from .delivery import Deliveries
 from .duties import Duties
 from .duties.depth import DepthSampler
 from .duties.gone import GoneWorkers
+from .duties.history import HistoryPruning
 from .duties.master import MasterCheck
 from .duties.outbox import OutboxSweep
 from .duties.sweep import QueueSweep
@@ -197,6 +198,7 @@ class Worker:
                 QueueSweep(cap.name, c, self.connection),
                 MasterCheck(redis, c),
                 OutboxSweep(self.connection, cap.queues),
+                HistoryPruning(self.connection, c, cap.queues),
             ]
         )
         self.heart = Heart(
@@ -222,6 +224,7 @@ class Worker:
             redis=redis,
             unresponsive=self.heart.unresponsive,
             on_done=self.deliveries.done,
+            config=c,
             checkpoints=checkpoints.Context(self.loop, redis, status, self.config.kill_grace),
         )
         self.fetcher = Fetcher(

@@ -32,6 +32,7 @@ class Linker:
         self.event.set()
 
     async def run(self):
+        failing = False
         while True:
             await wait_event(self.event, self.retry_after if self.wanted else None)
             self.event.clear()
@@ -39,8 +40,12 @@ class Linker:
             try:
                 for q in sorted(queues):
                     await asyncio.to_thread(workflows.drain_all, self.connection.client, q)
+                failing = False
             except NETWORK_ERRORS as exc:
-                log.warning("worqr: telling children and batches failed (%s); the sweep retries", exc)
+                # Once per outage: the heartbeat's lines say when Redis is out of reach and back.
+                level = logging.DEBUG if failing else logging.WARNING
+                log.log(level, "worqr: telling children and batches failed (%s); the sweep retries", exc)
                 self.wanted |= queues
+                failing = True
             except Exception:  # never let one bad entry stop the worker's part: the sweep retries
                 log.exception("worqr: telling children and batches failed; the sweep retries")

@@ -2,7 +2,8 @@
 
 Every line has ``time`` (UTC, ISO 8601 with ms), ``level``, ``logger``, ``message`` and ``worker``.
 A task's outcome line (``Reporter.log_outcome``) adds ``queue``, ``task_id``, ``attempt``,
-``outcome``, ``duration_ms`` (and ``error``: a failed attempt's error, a deferral's reason) and,
+``outcome``, ``duration_ms`` (and ``error``: a failed attempt's error, a deferral's reason;
+``retry_in``: the seconds until it runs again) and,
 when tracing is on, the run span's ``trace_id`` and ``span_id`` (32 and 16 hex digits, as tracing
 backends show them), so logs and traces join up. Any other line written inside a span (a
 handler's own logging) carries that span's ids; a line with an exception adds ``traceback``.
@@ -15,7 +16,7 @@ import time
 from .. import tracing
 
 #: Fields copied from a record's ``extra`` when present, in this order.
-TASK_FIELDS = ("queue", "task_id", "attempt", "outcome", "duration_ms", "error", "trace_id", "span_id")
+TASK_FIELDS = ("queue", "task_id", "attempt", "outcome", "duration_ms", "retry_in", "error", "trace_id", "span_id")
 
 
 class JsonFormatter(logging.Formatter):
@@ -40,6 +41,9 @@ class JsonFormatter(logging.Formatter):
             out["trace_id"], out["span_id"] = ids
         if record.exc_info:
             out["traceback"] = self.formatException(record.exc_info)
+        elif trace := getattr(record, "traceback", None):  # a text line's traceback, as a field
+            out["traceback"] = trace
+            out["message"] = out["message"].partition("\n")[0]
         return json.dumps(out, default=str)
 
 

@@ -29,9 +29,9 @@ import logging
 import time
 import traceback as tb_module
 
-from .. import keys, tracing
+from .. import crypto, keys, tracing
 from ..connection import NETWORK_ERRORS
-from ..errors import RetryLater
+from ..errors import RateLimited, RetryLater
 from ..limits import StartedLate
 from . import checkpoints
 from .delivery import State
@@ -55,15 +55,30 @@ class Processor:
     """Runs deliveries: ``name`` (the worker's), ``tracing`` (run spans on), ``loop``, ``pool``
     (sync handlers), ``procs`` (isolated ones; None without), ``reporter`` and ``progress`` (the
     handlers' reports, flushed before an outcome), ``redis``; ``unresponsive()`` tells whether
-    the worker may have been presumed dead; ``on_done(d)`` frees a delivery's slot;
+    the worker may have been presumed dead; ``on_done(d)`` frees a delivery's slot; ``config``
+    (its ``ENCRYPTION_KEYS`` open an encrypted queue's payloads before the handler runs);
     ``checkpoints`` (a ``checkpoints.Context``) runs generator handlers."""
 
     def __init__(
-        self, name, *, tracing, loop, pool, procs, reporter, progress, redis, unresponsive, on_done, checkpoints
+        self,
+        name,
+        *,
+        tracing,
+        loop,
+        pool,
+        procs,
+        reporter,
+        progress,
+        redis,
+        unresponsive,
+        on_done,
+        config=None,
+        checkpoints=None,
     ):
         self.name, self.tracing, self.loop, self.pool, self.procs = name, tracing, loop, pool, procs
         self.reporter, self.progress, self.redis = reporter, progress, redis
-        self.unresponsive, self.on_done, self.checkpoints = unresponsive, on_done, checkpoints
+        self.unresponsive, self.on_done, self.config = unresponsive, on_done, config
+        self.checkpoints = checkpoints
 
     def start(self, d):
         """Start delivery ``d``: its handler starts here, a loop timer stands for its timeout, and
@@ -178,6 +193,14 @@ class Processor:
     def _launch(self, d):
         """Start ``d``'s handler."""
         task, func = d.task, d.spec.func
+        if isinstance(task.payload, crypto.Sealed):  # an encrypted queue's: opened here, for the handler
+            try:
+                task.payload = crypto.open_payload(self.config, task)
+            except crypto.PayloadUnreadable as exc:  # the task fails with it; the worker goes on
+                failed = self.loop.create_future()
+                failed.set_exception(exc)
+                d.launched(failed)
+                return
         task.attach_sink(self.progress)  # task.progress() and task.log() (an isolated one's come up its socket)
         if d.spec.checkpointed:  # a generator handler: its yields are checkpoints
             d.checkpoints = checkpoints.Run(self.checkpoints, d)
@@ -240,7 +263,10 @@ class Processor:
         elif isinstance(exc, StartedLate):  # never run: back first in line, its start not counted
             await self.reporter.give_back(d)
         elif isinstance(exc, RetryLater):
-            await self.reporter.failure(d, _describe(exc), "", retry_after=exc.seconds)
+            hold = ""
+            if isinstance(exc, RateLimited):  # the whole queue, or the task's partition, waits
+                hold = "p" if d.spec.limits.partition is not None else "q"
+            await self.reporter.failure(d, _describe(exc), "", retry_after=exc.seconds, hold=hold)
         elif isinstance(exc, HandlerFailed):  # raised in an isolated handler's process, described there
             await self.reporter.failure(d, exc.description, exc.trace)
         else:

@@ -23,7 +23,7 @@ from collections import deque
 
 from .. import faults
 from ..backoff import Backoff
-from ..errors import ChunkFailed, ConfigurationError, RetryLater, WorkerCrashed
+from ..errors import ChunkFailed, ConfigurationError, RateLimited, RetryLater, WorkerCrashed
 from ..limits import StartedLate
 from ..registry import check_importable
 from . import child
@@ -148,6 +148,8 @@ class ProcessPool:
                 run.set_result(reply[1])
             elif kind == "retry":
                 run.set_exception(RetryLater(reply[1], reply[2]))
+            elif kind == "limited":
+                run.set_exception(RateLimited(reply[1], reply[2]))
             elif kind == "chunk":  # a chunk handler's ChunkFailed, described in the process
                 run.set_exception(ChunkFailed({i: HandlerFailed(*failure) for i, failure in reply[1].items()}))
             elif kind == "late":

@@ -12,12 +12,13 @@
   raised (the task was taken from this worker, which then also releases any lock kept for it).
 """
 
+import json
 import logging
 import random
 import time
 from collections import defaultdict
 
-from .. import commands, tracing
+from .. import commands, keys, tracing
 from ..backoff import Backoff
 from ..codes import Code
 from ..connection import NETWORK_ERRORS, raise_if_cancelling
@@ -27,6 +28,11 @@ log = logging.getLogger("worqr.worker")
 
 def default(value, fallback):
     return fallback if value is None else value
+
+
+def _seconds(value):
+    """``20``, ``21.3``, ``0.5``: seconds as a log line shows them."""
+    return f"{value:.1f}".removesuffix(".0")
 
 
 class Reporter:
@@ -41,26 +47,49 @@ class Reporter:
     def log_outcome(self, d, outcome, error=None, exc=None):
         """Log an attempt's outcome (one line at INFO; the JSON format's fields in ``extra``) and
         end its run span."""
-        span = d.span
+        ran = self.end_run(d, outcome, error, exc)
+        self.log_line(d, outcome, ran, error)
+
+    def end_run(self, d, outcome, error=None, exc=None):
+        """End ``d``'s run span: (its run time in ms, the span's (trace id, span id) or None)."""
+        span, ids = d.span, None
         if span is not None:
             d.span = None
             d.run_trace = tracing.traceparent(span)
             tracing.end_run(span, outcome, error, exc)
-        if log.isEnabledFor(logging.INFO):
-            task, ms = d.task, (time.monotonic() - d.started) * 1000
-            extra = {
-                "worker": self.name,
-                "queue": task.queue,
-                "task_id": task.id,
-                "attempt": task.attempt,
-                "outcome": outcome,
-                "duration_ms": round(ms, 1),
-            }
-            if error:
-                extra["error"] = error
-            if span is not None and (ids := tracing.ids(span)):
-                extra["trace_id"], extra["span_id"] = ids
-            log.info("task %s queue=%s outcome=%s duration=%.1fms", task.id, task.queue, outcome, ms, extra=extra)
+            ids = tracing.ids(span)
+        return (time.monotonic() - d.started) * 1000, ids
+
+    def log_line(self, d, outcome, ran, error=None, *, attempts=None, retry_in=None, level=logging.INFO, **kw):
+        """The outcome's line: ``task <id> queue=<q> outcome=<o> duration=<ms>ms``, then for a
+        failure ``attempt=<n>/<of>``, ``retry_in=<s>s`` (when it runs again) and ``error="..."``.
+        ``kw``: ``exc_info`` or ``trace`` (the traceback text) for a final failure."""
+        if not log.isEnabledFor(level):
+            return
+        task, (ms, ids) = d.task, ran
+        extra = {
+            "worker": self.name,
+            "queue": task.queue,
+            "task_id": task.id,
+            "attempt": task.attempt,
+            "outcome": outcome,
+            "duration_ms": round(ms, 1),
+        }
+        text = f"task {task.id} queue={task.queue} outcome={outcome} duration={ms:.1f}ms"
+        if attempts is not None:
+            text += f" attempt={task.attempt}/{attempts}"
+        if retry_in is not None:
+            extra["retry_in"] = round(retry_in, 1)
+            text += f" retry_in={_seconds(retry_in)}s"
+        if error:
+            extra["error"] = error
+            text += f" error={json.dumps(error, ensure_ascii=False)}"
+        if ids:
+            extra["trace_id"], extra["span_id"] = ids
+        if trace := kw.get("trace"):  # an isolated handler's, described in its process
+            extra["traceback"] = trace.rstrip()
+            text += "\n" + extra["traceback"]
+        log.log(level, "%s", text, extra=extra, exc_info=kw.get("exc_info"))
 
     # -- acknowledgements ------------------------------------------------------------------
 
@@ -108,22 +137,34 @@ class Reporter:
                 self.release_if_due(d)
 
     async def flush(self):
-        """Acknowledge everything pending now, one ``finish`` call per queue."""
+        """Acknowledge everything pending now, one ``finish`` call per queue; how many could not
+        be (their calls never got through)."""
         acks, behind = self.take_acks()
+        unsent = 0
         for queue, batch in acks.items():
             call = commands.finish(queue, self.name, batch, result_ttl=self.config.result_ttl)
             codes = await self.call(call)
             if codes is not None:
                 self.check_codes([d for d, _ in behind[queue]], codes)
+            else:
+                unsent += len(batch)
+        return unsent
 
     # -- failures --------------------------------------------------------------------------
 
-    async def failure(self, d, error, trace, retry_after=None, exc=None):
-        """A failed attempt (``exc``: the handler's exception, if any), or a deferral."""
+    async def failure(self, d, error, trace, retry_after=None, exc=None, hold=""):
+        """A failed attempt (``exc``: the handler's exception, if any), or a deferral (``hold``:
+        a RateLimited hold of the queue or partition). Its line says what happens next (the
+        script decides: ``attempt=2/4 retry_in=20s``, or a final failure at ERROR with its
+        traceback)."""
         c, spec = self.config, d.spec
         self.failed += retry_after is None
-        self.log_outcome(d, "deferred" if retry_after is not None else "failed", error, exc)
+        outcome = "deferred" if retry_after is not None else "failed"
+        ran = self.end_run(d, outcome, error, exc)
         keep = d.report_sent(d.still_running())
+        retries = d.task.retries if d.task.retries is not None else default(spec.retries, c.retries)
+        backoff = default(spec.backoff, c.backoff)
+        jitter = random.random() * c.backoff_jitter
         call = commands.fail(
             d.task.queue,
             self.name,
@@ -131,19 +172,42 @@ class Reporter:
             d.task.lease,
             error,
             trace,
-            retries=default(spec.retries, c.retries),
-            backoff=default(spec.backoff, c.backoff),
+            retries=retries,
+            backoff=backoff,
             backoff_max=c.backoff_max,
-            jitter=random.random() * c.backoff_jitter,
+            jitter=jitter,
             history=c.failure_history,
             retry_after=retry_after,
             keep=keep,
             trace=d.run_trace,
+            hold=hold,
         )
         code = await self.call(call)
         if code == Code.STALE:
+            self.log_line(d, outcome, ran, error)
             log.warning("worqr: task %s: lease %s is stale; failure refused", d.task.id, d.task.lease)
             self._stale(d)
+        elif code == Code.RETRYING:
+            backoff = await self._own_backoff(d, backoff)
+            wait = min(backoff * 2 ** max(d.task.attempt - 1, 0), c.backoff_max) * (1 + jitter)
+            self.log_line(d, outcome, ran, error, attempts=retries + 1, retry_in=wait, level=logging.WARNING)
+        elif code == Code.FAILED:
+            details = {"exc_info": exc} if exc is not None else {"trace": trace}
+            self.log_line(d, outcome, ran, error, attempts=retries + 1, level=logging.ERROR, **details)
+        elif code == Code.CANCELLED:
+            self.log_line(d, "cancelled", ran, error)
+        else:  # deferred, or the report never got through
+            self.log_line(d, outcome, ran, error, retry_in=retry_after)
+
+    async def _own_backoff(self, d, fallback):
+        """The backoff the task was enqueued with (``backoff=``, its hash's ``b``: the script
+        waits by it), else ``fallback`` (the handler's or the worker's). One read, for a retried
+        failure's log line only; Redis out of reach: ``fallback``."""
+        try:
+            own = await self.redis.hget(keys.task_key(d.task.queue, d.task.id), "b")
+        except NETWORK_ERRORS:
+            return fallback
+        return float(own) if own else fallback
 
     async def give_back(self, d):
         """``d``'s handler was never run (it could not start within its rate's start grace): its
@@ -184,12 +248,13 @@ class Reporter:
     async def call(self, call, attempts=20):
         """Run a command, retrying through network errors; None if it never got through."""
         backoff = Backoff()
-        for _ in range(attempts):
+        for attempt in range(attempts):
             try:
                 return await call.arun(self.redis)
             except NETWORK_ERRORS as exc:
                 raise_if_cancelling()
-                log.warning("worqr: %s failed (%s); retrying", call.script, exc)
+                level = logging.WARNING if attempt == 0 else logging.DEBUG  # one line per call, not per try
+                log.log(level, "worqr: %s failed (%s); retrying", call.script, exc)
                 await backoff.wait()
         log.error("worqr: gave up on %s for queue %s; the lease will expire", call.script, call.queue)
         return None

@@ -26,12 +26,13 @@ async def shutdown(capsule, status, deliveries, reporter, progress, heart, redis
     """Wait out the grace (``status.grace``, which a second stop signal ends), give back what
     still runs of ``deliveries``, and deregister the worker."""
     began = time.monotonic()
+    stranded = 0  # tasks left active in Redis under this worker's name: neither given back nor acknowledged
     if deliveries:
         log.info("worqr: stopping: waiting up to %.0f s for %d task(s)", status.grace, len(deliveries))
     while deliveries.unreported() and time.monotonic() < began + status.grace:
         status.changed.clear()
         await wait_event(status.changed, max(0.0, began + status.grace - time.monotonic()))
-        await reporter.flush()
+        stranded += await reporter.flush()
     await progress.flush()  # what handlers logged stays with the tasks given back
     left = deliveries.unreported()
     for d in left:
@@ -50,8 +51,9 @@ async def shutdown(capsule, status, deliveries, reporter, progress, heart, redis
         if d.checkpoints is not None:
             await d.checkpoints.save()
     for queue, items in by_queue.items():
-        await reporter.call(commands.stop(queue, capsule.name, items))
-    await reporter.flush()
+        if await reporter.call(commands.stop(queue, capsule.name, items)) is None:
+            stranded += len(items)
+    stranded += await reporter.flush()
     await reporter.send_releases()
     try:
         for q in capsule.queues:
@@ -59,4 +61,24 @@ async def shutdown(capsule, status, deliveries, reporter, progress, heart, redis
         await heart.leave(heart.gone_entry("stopped"))  # before its heartbeat key goes (``Heart.leave``)
         await redis.delete(keys.heartbeat_key(capsule.name))
     except NETWORK_ERRORS as exc:
-        log.error("worqr: could not deregister (%s); the reaper will recover our tasks", exc)
+        left_without_deregistering(stranded, exc)
+
+
+def left_without_deregistering(stranded, exc):
+    """Say what a stop without Redis leaves behind, and no more: ``stranded`` tasks (not given
+    back, or run but not acknowledged) run again once Redis is back and a worker of their queue
+    presumes this one dead; with none, nothing waits on this worker."""
+    if stranded:
+        log.error(
+            "worqr: stopped without deregistering: Redis is out of reach (%s). %d task(s) of this worker "
+            "could not be given back or acknowledged: they run again once Redis is back and a worker of "
+            "their queue presumes this one dead (HEARTBEAT_TTL after Redis answers)",
+            exc,
+            stranded,
+        )
+    else:
+        log.warning(
+            "worqr: stopped without deregistering: Redis is out of reach (%s). This worker held no "
+            "tasks; it is listed as gone once Redis is back",
+            exc,
+        )

@@ -6,7 +6,7 @@
 -- the failure goes into the history, trimmed to opts.hist entries. Returns RETRYING or FAILED
 -- (for good). opts: error, traceback, worker, retries, backoff, backoff_max, jitter, hist.
 local function record_failure(id, tk, now, opts)
-  local f = rcall('HMGET', tk, 'a', 'r', 'b', 'u', @@payload_fields@@)
+  local f = rcall('HMGET', tk, 'a', 'r', 'b', 'u', @@payload_fields@@, 'y')
   local attempts = tonumber(f[1] or '0')
   local retries = tonumber(f[2] or opts.retries)
   local backoff = tonumber(f[3] or opts.backoff)
@@ -14,6 +14,7 @@ local function record_failure(id, tk, now, opts)
     id = id, payload = string.sub(joined_payload(f, 5, tk) or '', 1, 4096), error = opts.error,
     traceback = opts.traceback, attempts = attempts, worker = opts.worker or '', failed_at = now,
   }
+  if f[8] == 'e' then entry.payload = 'encrypted' end  -- an encrypted queue's: never copied out
   rcall('LPUSH', K.failures, cjson.encode(entry))
   rcall('LTRIM', K.failures, 0, opts.hist - 1)
   rcall('HSET', tk, 'e', opts.error, 'tb', opts.traceback)

@@ -12,6 +12,9 @@
 -- place under the queue's concurrency and its partition's (pactive) until it really returns.
 -- Built from the prefix (keys.py "kept"), as '@@ended@@' is, so no script's keys change.
 local KEPT = PREFIX .. '@@kept@@'
+-- The partitions a handler's RateLimited holds back: partition key -> until when (ms); the
+-- queue's own hold is the field 'hu' of `limits` (holds.lua). Built from the prefix, as KEPT is.
+local HOLDS = PREFIX .. '@@holds@@'
 
 local function plist_key(pk) return PREFIX .. '@@plist@@:' .. pk end
 local function pstarts_key(pk) return PREFIX .. '@@pstarts@@:' .. pk end
@@ -30,10 +33,11 @@ end
 local LIMITS = nil
 local function limits()
   if not LIMITS then
-    local f = rcall('HMGET', K.limits, 'c', 'rn', 'rw', 'pc', 'prn', 'prw', 'ro')
+    local f = rcall('HMGET', K.limits, 'c', 'rn', 'rw', 'pc', 'prn', 'prw', 'ro', 'hu')
     LIMITS = {
       c = tonumber(f[1]), rn = tonumber(f[2]), rw = tonumber(f[3]),
       pc = tonumber(f[4]), prn = tonumber(f[5]), prw = tonumber(f[6]), ro = tonumber(f[7]),
+      hu = tonumber(f[8]),
     }
     for _, w in ipairs({'rw', 'prw'}) do
       local v = LIMITS[w]
@@ -84,6 +88,11 @@ end
 -- the rate window opens when the rate is what holds them back (else 0).
 local function queue_room(now)
   local L = limits()
+  if L.hu then  -- held by a handler's RateLimited until then: nothing starts (holds.lua)
+    if L.hu > now then return 0, L.hu end
+    rcall('HDEL', K.limits, 'hu')
+    L.hu = nil
+  end
   local room, opens = math.huge, 0
   if L.c then room = L.c - running_count() end
   if L.rn and L.rw then
@@ -115,6 +124,11 @@ end
 -- used up) or the time its rate window opens.
 local function partition_open(pk, now)
   local L = limits()
+  local held = tonumber(rcall('HGET', HOLDS, pk) or '')
+  if held then
+    if held > now then return false, held end
+    rcall('HDEL', HOLDS, pk)
+  end
   if L.pc and tonumber(rcall('ZSCORE', K.pactive, pk) or '0') >= L.pc then return false, 'b' end
   if L.prn and L.prw then
     local sk = pstarts_key(pk)

@@ -1,4 +1,5 @@
 -- @include resend
+-- @include history
 -- Workflows. A task's children (enqueued with after=[it]) and its batch live in other slots, so
 -- they are told of its end by a separate step (workflows.drain): here its end is only recorded,
 -- in O(1): its outcome in links:<id> ('=' completed, failed, cancelled or deleted, 'b' its
@@ -19,7 +20,7 @@ local ended_trimmed = false
 -- nothing (resend.lua). Its first end counts (NX). Trimmed once per script call (trim_ended).
 local function record_end(id, outcome, now)
   local code = 0
-  if outcome == 'failed' then code = 1 elseif outcome == 'cancelled' then code = 2
+  if outcome == 'failed' then code = 1 elseif outcome == 'cancelled' or outcome == 'expired' then code = 2
   elseif outcome == 'deleted' then code = 3 end
   rcall('ZADD', ENDED, 'NX', string.format('%.0f', now * 4 + code), string.sub(id, -16))  -- the queue goes without saying
   if not ended_trimmed then
@@ -37,6 +38,7 @@ local run_traces = {}
 -- outbox now. Only its first ending counts (a failed task deleted later has ended already).
 local function task_ended(id, tk, outcome, now, worker, reason)
   record_end(id, outcome, now)
+  keep_history(id, tk, outcome, now, worker, reason)
   local f = rcall('HMGET', tk, 'bt', 'np')
   if f[2] then rcall('DEL', parents_key(id)) end
   local lk = links_key(id)

@@ -1,5 +1,6 @@
 -- @include locks
 -- @include lease
+-- @include expiry
 -- Taking tasks, shared by start (a worker asks) and enqueue (a task is handed straight to an
 -- idle worker, saving it a round trip).
 
@@ -28,12 +29,13 @@ end
 -- true if it started.
 local function start_task(worker, wk, id, nth, out, now, opts)
   local tk = task_key(id)
-  local f = rcall('HMGET', tk, 'lk', 't', 'cb', 'm', 'r', 'y', 's', 'tc', 'pk', 'a', 'bt', 'bc', @@payload_fields@@)
+  local f = rcall('HMGET', tk, 'lk', 't', 'cb', 'm', 'r', 'y', 's', 'tc', 'pk', 'a', 'bt', 'bc', @@payload_fields@@, 'ex')
   if state_of(f[7], f[13] or f[14]) ~= 'pending' then  -- the payload's fields: it exists
     rcall('HINCRBY', K.stats, 'gone', -1)  -- removed (or run) since it was listed
     return false
   end
   local lk = f[1]
+  if expire_if_due(id, tk, f[16], lk, now) then return false end
   if lk and rcall('HGET', K.lockheads, lk) == id then rcall('HDEL', K.lockheads, lk) end
   if lk and rcall('EXISTS', lock_key(lk)) == 1 then
     wait_for_lock(id, tk, lk, true, now)  -- never expected: a runnable head's lock is free

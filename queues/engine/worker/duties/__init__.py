@@ -5,7 +5,8 @@
 - ``depth.DepthSampler``: samples the depth of the queues served, for the dashboard's history;
 - ``sweep.QueueSweep``: a step of the queue sweep (sums over every queue, idle queues forgotten);
 - ``outbox.OutboxSweep``: drains the workflows' outbox entries a dead process left;
-- ``master.MasterCheck``: through Sentinel with MIN_REPLICAS_ACK, asks where the master is.
+- ``master.MasterCheck``: through Sentinel with MIN_REPLICAS_ACK, asks where the master is;
+- ``history.HistoryPruning``: prunes the served queues' record of ended tasks (``RETENTION``).
 
 Each is an object with ``what`` (named in logs) and ``async run(beat_client)``, which does its
 work if it is due (each keeps its own interval). ``Duties`` runs them in that order after every

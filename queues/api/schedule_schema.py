@@ -1,0 +1,36 @@
+"""The OpenAPI schema of a schedule's settings (``POST``/``PATCH /api/schedules/<name>``),
+as ``WORQR["SCHEDULES"]`` has them; part of the document ``openapi.py`` serves."""
+
+from ..engine import keys
+from ..engine.schedule_settings import EVERY_MAX
+from .bodies import MAX_BACKOFF, MAX_RETRIES, MAX_TIMEOUT, QUEUE_SCHEMA
+
+
+def schedule_settings_schema(create):
+    """A schedule's settings as WORQR['SCHEDULES'] has them (a create needs queue and one of
+    cron and every; a change gives any of them)."""
+    text = {"type": "string", "maxLength": 1000}
+    return {
+        "type": "object",
+        "description": "A schedule's settings, as a WORQR['SCHEDULES'] entry has them: queue, exactly one of "
+        "cron (5 fields or @hourly...; its validity is checked by the server, 400 naming 'cron') and every "
+        "(seconds), payload, timezone (an IANA name, checked by the server: 400 naming 'timezone'), enabled, "
+        "missed, overlap and the enqueue options. A change (PATCH) gives any of them; null removes an option.",
+        "additionalProperties": False,
+        "properties": {
+            "queue": QUEUE_SCHEMA,
+            "cron": text,
+            "every": {"type": "number", "minimum": 1, "maximum": EVERY_MAX},
+            "payload": {"type": "string", "maxLength": 200},
+            "timezone": text,
+            "enabled": {"type": "boolean"},
+            "missed": {"enum": ["skip", "once"]},
+            "overlap": {"type": "boolean"},
+            "retries": {"type": ["integer", "null"], "minimum": 0, "maximum": MAX_RETRIES},
+            "timeout": {"type": ["number", "null"], "exclusiveMinimum": 0, "maximum": MAX_TIMEOUT},
+            "backoff": {"type": ["number", "null"], "minimum": 0, "maximum": MAX_BACKOFF},
+            "lock": {"type": ["string", "null"], "minLength": 1, "maxLength": keys.LOCK_KEY_MAX},
+            "callback": {"type": ["string", "null"], "description": "as a task's: the server's allow-list applies"},
+        },
+        **({"required": ["queue"], "oneOf": [{"required": ["cron"]}, {"required": ["every"]}]} if create else {}),
+    }

@@ -1,0 +1,50 @@
+-- @include base
+-- The record of ended tasks (keys.py: `history`, and one index per outcome): what the task page,
+-- search and the API show once a task has ended. One JSON entry per task in the queue's hash
+-- `history` (the task's fields as task.py names them, its payload up to @@history_payload_max@@
+-- bytes, its last @@history_log_lines@@ log lines), its id in the index of its outcome (score:
+-- when it ended, ms). Pruned by the workers in bounded steps (prune_history, history.py), never
+-- here: writing a record is O(1) plus the size of the task. Built from the prefix, as `ended`
+-- is: every script that ends a task writes it.
+
+local HISTORY = PREFIX .. '@@history@@'
+local AGAIN = PREFIX .. '@@again@@'  -- runs again -> the task they run again (note_again)
+local HISTORY_INDEX = {
+  completed = PREFIX .. '@@hcompleted@@', cancelled = PREFIX .. '@@hcancelled@@', failed = PREFIX .. '@@hfailed@@',
+}
+
+-- Keep the record of task id (its hash tk still there) that ended with `outcome` at `now`, by
+-- `worker` (if known), for `reason` (if given). A task deleted leaves none; a failed task that is
+-- cancelled or deleted later keeps its record as failed. The call for i38's batched finish path
+-- and every other end: keep_history(id, tk, outcome, now, worker, reason).
+local function keep_history(id, tk, outcome, now, worker, reason)
+  local index = HISTORY_INDEX[outcome]
+  if not index then return end
+  local h = rcall('HGETALL', tk)
+  if #h == 0 then return end
+  local rec, pieces = {}, {}
+  for i = 1, #h, 2 do
+    local k, v = h[i], h[i + 1]
+    local piece = tonumber(k)
+    if piece then pieces[piece] = v else rec[k] = v end
+  end
+  if outcome ~= 'failed' and rec.s == 'failed' then return end  -- it ended already
+  if not rec.p and pieces[1] then rec.p = table.concat(pieces) end
+  if rec.p and #rec.p > @@history_payload_max@@ then
+    rec.ps = #rec.p
+    rec.p = string.sub(rec.p, 1, @@history_payload_max@@)
+  end
+  rec.tb = rec.tb and string.sub(rec.tb, -@@history_payload_max@@) or nil
+  rec.s, rec.fin = outcome, now
+  if worker then rec.w = worker end
+  if reason then rec.why = reason end
+  local log = rcall('LRANGE', log_key(id), -@@history_log_lines@@, -1)
+  if #log > 0 then
+    rec.log = log
+    rec.ln = rcall('LLEN', log_key(id))
+  end
+  rcall('HSET', HISTORY, id, cjson.encode(rec))
+  for o, key in pairs(HISTORY_INDEX) do
+    if o == outcome then rcall('ZADD', key, now, id) else rcall('ZREM', key, id) end
+  end
+end
