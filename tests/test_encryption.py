@@ -127,8 +127,7 @@ def test_the_dashboard_shows_encrypted_unless_the_user_may_see_it(sealed):
 
 @pytest.mark.django_db
 def test_an_ended_tasks_record_keeps_the_ciphertext_and_opens_for_the_keeper(sealed):
-    """A completed task of an encrypted queue: its record holds no plaintext; its page opens the
-    payload for view_encrypted_payload only, and says so when the record kept only part of it."""
+    """An ended encrypted task's record holds no plaintext; its page opens it for the keeper only, whole."""
     from django.test import Client
     from django.urls import reverse
 

@@ -70,8 +70,7 @@ def test_dashboard_pages_answer_503_saying_redis_is_down(web, operator, redis_se
 
 
 def test_redis_down_refuses_the_same_people(web, db, redis_down):
-    """Anonymous users still go to the login page and staff without the permission still get 403:
-    the 503 page is only for those who could see the dashboard."""
+    """Redis down: anonymous users still get the login page, staff without the right 403."""
     url = reverse("queues:overview")
     r = web.get(url)
     assert r.status_code == 302 and "/admin/login/" in r["Location"]
@@ -80,9 +79,7 @@ def test_redis_down_refuses_the_same_people(web, db, redis_down):
 
 
 def test_worker_says_it_waits_for_redis_and_stops_without_claims(workers, client, redis_server):
-    """Redis stopped under an idle worker: it says once that it waits for Redis (not a line per
-    retry), and on SIGTERM that it stopped without deregistering and held no tasks; no word of a
-    reaper recovering tasks."""
+    """Redis down: the worker says once that it waits, and on SIGTERM that it held no tasks."""
     w = workers(["t1"], name="waits")
     wait_registered(client, "waits")
     redis_server.stop()
@@ -102,8 +99,7 @@ def test_worker_says_it_waits_for_redis_and_stops_without_claims(workers, client
 
 
 def test_worker_stopped_with_a_task_in_hand_says_it_runs_again(workers, client, redis_server):
-    """SIGTERM while Redis is down and a task runs: the worker cannot give it back, and says that this
-    task runs again once Redis is back and the worker is presumed dead."""
+    """SIGTERM with Redis down and a task running: the worker says that task runs again later."""
     Queue("t1").enqueue('{"sleep": 60}')
     w = workers(["t1"], name="holds", grace=0)
     wait_for(lambda: Queue("t1").counts()["active"] == 1, timeout=30, message="the task to start")

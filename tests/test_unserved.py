@@ -33,8 +33,7 @@ def warnings_about(caplog, queue):
 
 
 def test_one_warning_per_queue_and_process(caplog):
-    """Ten enqueues (one by one, in bulk, with options) to a queue nobody serves warn once, naming the
-    queue and the command that would serve it; another such queue gets its own warning."""
+    """Ten enqueues to a queue nobody serves warn once, naming it; another such queue warns too."""
     caplog.set_level(logging.WARNING, logger="worqr")
     q = Queue("emials")
     for i in range(5):
@@ -51,8 +50,7 @@ def test_one_warning_per_queue_and_process(caplog):
 
 
 def test_a_served_queue_is_not_warned_about_and_not_marked(caplog, client, workers, db):
-    """Once a worker has registered for a queue, enqueueing to it is silent, even after the worker left;
-    the dashboard marks only the queue nobody served, on the overview and on its page."""
+    """A queue a worker once served is not warned about; the dashboard marks only the unserved one."""
     caplog.set_level(logging.WARNING, logger="worqr")
     w = workers(["t2"], name="serves-t2")
     wait_for(lambda: Queue("t2").counts()["served"], timeout=30, message="the worker to register for t2")

@@ -57,8 +57,7 @@ def test_a_json_log_line_carries_retry_in(workers):
 
 
 def test_an_isolated_handlers_final_failure_logs_the_traceback_from_its_process(workers):
-    """A handler run in its own process: the traceback it raised there follows the final line, and in
-    JSON logs it is the `traceback` field, the message staying one line."""
+    """An isolated handler's final failure logs the traceback it raised in its process."""
     q = Queue("p1")
     task_id = q.enqueue('{"fail": "always"}')
     w = workers(["p1"], options=["--log-format", "json"])
