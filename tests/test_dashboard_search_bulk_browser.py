@@ -29,7 +29,7 @@ def readme_shot(page, name):
     if os.environ.get("WORQR_SCREENSHOTS") == "1":
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
-    shot(page, f"round2-{name}")
+    shot(page, f"readme-{name}")
 
 
 @pytest.fixture
