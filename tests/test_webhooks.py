@@ -61,7 +61,8 @@ def test_delivery_posts_the_task_with_id_and_attempt_headers(api, receiver, work
     )
     assert h["Content-Type"] == "application/json"
     wait_for(lambda: Queue("hooks").counts()["completed"] == 1, message="completion")
-    error(api.get(f"/api/tasks/{tid}"), 404)
+    record = api.get(f"/api/tasks/{tid}")  # the ended task's record (RETENTION)
+    assert record.status_code == 200 and record.json()["state"] == "completed", record.content
     wait_for(lambda: _idle("hooks"), message="the worker idle: no delivery in flight")
     assert len(receiver.on("/ok")) == 1
 
