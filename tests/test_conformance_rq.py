@@ -20,7 +20,7 @@ UPSTREAM = conformance.load(
 @backend_settings("default", "queue-1")
 class RQBackendTestCase(conformance.WorqrCase, UPSTREAM.RQBackendTestCase):
     def setUp(self):
-        SimpleTestCase.setUp(self)  # theirs points django_rq at fakeredis; the session's Redis is real
+        SimpleTestCase.setUp(self)  # theirs points django_rq at an in-memory stand-in; the session's Redis is real
 
 
 mark(

@@ -6,7 +6,9 @@ backends' ``tests/tests.py``), which ``upstream()`` downloads once with pip into
 ``var/conformance/`` and ``load()`` executes unchanged but for the wiring:
 
 - its imports of the framework (``django.tasks`` or the ``django_tasks`` backport, whichever this
-  Django has), of the backend under test (RQ, the database backend, fakeredis) and of its own
+  Django has), of the backend under test (RQ, the database backend), of any library not
+  installed here (an in-memory stand-in for Redis the upstream tests use is never loaded: the
+  session's real redis-server serves every test) and of its own
   ``tests`` package are left out, and the names they bound are given instead: the framework's
   from ``FRAMEWORK``, the test tasks from ``tests/conformance/tasks.py`` (or Django's own, for
   Django's tests), the backend's class as ``WorqrBackend``;
@@ -24,6 +26,7 @@ the other backend's own storage, command or library, which has no counterpart he
 import ast
 import contextlib
 import functools
+import importlib.util
 import inspect
 import subprocess
 import sys
@@ -92,9 +95,13 @@ LEFT_OUT = (
     "django_tasks_rq",
     "django_rq",
     "rq",
-    "fakeredis",
     "tests",
 )
+
+
+def _installed(name):
+    """Whether the top-level package of the import ``name`` is installed here."""
+    return importlib.util.find_spec(name.partition(".")[0]) is not None
 
 
 def upstream(dist, version, member):
@@ -161,7 +168,8 @@ class _Wiring(ast.NodeTransformer):
             names = [alias.name for alias in node.names]
         else:
             return False
-        return any(n == top or n.startswith(top + ".") for n in names for top in LEFT_OUT)
+        listed = any(n == top or n.startswith(top + ".") for n in names for top in LEFT_OUT)
+        return listed or not all(_installed(n) for n in names if n)
 
 
 def load(path, module_name, names, strings=None):
