@@ -29,6 +29,7 @@ SECTIONS = {
         "expired": ("expired",),
         "failure_groups": ("failure_groups",),
         "locks": ("locks",),
+        "queue_tabs": ("counts", "pending", "failure_groups", "locks"),
         "limits": ("limits",),
         "throughput": ("throughput",),
     },
@@ -171,3 +172,49 @@ def render(snapshot, names, actions, cache=None):
 def render_changed(snapshot, changed, actions, cache=None):
     """``{section: html}`` of the sections showing one of the ``changed`` snapshot keys."""
     return render(snapshot, to_render(snapshot["view"], changed), actions, cache)
+
+
+#: The queue page's tabs, in order: (name in ``?tab=``, label). Only one shows at a time, so the
+#: page fits one screen; "charts" holds the throughput chart and any other chart of the queue.
+QUEUE_TABS = (
+    ("active", "In process"),
+    ("pending", "Pending"),
+    ("delayed", "Delayed"),
+    ("blocked", "Blocked"),
+    ("failed", "Failed"),
+    ("expired", "Expired"),
+    ("history", "Failure history"),
+    ("locks", "Locks"),
+    ("limits", "Limits"),
+    ("charts", "Charts"),
+)
+QUEUE_TAB_NAMES = frozenset(name for name, _ in QUEUE_TABS)
+
+
+def queue_tab_counts(snapshot):
+    """{tab: how many things it shows} of the tabs that list things (Limits and Charts: None)."""
+    c = snapshot["counts"]
+    return {
+        "active": c["active"],
+        "pending": snapshot["pending"]["total"],
+        "delayed": c["delayed"],
+        "blocked": c["blocked"],
+        "failed": c["failed"],
+        "expired": c["expired"],
+        "history": (snapshot.get("failure_groups") or {}).get("total", 0),
+        "locks": len(snapshot.get("locks") or ()),
+        "limits": None,
+        "charts": None,
+    }
+
+
+def queue_tabs(snapshot):
+    """The tab bar's entries: name, label, count (None: not a list) and whether it is empty."""
+    counts = queue_tab_counts(snapshot)
+    return [{"name": n, "label": label, "count": counts[n], "empty": counts[n] == 0} for n, label in QUEUE_TABS]
+
+
+def default_queue_tab(snapshot):
+    """The tab a queue's page opens on: the first that has something, else Pending."""
+    counts = queue_tab_counts(snapshot)
+    return next((n for n, _ in QUEUE_TABS if counts[n]), "pending")

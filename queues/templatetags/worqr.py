@@ -12,7 +12,7 @@ from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.safestring import mark_safe
 
-from ..dashboard import rows
+from ..dashboard import rows, sections
 from ..dashboard.markup import action_form, url_builder
 
 register = template.Library()
@@ -62,3 +62,9 @@ def wq_more(shown, total, what, href=None, search=None):
     if href is None:
         href = reverse("queues:search") + "?" + urlencode({"q": search})
     return format_html('<p class="wq-more">{} more {} not shown here: <a href="{}">see them</a></p>', more, what, href)
+
+
+@register.simple_tag
+def wq_queue_tabs(snap):
+    """The queue page's tabs with their counts (``sections.queue_tabs``)."""
+    return sections.queue_tabs(snap)

@@ -25,7 +25,7 @@
     if (m < 60) return m + "m " + String(r).padStart(2, "0") + "s";
     const h = Math.floor(m / 60);
     if (h < 24) return h + "h " + String(m % 60).padStart(2, "0") + "m";
-    return Math.floor(h / 24) + "d " + String(h % 24).padStart(2, "0") + "h"; // over a day: in days
+    return Math.floor(h / 24) + " d " + (h % 24) + " h"; // over a day: in days ("2 d 3 h")
   }
 
   function tick() {
@@ -87,7 +87,49 @@
         if (box) box.hidden = isEmpty(el); // a section shows only while it has something
       }
     }
+    markTab();
     tick();
+  }
+
+  // The queue page's tabs: one panel shows at a time. The links (?tab=delayed) work without this
+  // script; with it, a click (or an address ending in #delayed / #wq-delayed) shows the panel in
+  // place, and the tab bar, which the live link redraws, keeps marking the one shown.
+  let currentTab = null;
+  function markTab() {
+    if (currentTab === null) return;
+    for (const a of document.querySelectorAll(".wq-qtabs a[data-tab]")) {
+      if (a.dataset.tab === currentTab) a.setAttribute("aria-current", "page");
+      else a.removeAttribute("aria-current");
+    }
+  }
+  function showTab(name) {
+    const panels = [...document.querySelectorAll("[data-tab-panel]")];
+    if (!panels.some((p) => p.dataset.tabPanel === name)) return false;
+    for (const p of panels) p.hidden = p.dataset.tabPanel !== name;
+    currentTab = name;
+    markTab();
+    return true;
+  }
+  function setupTabs() {
+    const bar = document.querySelector(".wq-qtabs");
+    if (!bar) return;
+    const marked = bar.querySelector("a[aria-current]");
+    currentTab = marked ? marked.dataset.tab : null;
+    bar.addEventListener("click", (ev) => {
+      const a = ev.target.closest("a[data-tab]");
+      if (!a || ev.ctrlKey || ev.metaKey || ev.shiftKey || ev.button !== 0) return;
+      if (!showTab(a.dataset.tab)) return;
+      ev.preventDefault();
+      const params = new URLSearchParams(location.search);
+      params.set("tab", a.dataset.tab);
+      history.replaceState(null, "", "?" + params.toString());
+    });
+    const fromHash = () => {
+      const wanted = location.hash.replace(/^#(wq-)?/, "");
+      if (wanted) showTab(wanted);
+    };
+    window.addEventListener("hashchange", fromHash);
+    fromHash();
   }
 
   function setLive(live, text) {
@@ -206,6 +248,7 @@
   document.addEventListener("DOMContentLoaded", () => {
     setupSearch();
     followJob();
+    setupTabs();
     root = document.getElementById("wq-dashboard");
     if (!root) return;
     banner = document.getElementById("wq-banner");

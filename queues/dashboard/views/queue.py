@@ -15,6 +15,10 @@ def queue(request, name):
     check_queue(name)
     snapshot = queries.queue(client(), name, page_of(request))
     page = snapshot["pending"]["page"]
+    # One tab shows at a time (?tab=delayed: no script needed); by default the first that has something.
+    tab = request.GET.get("tab") or ""
+    if tab not in sections.QUEUE_TAB_NAMES:
+        tab = sections.default_queue_tab(snapshot)
     return render_page(
         request,
         "queues/queue.html",
@@ -22,6 +26,7 @@ def queue(request, name):
             "title": f"Queue {name}",
             "queue": name,
             "snap": snapshot,
+            "tab": tab,
             "live": live_path("queue", name, page=page if page > 1 else None),
         },
     )
