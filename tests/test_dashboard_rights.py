@@ -99,17 +99,17 @@ def test_deleting_one_task_that_has_not_run_needs_cancel_task(client):
     web.force_login(make_user("deleter", perms=["view_dashboard", "delete_task"]))
     delete_url = reverse("queues:task-delete", args=[tid])
     assert delete_url not in web.get(reverse("queues:task", args=[tid])).content.decode()
-    r = web.post(reverse("queues:task-delete", args=[tid]), **JSON)
+    r = web.post(reverse("queues:task-delete", args=[tid]), {"confirm": "yes"}, **JSON)
     assert r.status_code == 403 and "queues.cancel_task" in r.json()["message"]
     assert readmodel.task(client, tid).state == "pending" and not AuditLog.objects.exists()
     assert (
         reverse("queues:task-delete", args=[failed]) in web.get(reverse("queues:task", args=[failed])).content.decode()
     )
-    assert web.post(reverse("queues:task-delete", args=[failed]), **JSON).status_code == 200
+    assert web.post(reverse("queues:task-delete", args=[failed]), {"confirm": "yes"}, **JSON).status_code == 200
     assert readmodel.task(client, failed) is None
     both = Client()
     both.force_login(make_user("remover", perms=["view_dashboard", "delete_task", "cancel_task"]))
-    assert both.post(reverse("queues:task-delete", args=[tid]), **JSON).status_code == 200
+    assert both.post(reverse("queues:task-delete", args=[tid]), {"confirm": "yes"}, **JSON).status_code == 200
     assert readmodel.task(client, tid) is None
 
 

@@ -151,7 +151,9 @@ def test_operator_retry_delete_and_retry_all_failed_tasks(operator, web, workers
     assert web.post(reverse("queues:task-cancel", args=[ids[0]])).status_code == 409
     assert web.post(reverse("queues:task-retry", args=[ids[0]])).status_code == 302
     assert q.get(ids[0]).state == "pending"
-    assert web.post(reverse("queues:task-delete", args=[ids[1]])).status_code == 302
+    asked = web.post(reverse("queues:task-delete", args=[ids[1]]))  # a single Delete asks first
+    assert asked.status_code == 200 and b'name="confirm"' in asked.content and q.get(ids[1]) is not None
+    assert web.post(reverse("queues:task-delete", args=[ids[1]]), {"confirm": "yes"}).status_code == 302
     assert q.get(ids[1]) is None
     assert web.post(reverse("queues:task-retry", args=[ids[1]])).status_code == 404
     resp = web.post(reverse("queues:queue-retry-all", args=["t3"]), HTTP_ACCEPT="application/json")

@@ -13,6 +13,9 @@ PROGRESS = (
     '</span>{% else %}<span class="wq-empty">–</span>{% endif %}'
 )
 CANCEL = '{% if "cancel_task" in dashboard_actions %}{% wq_action t.id|wq_url:"task-cancel" "Cancel" "" %}{% endif %}'
+RUN_NOW = (
+    '{% if "retry_task" in dashboard_actions %}{% wq_action t.id|wq_url:"task-run-now" "Run now" "" %} {% endif %}'
+)
 REFERENCE = {
     "active": (
         '{% for t in tasks %}\n  <tr data-id="{{ t.id }}"><td>{% wq_tasklink t.id %}</td><td class="wq-worker">'
@@ -35,7 +38,7 @@ REFERENCE = {
         '{% for t in tasks %}\n  <tr data-id="{{ t.id }}"><td>{% wq_tasklink t.id %}</td><td>{{ t.due }}</td>'
         '<td class="num" data-until="{{ t.due_ms }}"></td>\n'
         '    <td class="num">{{ t.attempt }}</td><td class="wq-payload">{{ t.payload }}</td>\n'
-        "    <td>" + CANCEL + "</td></tr>\n"
+        '    <td class="wq-nowrap">' + RUN_NOW + CANCEL + "</td></tr>\n"
         '{% empty %}<tr><td colspan="6" class="wq-empty">No delayed task.</td></tr>{% endfor %}'
     ),
 }

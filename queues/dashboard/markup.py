@@ -41,9 +41,10 @@ def url_builder(name):
     return build
 
 
-def action_form(context, url, label, cls=""):
+def action_form(context, url, label, cls="", confirm=""):
     """A one-button POST form to ``url`` (with the CSRF token and the page to come back to, when
-    the context has them: inside a page, not in a live section)."""
+    the context has them: inside a page, not in a live section). ``confirm``: the question the
+    page's script asks first (without the script, the server asks it on a page of its own)."""
     token = context.get("csrf_token")
     csrf = (
         format_html('<input type="hidden" name="csrfmiddlewaretoken" value="{}">', token)
@@ -52,10 +53,12 @@ def action_form(context, url, label, cls=""):
     )
     page_path = context.get("page_path")
     back = format_html('<input type="hidden" name="next" value="{}">', page_path) if page_path else ""
+    ask = format_html(' data-confirm="{}"', confirm) if confirm else ""
     return format_html(
-        '<form method="post" action="{}" class="wq-action">{}{}<button type="submit" class="button {}" '
+        '<form method="post" action="{}" class="wq-action"{}>{}{}<button type="submit" class="button {}" '
         'data-action="{}">{}</button></form>',
         url,
+        ask,
         csrf,
         back,
         cls,

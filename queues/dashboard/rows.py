@@ -33,6 +33,7 @@ class _Urls:
 
     def __init__(self):
         self.task, self.cancel, self.worker = (url_builder(n) for n in ("task", "task-cancel", "worker"))
+        self.run_now = url_builder("task-run-now")
 
     def link(self, task_id):
         return f'<a class="wq-id" href="{escape(self.task(task_id))}">{escape(task_id)}</a>'
@@ -94,6 +95,12 @@ def pending(context, tasks, offset):
     return "".join(out) or '<tr><td colspan="6" class="wq-empty">No pending task.</td></tr>'
 
 
+def _run_now(context, urls, t):
+    if "retry_task" not in context.get("dashboard_actions", ()):
+        return ""
+    return action_form(context, urls.run_now(t["id"]), "Run now", "") + " "
+
+
 def delayed(context, tasks):
     out, urls = [], _Urls()
     for t in tasks:
@@ -101,6 +108,6 @@ def delayed(context, tasks):
             f'\n  <tr data-id="{escape(t["id"])}"><td>{urls.link(t["id"])}</td><td>{_text(t["due"])}</td>'
             f'<td class="num" data-until="{_text(t["due_ms"])}"></td>\n'
             f'    <td class="num">{_text(t["attempt"])}</td><td class="wq-payload">{_text(t["payload"])}</td>\n'
-            f"    <td>{_cancel(context, urls, t)}</td></tr>\n"
+            f'    <td class="wq-nowrap">{_run_now(context, urls, t)}{_cancel(context, urls, t)}</td></tr>\n'
         )
     return "".join(out) or '<tr><td colspan="6" class="wq-empty">No delayed task.</td></tr>'

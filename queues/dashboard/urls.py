@@ -54,6 +54,7 @@ urlpatterns = [
     path("task/<str:task_id>/cancel/", actions.task_cancel, name="task-cancel"),
     path("task/<str:task_id>/retry/", actions.task_retry, name="task-retry"),
     path("task/<str:task_id>/delete/", actions.task_delete, name="task-delete"),
+    path("task/<str:task_id>/run-now/", actions.task_run_now, name="task-run-now"),
     path("task/<str:task_id>/again/", again.task_run_again, name="task-run-again"),
 ]
 

@@ -36,6 +36,7 @@ class Code(IntEnum):
     NOT_FINISHED = -7  # not failed or completed, and only those were to be deleted: cancel it instead
     NO_QUEUE = -8  # the queue does not exist, and the call was not to make it
     LATE = -9  # the worker's heartbeat deadline has passed: it gets no task until it beats
+    NOT_DELAYED = -10  # only a delayed task can be run now
 
 
 def lua_placeholders():

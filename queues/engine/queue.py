@@ -188,6 +188,15 @@ class Queue:
         commands.check(code, "retry", self.name, task_id)
         return True
 
+    def run_now(self, task_id, where="front"):
+        """Run a delayed task now: it goes before every pending task (``where="front"``) or after
+        them (``"tail"``), at once and atomically. Raises InvalidState if it is no longer delayed."""
+        if where not in ("front", "tail"):
+            raise InvalidInput(f"where must be 'front' or 'tail', not {where!r}")
+        code = commands.run_now(self.name, self._check_id(task_id), where).run(self.client)
+        commands.check(code, "run_now", self.name, task_id)
+        return True
+
     def retry_all(self):
         """Retry every failed task; returns how many."""
         total = 0

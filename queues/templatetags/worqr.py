@@ -31,10 +31,10 @@ def wq_tasklink(task_id):
 
 
 @register.simple_tag(takes_context=True)
-def wq_action(context, url, label, cls=""):
+def wq_action(context, url, label, cls="", confirm=""):
     """A one-button POST form to ``url`` (with the CSRF token and the page to come back to, when
-    the context has them: inside a page, not in a live section)."""
-    return action_form(context, url, label, cls)
+    the context has them: inside a page, not in a live section); ``confirm``: asked first."""
+    return action_form(context, url, label, cls, confirm)
 
 
 @register.simple_tag(takes_context=True)

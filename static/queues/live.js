@@ -171,6 +171,8 @@
     const form = ev.target;
     if ((form.getAttribute("method") || "").toLowerCase() !== "post") return;
     ev.preventDefault();
+    // An action that asks first (a single Delete): no answer, nothing sent; yes is sent as confirm=yes.
+    if (form.dataset.confirm && !window.confirm(form.dataset.confirm)) return;
     const button = form.querySelector("button");
     if (button) button.disabled = true;
     // Forms sent by the socket carry no CSRF field: the page's token is added (and sent as a header).
@@ -178,6 +180,7 @@
     const by = ev.submitter; // the button pressed (a bulk form has one per action)
     if (by && by.name && !body.has(by.name)) body.append(by.name, by.value);
     if (!body.has("csrfmiddlewaretoken")) body.append("csrfmiddlewaretoken", root.dataset.csrf);
+    if (form.dataset.confirm && !body.has("confirm")) body.append("confirm", "yes");
     try {
       const resp = await fetch(form.getAttribute("action"), { // not form.action: a field may be named so
         method: "POST", body, credentials: "same-origin",

@@ -19,13 +19,15 @@ from ...engine.errors import InvalidInput, InvalidState, NotFinished, TaskNotFou
 from ...models import AuditLog
 from ...quoting import shown
 from ..access import action_required, can_act, post_only, wants_json
-from .common import BadInput, check_queue, check_task_id, error_page
+from .common import BadInput, check_queue, check_task_id, error_page, render_page
 
 # action name in the URL -> (permission, engine call, message)
 TASK_ACTIONS = {
     "cancel": ("cancel_task", "cancel", "cancelled"),
     "retry": ("retry_task", "retry", "queued again"),
     "delete": ("delete_task", "delete", "deleted"),
+    # a delayed task, made runnable at once ahead of the pending ones: like a retry, it queues a task
+    "run-now": ("retry_task", "run_now", "moved to the front of the queue: it runs next"),
 }
 QUEUE_ACTIONS = {
     "pause": ("pause_queue", "pause"),
@@ -68,6 +70,16 @@ def _cancel(queue, task_id):
     return outcome == "stopping"
 
 
+def _confirm_delete(request, task_id):
+    """The page that asks before a single Delete (the page's script asks in a dialog instead)."""
+    target = request.POST.get("next") or ""
+    return render_page(
+        request,
+        "queues/confirm_delete.html",
+        {"title": f"Delete task {task_id}?", "task_id": task_id, "next": target if target.startswith("/") else ""},
+    )
+
+
 def _task_action(action):
     codename, method, verb = TASK_ACTIONS[action]
 
@@ -77,6 +89,10 @@ def _task_action(action):
         try:
             check_task_id(task_id)
             name = keys.queue_from_task_id(task_id)
+            if action == "delete" and request.POST.get("confirm") != "yes":
+                if wants_json(request):
+                    raise BadInput(f"Deleting task {task_id} cannot be undone: send confirm=yes to confirm.")
+                return _confirm_delete(request, task_id)
             queue = Queue(name)
             try:
                 running = False
@@ -84,6 +100,8 @@ def _task_action(action):
                     running = _cancel(queue, task_id)
                 elif action == "delete":  # a task that has not run: removing it is a cancel
                     queue.delete(task_id, finished_only=not can_act(request.user, "cancel_task"))
+                elif action == "run-now":
+                    queue.run_now(task_id)
                 else:
                     queue.retry(task_id)
             except TaskNotFound:
@@ -104,7 +122,7 @@ def _task_action(action):
         message = f"Task {task_id} {verb}" + (": stopping it (it was running)." if running else ".")
         return _done(request, message, reverse("queues:queue", args=[name]))
 
-    view.__name__ = f"task_{action}"
+    view.__name__ = f"task_{action.replace('-', '_')}"
     return view
 
 
@@ -134,7 +152,7 @@ def _queue_action(action):
     return view
 
 
-task_cancel, task_retry, task_delete = (_task_action(a) for a in TASK_ACTIONS)
+task_cancel, task_retry, task_delete, task_run_now = (_task_action(a) for a in TASK_ACTIONS)
 queue_pause, queue_resume, queue_purge, queue_retry_all = (_queue_action(a) for a in QUEUE_ACTIONS)
 
 

@@ -18,7 +18,7 @@ from ..codes import Code
 from ._call import Call, check, error_for, run_pipelined
 from ._checkpoints import checkpoint, checkpoint_begin
 from ._history import note_again, prune_history
-from ._managing import Counts, cancel, counts, delete, drop, forget, pause, purge, reseal, retry, set_limits
+from ._managing import Counts, cancel, counts, delete, drop, forget, pause, purge, reseal, retry, run_now, set_limits
 from ._producing import ENQUEUE_OPTIONS, TASK_OPTIONS, Enqueued, enqueue, enqueue_one, push
 from ._running import (
     DELIVERY_FIELDS,
@@ -59,6 +59,7 @@ __all__ = [
     "cancel",
     "delete",
     "retry",
+    "run_now",
     "reseal",
     "pause",
     "set_limits",

@@ -63,6 +63,7 @@ _MESSAGES = {
     Code.UNKNOWN: (TaskNotFound, "there is no such task (it never existed, or it has finished)"),
     Code.ACTIVE: (InvalidState, "it is running: cancel it instead"),
     Code.NOT_FAILED: (InvalidState, "it is not failed"),
+    Code.NOT_DELAYED: (InvalidState, "it is not delayed (it may have become due, or been cancelled)"),
     Code.FINISHED: (InvalidState, "it has already failed or completed: delete it instead"),
     Code.NOT_REGISTERED: (WorkerLost, "the worker is not registered (it was presumed dead)"),
     Code.NOT_FINISHED: (NotFinished, "it has not run yet (pending, delayed, waiting or blocked): cancel it instead"),

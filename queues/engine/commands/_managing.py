@@ -73,6 +73,11 @@ def retry(queue, ids):
     return Call("retry", queue, (len(ids), *ids), _codes)
 
 
+def run_now(queue, task_id, where="front"):
+    """Make a delayed task runnable now (``where``: 'front' or 'tail'): REQUEUED, UNKNOWN or NOT_DELAYED."""
+    return Call("run_now", queue, (where, task_id), int)
+
+
 def reseal(queue, items):
     """Replace sealed payloads still as read: ``items`` (id, payload read, new payload); the
     number replaced (``rotation``)."""
