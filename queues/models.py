@@ -24,6 +24,7 @@ ACTION_PERMISSIONS = {
     "manage_limits": "Can change and reset queues' limits",
     "view_encrypted_payload": "Can see the payloads of encrypted queues",
     "change_schedule": "Can create, change and delete schedules made at run time",
+    "control_workers": "Can tell workers to go quiet or to stop",
 }
 
 

@@ -20,6 +20,7 @@ def _worker_row(info):
         "started": (info.get("started_at") or "")[:19].replace("T", " "),
         "rss_mb": info.get("rss_mb"),
         "cpu": info.get("cpu"),
+        "quiet": bool(info.get("quiet")),
     }
 
 

@@ -1,10 +1,16 @@
 """The workers page: every live worker, its queues, slots, heartbeat, counts and resources,
-and the workers gone lately; and one worker's page: its tasks in process with their progress."""
+and the workers gone lately; and one worker's page: its tasks in process with their progress.
+Its Quiet and Stop buttons (``control_workers``) send the worker an order (``engine.orders``)."""
 
-from ...engine import keys
+from django.urls import reverse
+
+from ...engine import keys, orders, readmodel
 from ...quoting import shown
 from .. import queries
-from ..access import staff_required
+from ..access import action_required, post_only, staff_required
+from .actions import _audit as audit
+from .actions import _done as done
+from .actions import _refused as refused
 from .common import BadInput, client, handles_bad_input, live_path, page_of, render_page
 
 
@@ -39,3 +45,35 @@ def worker(request, name):
         "queues/worker.html",
         {"title": f"Worker {name}", "worker_name": name, "snap": snapshot, "live": live_path("worker", name)},
     )
+
+
+#: order in the URL -> (what the audit log and the message say)
+WORKER_ORDERS = {
+    "quiet": "told to go quiet: it takes no more tasks",
+    "stop": "told to stop: it exits once its tasks end",
+}
+
+
+def _worker_order(order):
+    @post_only
+    @action_required("control_workers")
+    def view(request, name):
+        try:
+            try:
+                keys.check_worker_name(name)
+            except ValueError:
+                raise BadInput(f"{shown(name)} is not a worker name.") from None
+            if readmodel.worker(client(), name) is None:
+                raise BadInput(f"There is no worker {shown(name)} online.", status=404)
+            if not orders.tell_worker(client(), name, order):
+                raise BadInput(f"Worker {shown(name)} is not listening (it may have just stopped).", status=409)
+        except BadInput as exc:
+            return refused(request, exc)
+        audit(request, f"worker_{order}", detail=f"worker {name}")
+        return done(request, f"Worker {name} {WORKER_ORDERS[order]}.", reverse("queues:worker", args=[name]))
+
+    view.__name__ = f"worker_{order}"
+    return view
+
+
+worker_quiet, worker_stop = (_worker_order(o) for o in WORKER_ORDERS)

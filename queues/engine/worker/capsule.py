@@ -37,6 +37,7 @@ class Status:
     def __init__(self, grace):
         self.grace = grace
         self.stopping = False
+        self.quiet = False  # told to take no more tasks (``q`` on the control channel); it keeps running
         self.registered = False
         self.changed = asyncio.Event()
         self.stopped = asyncio.Event()
@@ -45,6 +46,14 @@ class Status:
     def poke(self):
         """Something changed: the fetcher looks again."""
         self.changed.set()
+
+    def go_quiet(self):
+        """Take no more tasks; those running finish as usual. Returns False if it was already quiet."""
+        if self.quiet:
+            return False
+        self.quiet = True
+        self.changed.set()
+        return True
 
     def stop(self):
         """Stop: take no more work. Asked again, the grace ends: running tasks are given back now."""

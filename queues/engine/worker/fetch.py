@@ -88,7 +88,7 @@ class Fetcher:
                 await reporter.send_releases()
                 if self.stock_needed:
                     await self.take_stock()
-                free = deliveries.free_slots()
+                free = 0 if status.quiet else deliveries.free_slots()  # quiet: acknowledge, take nothing
                 acks, behind = reporter.take_acks()
                 if free <= 0 and not acks:
                     await wait_event(status.changed, None if status.registered else 1.0)
@@ -233,13 +233,30 @@ class Fetcher:
         if key in self.given_back or key in self.deliveries:
             return
         self.idle_in.discard(queue)
-        if queue not in cap.specs or status.stopping or not status.registered or self.deliveries.free_slots() <= 0:
+        if (
+            queue not in cap.specs
+            or status.stopping
+            or status.quiet
+            or not status.registered
+            or self.deliveries.free_slots() <= 0
+        ):
             self.given_back.append(key)
             asyncio.ensure_future(self._give_back(queue, task.id, task.lease))
             return
         # handed: an idle worker's pickup, its start goes first (``Processor._launch``)
         self._start(Delivery(task, cap.spec_for(queue, task), handed=True))
         status.poke()  # still free slots? the fetcher looks for more (and goes idle again)
+
+    async def leave_idle_sets(self):
+        """Gone quiet: leave every queue's idle set, so enqueues hand their tasks to other workers."""
+        p = self.redis.pipeline(transaction=False)
+        for q in self.capsule.queues:
+            p.srem(keys.queue_key(q, "idle"), self.capsule.name)
+        self.idle_in.clear()
+        try:
+            await p.execute()
+        except NETWORK_ERRORS:  # best effort: a hand-over that still comes is given back
+            pass
 
     async def _give_back(self, queue, task_id, lease):
         try:
@@ -250,7 +267,7 @@ class Fetcher:
     def on_wake(self, queue):
         """Work is there: look for it, or pass the news on to another idle worker if full."""
         self.idle_in.discard(queue)
-        if self.deliveries.free_slots() > 0 and not self.status.stopping:
+        if self.deliveries.free_slots() > 0 and not self.status.stopping and not self.status.quiet:
             self.status.poke()
         elif queue in self.capsule.specs:
             asyncio.ensure_future(self._pass_wake(queue))

@@ -91,6 +91,7 @@ class Heart:
                 "ttl_ms": int(self.ttl * 1000),
                 "rss_mb": round(rss_mb(), 1),
                 "cpu": self._cpu_percent(),
+                "quiet": self.status.quiet,
             }
         )
 

@@ -365,6 +365,15 @@ class Worker:
             self.fetcher.on_wake(rest)
         elif kind == "d":
             self.status.poke()
+        elif kind == "q":  # quiet (the dashboard's Quiet): take no more tasks, finish those running
+            if self.status.go_quiet():
+                log.info("worqr: worker %s told to go quiet: taking no more tasks", self.name)
+                asyncio.ensure_future(self.fetcher.leave_idle_sets())
+                self.heart.beat_soon()  # the workers page shows it at once
+        elif kind == "s":  # stop (the dashboard's Stop): as SIGTERM, running tasks finish first
+            if not self.stopping:  # (told twice, it is not a second SIGTERM: the grace stays)
+                log.info("worqr: worker %s told to stop", self.name)
+                self.request_stop()
         elif kind == "o":
             self.linker.on_outbox(rest)
         elif kind == "c":
