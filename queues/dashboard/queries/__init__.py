@@ -11,7 +11,7 @@ failures and history), ``worker_pages``, ``task_page`` and ``batch_pages``; the 
 are named here.
 """
 
-from .batch_pages import batch, batch_row, batches
+from .batch_pages import BATCH_STATES, batch, batch_filtered, batch_row, batches
 from .common import epoch_ms, fmt, server_ms, task_row, throughput
 from .failures_page import failures_all
 from .queue_pages import FailureCache, failures, history, limits_view, overview, queue, queue_exists, totals_of
@@ -20,7 +20,9 @@ from .worker_pages import gone_workers, worker, workers, workers_page, workers_v
 
 __all__ = [
     "FailureCache",
+    "BATCH_STATES",
     "batch",
+    "batch_filtered",
     "batch_row",
     "batches",
     "ended",

@@ -13,8 +13,13 @@ def batch_row(info):
     def pct(n):
         return round(100 * n / total, 1) if total else 0
 
+    counts = ((info["pending"], "pending"), (info["active"], "running"), (info["completed"], "completed"))
+    counts += ((info["failed"], "failed"), (info["cancelled"], "cancelled"))
     return {
         **{k: info[k] for k in ("id", "description", "state", "total", "pending", "active")},
+        # in words: "succeeded", "finished with failures"; "3 completed, 1 failed"
+        "state_words": str(info["state"] or "").replace("_", " "),
+        "summary": ", ".join(f"{n} {word}" for n, word in counts if n) or "no task yet",
         **{k: info[k] for k in ("completed", "failed", "cancelled", "closed")},
         "done": done,
         "created": fmt(info["created_at"]),
@@ -45,6 +50,33 @@ def batches(client, page=1):
         "now_ms": server_ms(client),
         "batches": {"page": page, "pages": pages, "total": total, "rows": rows},
     }
+
+
+#: The states a batch page filters by (a task's state, or its recorded end).
+BATCH_STATES = ("pending", "delayed", "waiting", "blocked", "active", "completed", "failed", "cancelled", "gone")
+#: Tasks a filtered page looks at, at most, to find its rows.
+FILTER_SCAN_MAX = 5000
+
+
+def batch_filtered(client, batch_id, state, start=0):
+    """One page of the batch's tasks in ``state``, looking at its tasks from ``start`` on (at
+    most ``FILTER_SCAN_MAX`` of them): rows, where the next page starts (None: the end), and how
+    many were looked at."""
+    rows, offset, looked = [], start, 0
+    while len(rows) < PER_PAGE and looked < FILTER_SCAN_MAX:
+        ids = readmodel.batch_tasks(client, batch_id, offset, 500)
+        if not ids:
+            return {"rows": rows, "next": None, "looked": looked, "state": state, "start": start}
+        states = readmodel.task_ends(client, ids)
+        for i in ids:
+            offset += 1
+            looked += 1
+            if (states.get(i) or "gone") == state:
+                rows.append({"id": i, "queue": keys.queue_from_task_id(i), "state": state})
+                if len(rows) == PER_PAGE:
+                    break
+    more = readmodel.batch_tasks(client, batch_id, offset, 1)
+    return {"rows": rows, "next": offset if more else None, "looked": looked, "state": state, "start": start}
 
 
 def batch(client, batch_id, page=1):

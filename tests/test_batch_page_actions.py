@@ -1,0 +1,83 @@
+"""A batch's page: its tasks filtered by state (?state=failed), its counts in words, Cancel (its
+unfinished tasks) and Retry (its failed tasks), each behind its right, CSRF-checked and audited."""
+
+import pytest
+from django.test import Client
+from django.urls import reverse
+
+from queues.engine import Batch, readmodel, workflows
+from queues.models import AuditLog
+from tests.engine_calls import fail, finish, take
+from tests.support.dashboard import make_user
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+JSON = {"HTTP_ACCEPT": "application/json"}
+
+
+def _batch(client, queue):
+    """A closed batch of 6: 2 failed, 1 completed, 1 running, 1 pending, 1 delayed."""
+    b = Batch(description="mixed")
+    ids = b.enqueue_many(queue, ["f1", "f2", "ok", "run", "wait"])
+    later = b.enqueue(queue, "later", delay=3600)
+    b.close()
+    tasks = take(client, queue, count=4)
+    for t in tasks:
+        if t.payload in ("f1", "f2"):
+            fail(client, t)
+        elif t.payload == "ok":
+            finish(client, t)
+    workflows.drain_all(client, queue)
+    return b, ids, later
+
+
+def _web(username, *perms):
+    web = Client()
+    web.force_login(make_user(username, perms=["view_dashboard", *perms]))
+    return web
+
+
+def test_batch_page_filters_by_state_and_reads_in_words(client):
+    """?state=failed lists only the failed tasks; the counts read as words; a bad state is refused."""
+    b, ids, _ = _batch(client, "bp1")
+    web = _web("looker")
+    page = web.get(reverse("queues:batch", args=[b.id]) + "?state=failed").content.decode()
+    assert ids[0] in page and ids[1] in page and ids[2] not in page and ids[3] not in page
+    whole = web.get(reverse("queues:batch", args=[b.id])).content.decode()
+    assert "1 completed, 2 failed" in whole
+    assert "running" in whole and "finished_with_failures" not in whole
+    assert web.get(reverse("queues:batch", args=[b.id]) + "?state=nope").status_code == 400
+    assert web.get(reverse("queues:batch", args=[b.id]) + "?state=failed&from=x").status_code == 400
+
+
+def test_cancel_and_retry_a_batch(client):
+    """Cancel removes the pending and delayed tasks and stops the running one; Retry queues the failed ones again."""
+    b, ids, later = _batch(client, "bp2")
+    web = _web("boss", "cancel_task", "retry_task")
+    html = web.get(reverse("queues:batch", args=[b.id])).content.decode()
+    assert reverse("queues:batch-cancel", args=[b.id]) in html and reverse("queues:batch-retry", args=[b.id]) in html
+    assert web.post(reverse("queues:batch-cancel", args=[b.id]), **JSON).status_code == 400  # not confirmed
+    r = web.post(reverse("queues:batch-cancel", args=[b.id]), {"confirm": "yes"}, **JSON)
+    assert r.status_code == 200 and "3 unfinished tasks cancelled" in r.json()["message"], r.content
+    assert readmodel.task(client, ids[4]) is None and readmodel.task(client, later) is None
+    assert readmodel.task(client, ids[3]).cancel_requested  # the running one: its worker is told to stop
+    r = web.post(reverse("queues:batch-retry", args=[b.id]), **JSON)
+    assert r.status_code == 200 and "2 failed tasks queued again" in r.json()["message"], r.content
+    assert {readmodel.task(client, i).state for i in ids[:2]} == {"pending"}
+    assert [a.action for a in AuditLog.objects.order_by("at")] == ["batch_cancel", "batch_retry"]
+
+
+def test_batch_actions_need_their_rights_and_csrf(client):
+    """A viewer sees neither button and is refused (403); a post without CSRF is refused; nothing changes."""
+    b, ids, _ = _batch(client, "bp3")
+    viewer = _web("viewer")
+    html = viewer.get(reverse("queues:batch", args=[b.id])).content.decode()
+    assert reverse("queues:batch-cancel", args=[b.id]) not in html
+    for name in ("batch-cancel", "batch-retry"):
+        assert viewer.post(reverse(f"queues:{name}", args=[b.id]), {"confirm": "yes"}).status_code == 403
+        assert viewer.post(reverse(f"queues:{name}", args=[b.id]), {"confirm": "yes"}, **JSON).status_code == 403
+    strict = Client(enforce_csrf_checks=True)
+    strict.force_login(make_user("csrf-less", perms=["view_dashboard", "cancel_task", "retry_task"]))
+    assert strict.post(reverse("queues:batch-cancel", args=[b.id]), {"confirm": "yes"}).status_code == 403
+    assert readmodel.task(client, ids[4]).state == "pending" and readmodel.task(client, ids[0]).state == "failed"
+    assert not AuditLog.objects.exists()
