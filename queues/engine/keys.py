@@ -148,7 +148,7 @@ callbacks, state, counters, times, ``rt``: the run span that ended its last task
 [zset] those whose callbacks are not enqueued yet (swept by workers).
 
 Channels: ``worqr:{<queue>}:events`` (every transition, for dashboards) and
-``worqr:control:<worker>`` (a worker's wake-ups, hand-overs and cancels).
+``worqr:control:<worker>`` (a worker's wake-ups, hand-overs, cancels, and orders to go quiet or stop).
 
 Global keys: ``worqr:queues`` (known queues), ``worqr:workers`` (the worker registry),
 ``worqr:heartbeat:<worker>``, ``worqr:schedules`` (schedule name -> queue),
