@@ -54,6 +54,9 @@ class Ctx:
     def fresh(self):
         return Queue("t1").enqueue("fresh")
 
+    def delayed(self):
+        return Queue("t1").enqueue("later", delay=3600)
+
     def stale(self):
         """A running task the API will read as failed: its delete then conflicts (409)."""
         from queues.api import views
@@ -131,6 +134,9 @@ def specific(c):
         ("/api/tasks/{id}", "delete", 200): lambda: a.delete(f"/api/tasks/{c.fresh()}"),
         ("/api/tasks/{id}", "delete", 404): lambda: a.delete(f"/api/tasks/{UNKNOWN}"),
         ("/api/tasks/{id}", "delete", 409): lambda: a.delete(f"/api/tasks/{c.stale()}"),
+        ("/api/tasks/{id}/run-now", "post", 200): lambda: a.post(f"/api/tasks/{c.delayed()}/run-now"),
+        ("/api/tasks/{id}/run-now", "post", 404): lambda: a.post(f"/api/tasks/{UNKNOWN}/run-now"),
+        ("/api/tasks/{id}/run-now", "post", 409): lambda: a.post(f"/api/tasks/{c.fresh()}/run-now"),
         ("/api/queues", "get", 200): lambda: a.get("/api/queues"),
         ("/api/queues", "get", 400): lambda: a.get("/api/queues?limit=0"),
         ("/api/queues/{name}", "get", 200): lambda: a.get("/api/queues/t1"),

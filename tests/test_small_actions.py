@@ -73,3 +73,23 @@ def test_a_single_delete_asks_first(client):
     assert AuditLog.objects.get().action == "delete"
     viewer = _web("viewer2")
     assert viewer.post(url, {"confirm": "yes"}).status_code == 403  # the right first, the question after
+
+
+def test_run_now_through_the_api(client):
+    """POST /api/tasks/<id>/run-now: retry_task's right (403 without), 409 once not delayed, audited by token."""
+    from tests.support.api import Api, make_token
+
+    q = Queue("rn-api")
+    later = q.enqueue("later", delay=3600)
+    path = f"/api/tasks/{later}/run-now"
+    viewer = Api(make_token("view_dashboard", name="viewer"))
+    assert viewer.post(path).status_code == 403
+    assert readmodel.task(client, later).state == "delayed"
+    api = Api(make_token("retry_task", name="runner"))
+    r = api.post(path)
+    assert r.status_code == 200 and r.json() == {"id": later, "queue": "rn-api", "state": "pending"}
+    assert readmodel.task(client, later).state == "pending"
+    assert api.post(path).status_code == 409
+    assert api.post("/api/tasks/rn-api-0123456789abcdef/run-now").status_code == 404
+    entry = AuditLog.objects.get()
+    assert (entry.action, entry.token.name, entry.task_id) == ("run_now", "runner", later)

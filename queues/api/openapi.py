@@ -123,6 +123,15 @@ _PATHS = {
             params=("id",),
         ),
     },
+    "/api/tasks/{id}/run-now": {
+        "post": _op(
+            "Run a delayed task now: it goes before every pending task (409 once it is no longer delayed)",
+            "retry_task",
+            (200, 404, 409, *_READ),
+            _ref("RunNow"),
+            params=("id",),
+        ),
+    },
     "/api/queues": {
         "get": {
             **_op(
@@ -370,6 +379,7 @@ _RESPONSES = {
     ),
     "Removed": _object({"id": _STR, "queue": _STR, "result": {"enum": ["cancelled", "deleted"]}}),
     "Paused": _object({"name": _STR, "paused": {"type": "boolean"}}),
+    "RunNow": _object({"id": _STR, "queue": _STR, "state": {"enum": ["pending"]}}),
     "Queue": _object(
         {
             "name": _STR,

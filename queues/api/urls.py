@@ -10,6 +10,7 @@ app_name = "queues-api"
 urlpatterns = [
     path("tasks", views.tasks, name="tasks"),
     path("tasks/<str:task_id>", views.task, name="task"),
+    path("tasks/<str:task_id>/run-now", views.task_run_now, name="task-run-now"),
     path("queues", views.queues, name="queues"),
     path("queues/<str:name>", views.queue, name="queue"),
     path("queues/<str:name>/pause", views.pause, name="pause"),

@@ -183,6 +183,17 @@ def task(request, token, task_id):
     return respond(data)
 
 
+@endpoint(POST="retry_task")
+def task_run_now(request, token, task_id):
+    """Run a delayed task now, before every pending task (the dashboard's Run now)."""
+    queue = keys.queue_from_task_id(task_id)
+    if queue is None:
+        raise NotFound(f"no task {shown(task_id)}")
+    with audited(token, "run_now", queue, task_id):
+        Queue(queue, get_connection()).run_now(task_id)
+    return respond({"id": task_id, "queue": queue, "state": "pending"})
+
+
 # -- queues --------------------------------------------------------------------------------
 
 
