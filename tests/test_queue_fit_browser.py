@@ -16,6 +16,12 @@ playwright_api = pytest.importorskip("playwright.sync_api")
 pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="needs /usr/bin/chromium (make browser)")
 
 
+#: Where the page's content ends, in px (the scroll height is never less than the viewport's).
+CONTENT_BOTTOM = (
+    "Math.ceil(Math.max(...[...document.body.querySelectorAll('*')].map(e => e.getBoundingClientRect().bottom)))"
+)
+
+
 def _login(page, url):
     page.goto(url)
     page.fill("#id_username", "operator")
@@ -49,14 +55,15 @@ def test_busy_queue_fits_one_screen(operator, server, page, client):
     expect(page.locator("#wq-active")).to_be_visible()  # the first tab with something
     for hidden in ("#wq-pending", "#wq-delayed", "#wq-failed", "#wq-locks", "#wq-limits", "#wq-charts"):
         expect(page.locator(hidden)).to_be_hidden()
-    heights = {}
+    heights, content = {}, {}
     for tab in ("active", "pending", "delayed", "failed", "locks", "limits", "charts"):
         page.click(f'.wq-qtabs a[data-tab="{tab}"]')
         expect(page.locator(f"#wq-{tab}")).to_be_visible()
         heights[tab] = page.evaluate("document.scrollingElement.scrollHeight")
+        content[tab] = page.evaluate(CONTENT_BOTTOM)
         if tab == "pending":
             shot(page, "queue-1280x800")  # the longest tab
-    print(f"queue page height at 1280x800, per tab: {heights}")
+    print(f"queue page at 1280x800, per tab: scroll height {heights}, content ends at {content}")
     assert max(heights.values()) <= 800, heights
     assert "tab=charts" in page.url  # the address names the tab shown: a reload shows it again
     page.reload()

@@ -33,6 +33,7 @@ def test_quiet_worker_finishes_its_task_and_takes_no_more(client, workers):
     first = q.enqueue(json.dumps({"sleep": 2}))
     wait_for(lambda: q.counts()["active"] == 1, 15, message="the first task to start")
     web = _controller()
+    assert reverse("queues:worker-quiet", args=["quiet-w"]) in web.get(reverse("queues:workers")).content.decode()
     r = web.post(reverse("queues:worker-quiet", args=["quiet-w"]), {"next": "/queues/workers/quiet-w/"})
     assert r.status_code == 302
     entry = AuditLog.objects.get()
@@ -71,6 +72,7 @@ def test_worker_orders_need_the_right_and_csrf(client, workers):
     viewer.force_login(make_user("viewer", perms=["view_dashboard"]))
     quiet = reverse("queues:worker-quiet", args=["kept-w"])
     assert quiet not in viewer.get(reverse("queues:worker", args=["kept-w"])).content.decode()
+    assert quiet not in viewer.get(reverse("queues:workers")).content.decode()
     for url in (quiet, reverse("queues:worker-stop", args=["kept-w"])):
         assert viewer.post(url).status_code == 403
         assert viewer.post(url, **JSON).status_code == 403
