@@ -30,6 +30,7 @@ def test_run_now_moves_a_delayed_task_first_audited(client):
     web = _web("runner", "retry_task")
     url = reverse("queues:task-run-now", args=[later])
     assert url in web.get(reverse("queues:queue", args=["rn-dash"]) + "?tab=delayed").content.decode()
+    assert url in web.get(reverse("queues:task", args=[later])).content.decode()  # and on the task's page
     r = web.post(url, {"next": "/queues/q/rn-dash/?tab=delayed"})
     assert r.status_code == 302 and r["Location"] == "/queues/q/rn-dash/?tab=delayed"
     assert readmodel.task(client, later).state == "pending"
@@ -47,6 +48,7 @@ def test_run_now_refused_without_the_right_and_without_csrf(client):
     url = reverse("queues:task-run-now", args=[later])
     viewer = _web("viewer")
     assert url not in viewer.get(reverse("queues:queue", args=["rn-rights"]) + "?tab=delayed").content.decode()
+    assert url not in viewer.get(reverse("queues:task", args=[later])).content.decode()
     assert viewer.post(url, **JSON).status_code == 403
     assert viewer.post(url).status_code == 403
     strict = Client(enforce_csrf_checks=True)
