@@ -16,10 +16,8 @@ playwright_api = pytest.importorskip("playwright.sync_api")
 pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="needs /usr/bin/chromium (make browser)")
 
 
-#: Where the page's content ends, in px (the scroll height is never less than the viewport's).
-CONTENT_BOTTOM = (
-    "Math.ceil(Math.max(...[...document.body.querySelectorAll('*')].map(e => e.getBoundingClientRect().bottom)))"
-)
+#: Where the queue page's content ends, in px (the scroll height is never less than the viewport's).
+CONTENT_BOTTOM = "Math.ceil(document.querySelector('.wq-qpage').getBoundingClientRect().bottom)"
 
 
 def _login(page, url):
