@@ -12,9 +12,7 @@ from ...engine import batch_actions, keys
 from .. import queries
 from ..access import action_required, post_only, staff_required, wants_json
 from ..feeds import parse_page
-from .actions import _audit as audit
-from .actions import _done as done
-from .actions import _refused as refused
+from .actions import _audit, _done, _refused
 from .common import BadInput, client, handles_bad_input, live_path, render_page
 
 
@@ -86,13 +84,13 @@ def batch_cancel(request, batch_id):
         if request.POST.get("confirm") != "yes":
             raise BadInput("Tick the confirmation box to cancel the batch.")
     except BadInput as exc:
-        return refused(request, exc)
+        return _refused(request, exc)
     cancelled, more = batch_actions.cancel_unfinished(client(), batch_id)
-    audit(request, "batch_cancel", detail=f"batch {batch_id}: {cancelled} tasks" + (", more left" if more else ""))
+    _audit(request, "batch_cancel", detail=f"batch {batch_id}: {cancelled} tasks" + (", more left" if more else ""))
     message = f"Batch {batch_id}: {cancelled} unfinished tasks cancelled" + (
         "; more are left: press Cancel again." if more else "."
     )
-    return done(request, message, reverse("queues:batch", args=[batch_id]))
+    return _done(request, message, reverse("queues:batch", args=[batch_id]))
 
 
 @post_only
@@ -103,14 +101,14 @@ def batch_retry(request, batch_id):
         _check_batch(batch_id)
         start = _start(request.POST.get("from"))
     except BadInput as exc:
-        return refused(request, exc)
+        return _refused(request, exc)
     retried, next_from = batch_actions.retry_failed(client(), batch_id, start)
-    audit(request, "batch_retry", detail=f"batch {batch_id}: {retried} tasks from {start}")
+    _audit(request, "batch_retry", detail=f"batch {batch_id}: {retried} tasks from {start}")
     back = reverse("queues:batch", args=[batch_id])
     if next_from is None:
-        return done(request, f"Batch {batch_id}: {retried} failed tasks queued again.", back)
+        return _done(request, f"Batch {batch_id}: {retried} failed tasks queued again.", back)
     message = f"Batch {batch_id}: {retried} failed tasks queued again; more to look at: press Retry again."
     onward = back + "?" + urlencode({"retry_from": next_from})
     if wants_json(request):  # the page's script goes to the page whose Retry goes on from there
         return JsonResponse({"ok": True, "message": message, "url": onward})
-    return done(request, message, onward)
+    return _done(request, message, onward)

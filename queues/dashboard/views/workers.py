@@ -8,9 +8,7 @@ from ...engine import keys, orders, readmodel
 from ...quoting import shown
 from .. import queries
 from ..access import action_required, post_only, staff_required
-from .actions import _audit as audit
-from .actions import _done as done
-from .actions import _refused as refused
+from .actions import _audit, _done, _refused
 from .common import BadInput, client, handles_bad_input, live_path, page_of, render_page
 
 
@@ -47,7 +45,7 @@ def worker(request, name):
     )
 
 
-#: order in the URL -> (what the audit log and the message say)
+#: order in the URL -> what the message says it did (audited as worker_<order>)
 WORKER_ORDERS = {
     "quiet": "told to go quiet: it takes no more tasks",
     "stop": "told to stop: it exits once its tasks end",
@@ -68,9 +66,9 @@ def _worker_order(order):
             if not orders.tell_worker(client(), name, order):
                 raise BadInput(f"Worker {shown(name)} is not listening (it may have just stopped).", status=409)
         except BadInput as exc:
-            return refused(request, exc)
-        audit(request, f"worker_{order}", detail=f"worker {name}")
-        return done(request, f"Worker {name} {WORKER_ORDERS[order]}.", reverse("queues:worker", args=[name]))
+            return _refused(request, exc)
+        _audit(request, f"worker_{order}", detail=f"worker {name}")
+        return _done(request, f"Worker {name} {WORKER_ORDERS[order]}.", reverse("queues:worker", args=[name]))
 
     view.__name__ = f"worker_{order}"
     return view
