@@ -81,3 +81,23 @@ def test_batch_actions_need_their_rights_and_csrf(client):
     assert strict.post(reverse("queues:batch-cancel", args=[b.id]), {"confirm": "yes"}).status_code == 403
     assert readmodel.task(client, ids[4]).state == "pending" and readmodel.task(client, ids[0]).state == "failed"
     assert not AuditLog.objects.exists()
+
+
+def test_batch_actions_go_a_bounded_step_at_a_time(client):
+    """Each call does at most its limit and says where to go on; called again, it finishes the job."""
+    from queues.engine import batch_actions
+
+    b = Batch()
+    ids = b.enqueue_many("bp4", [f"t{i}" for i in range(7)])
+    b.close()
+    for t in take(client, "bp4", count=3):
+        fail(client, t)
+    workflows.drain_all(client, "bp4")
+    assert batch_actions.retry_failed(client, b.id, 0, limit=2) == (2, 2)  # looked at 2, go on from 2
+    assert batch_actions.retry_failed(client, b.id, 2, limit=2) == (1, 4)
+    assert batch_actions.retry_failed(client, b.id, 4, limit=5) == (0, None)  # looked through
+    assert batch_actions.cancel_unfinished(client, b.id, limit=3) == (3, True)  # the 4 never run
+    assert batch_actions.cancel_unfinished(client, b.id, limit=3) == (1, False)
+    assert all(readmodel.task(client, i) is None for i in ids[3:])
+    # A failed task retried had ended already (it counts by its first end): Cancel leaves it.
+    assert all(readmodel.task(client, i).state == "pending" for i in ids[:3])
