@@ -114,7 +114,13 @@ def under_load(name, url, replicas, disrupt, tmp_path, admin):
             runs = ran(tmp_path)
             return any(p in runs for p in later)
 
-        wait_for(a_later_task_ran, CARRY_ON_S, 0.05, "a task enqueued after the failover to run")
+        def where_they_are():
+            c = admin()
+            counts = readmodel.queue_counts(c, "fo")
+            idle = sorted(m.decode() for m in c.smembers(keys.queue_key("fo", "idle")))
+            return f"a task enqueued after the failover to run (counts {counts}, idle workers {idle})"
+
+        wait_for(a_later_task_ran, CARRY_ON_S, 0.05, where_they_are)
         time.sleep(STEADY_S)  # the load after it
         producer.done.set()
         producer.join(10)

@@ -14,6 +14,7 @@ import pytest
 from queues import Queue
 from queues.engine import Connection, commands, direct, keys, scripts
 from queues.engine.commands import _producing as producing
+from queues.engine.config import Config
 from tests.conftest import ON_CLUSTER, records, wait_for
 
 pytestmark = pytest.mark.skipif(
@@ -160,18 +161,30 @@ def test_an_interrupted_call_leaves_no_reply_for_the_next_one(client):
         assert q.get(task_id).payload == f"next-{i}"
 
 
+def _kill_paced(killer_client, n):
+    """Kill every other normal client connection, then pause 2-10 ms, stretched by how long the
+    kill's own round trip took (measured alongside: on a loaded machine a call takes longer, and
+    kills every few ms would leave none of them time to finish). Returns how many were killed."""
+    began = time.monotonic()
+    killed = killer_client.client_kill_filter(_type="normal", skipme=True)
+    time.sleep(0.002 + 0.008 * (n % 3) / 2 + 4 * (time.monotonic() - began))
+    return killed
+
+
 def test_connections_killed_mid_flight_lose_and_double_nothing(client):
     """Four threads enqueue 300 tasks each while every other client connection is killed every few ms."""
     # every call returns the id of its own task, and each task is in the queue once.
-    q = Queue("t1")
+    # Retries for as long as it takes (not ENQUEUE_RETRY_FOR's 2 s, which a loaded machine can
+    # spend on a few attempts): what is judged is that no call loses or doubles a task.
+    url = Queue("t1").connection.url
+    q = Queue("t1", Connection(url, Config(redis_url=url, enqueue_retry_for=120)))
     stop = threading.Event()
     killed = []
 
     def killer():
         killer_client = Connection(q.connection.url).client
         while not stop.is_set():
-            killed.append(killer_client.client_kill_filter(_type="normal", skipme=True))
-            time.sleep(0.002 + 0.008 * (len(killed) % 3) / 2)
+            killed.append(_kill_paced(killer_client, len(killed)))
 
     results, errors = {}, []
 
@@ -285,8 +298,7 @@ def test_async_calls_on_connections_killed_mid_flight_get_their_own_replies(clie
     def killer():
         killer_client = Connection(conn.url).client
         while not stop.is_set():
-            killed.append(killer_client.client_kill_filter(_type="normal", skipme=True))
-            time.sleep(0.002 + 0.008 * (len(killed) % 3) / 2)
+            killed.append(_kill_paced(killer_client, len(killed)))
 
     ids = {(n, i): f"t1-{os.urandom(8).hex()}" for n in range(6) for i in range(150)}
 
@@ -306,7 +318,8 @@ def test_async_calls_on_connections_killed_mid_flight_get_their_own_replies(clie
         aclient = conn.async_client(max_connections=6)
         mismatches = []
         try:
-            await asyncio.wait_for(asyncio.gather(*(producer(aclient, n, mismatches) for n in range(6))), 60)
+            # a ceiling only (a deadlock waits for ever): a loaded machine takes minutes
+            await asyncio.wait_for(asyncio.gather(*(producer(aclient, n, mismatches) for n in range(6))), 300)
         finally:
             await aclient.aclose()
         return mismatches

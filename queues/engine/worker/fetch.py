@@ -6,7 +6,11 @@
    slots, acknowledging finished tasks in the same ``start`` call.
 3. When that leaves slots free, the worker is in every queue's idle set (``start`` put it there
    atomically) and the fetcher sleeps until something changes (a wake-up, a hand-over, a slot
-   freed, an acknowledgement to send) or the next delayed task is due. No polling.
+   freed, an acknowledgement to send) or the next delayed task is due. No polling for work: it
+   only checks, every HEARTBEAT_INTERVAL, that Redis still lists it in those idle sets. One that
+   drops it without a message reaching it (a failover that lost the write putting it there, a
+   wake-up or hand-over lost on the way) would leave it asleep while tasks wait; twice unlisted,
+   it takes stock and looks for work (``start`` lists it again).
 4. Tasks handed straight to the worker over its control channel are run at once, or given back
    to the front of their queue when the worker can't take them.
 
@@ -45,6 +49,7 @@ class Fetcher:
         self.deliveries, self.reporter, self.redis = deliveries, reporter, redis
         self.run_delivery, self.beat_soon, self.on_lost = run, beat_soon, on_lost
         self.idle_in = set()  # queues whose idle set we are in (start put us there)
+        self.unlisted = set()  # queues of idle_in whose idle set did not list us at the last check
         self.stock_needed = False
         #: (id, lease) of deliveries given back unstarted: a late hand-over of one is ignored
         self.given_back = deque(maxlen=10000)
@@ -57,6 +62,7 @@ class Fetcher:
     def registered(self):
         """The worker (re)registered: it is in no queue's idle set."""
         self.idle_in.clear()
+        self.unlisted.clear()
 
     # -- the loop --------------------------------------------------------------------------
 
@@ -113,7 +119,54 @@ class Fetcher:
             for d in taken:
                 self._start(d)
             if 0 < free and used < free and not more and not reporter.acks and not reporter.releases:
-                await wait_event(status.changed, None if due_ms < 0 else due_ms / 1000)
+                await self._sleep_idle(due_ms)
+
+    async def _sleep_idle(self, due_ms):
+        """Sleep until something changes or the next delayed task is due (``due_ms``, -1: none),
+        checking every HEARTBEAT_INTERVAL that Redis still lists us as idle; returns at once
+        when it twice did not (the loop then takes stock and looks for work)."""
+        status, every = self.status, self.config.heartbeat_interval
+        until = None if due_ms < 0 else time.monotonic() + due_ms / 1000
+        while True:
+            left = every if until is None else min(every, until - time.monotonic())
+            if left > 0:
+                await wait_event(status.changed, left)
+            if left <= 0 or status.changed.is_set() or (until is not None and time.monotonic() >= until):
+                return
+            if await self._forgotten():
+                return
+
+    async def _forgotten(self):
+        """Whether a queue's idle set has not listed us at two checks in a row while we wait in it
+        (one miss may be a wake-up or hand-over on its way). Then we take stock (a task handed
+        to us whose message was lost goes back) and the loop looks for work."""
+        queues = [q for q in self.capsule.queues if q in self.idle_in]
+        if not queues or self.status.stopping or not self.status.registered:
+            self.unlisted.clear()
+            return False
+        p = self.redis.pipeline(transaction=False)
+        for q in queues:
+            p.sismember(keys.queue_key(q, "idle"), self.capsule.name)
+        try:
+            listed = await p.execute()
+        except NETWORK_ERRORS:  # the heartbeat says when Redis is out of reach; checked again later
+            raise_if_cancelling()
+            return False
+        # a queue left meanwhile (a hand-over or wake-up came) is not judged
+        missing = {q for q, yes in zip(queues, listed) if not yes and q in self.idle_in}
+        forgotten, self.unlisted = missing & self.unlisted, missing
+        if not forgotten:
+            return False
+        log.warning(
+            "worqr: worker %s was no longer listed as idle in %s (a failover lost the write, or a "
+            "wake-up was lost); looking for work",
+            self.capsule.name,
+            ", ".join(sorted(forgotten)),
+        )
+        self.idle_in -= forgotten
+        self.unlisted -= forgotten
+        self.stock_needed = True
+        return True
 
     def _start(self, d):
         self.deliveries.add(d)
