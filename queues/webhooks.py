@@ -12,7 +12,9 @@
    goes in the Host header and TLS SNI, so a second DNS answer can't move the connection),
    with the task id and attempt in headers (and ``X-Worqr-Batch``, the batch, for a batch's task
    or callback), so receivers can be idempotent: deliveries are
-   at-least-once. With OpenTelemetry on, the POST is a CLIENT span whose W3C ``traceparent``
+   at-least-once. A task that expired before it ran (``expires=``) is not POSTed; its callback
+   gets instead a notice ``{"id", "queue", "outcome": "expired", "expires_at"}`` with the header
+   ``X-Worqr-Outcome: expired`` (``engine.expired``), delivered like any callback task. With OpenTelemetry on, the POST is a CLIENT span whose W3C ``traceparent``
    (and ``tracestate``) headers are sent, so the receiver continues the task's trace.
 3. Judge the reply:
    - HTTP 429, or a body ``{"code": 101}``: "too many requests": raise RetryLater after the
@@ -41,7 +43,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from .addresses import describe, ip, is_public
 from .conf import get_connection, setting
-from .engine import readmodel, tracing
+from .engine import expired, readmodel, tracing
 from .engine.errors import InvalidInput, RetryLater, WorqrError
 from .engine.registry import HandlerSpec
 
@@ -290,7 +292,14 @@ def deliver(task):
     }
     if task.batch_id:  # a batch's task, or a batch's callback: the batch it is about
         headers["X-Worqr-Batch"] = task.batch_id
-    data = json.dumps(body_of(task)).encode()
+    original = expired.expired_of(task)
+    if original is not None:  # the notice that a task expired: its body is the payload
+        headers.update(
+            {"X-Worqr-Task": original, "X-Worqr-Outcome": "expired", "Idempotency-Key": f"{original}:expired"}
+        )
+        data = task.payload.encode() if isinstance(task.payload, str) else task.payload
+    else:
+        data = json.dumps(body_of(task)).encode()
     try:
         with _span(target, headers) as record_status:
             status, reply_headers, body = _post(target, resolve(target, allowed), data, headers, deadline)

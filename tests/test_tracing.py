@@ -396,3 +396,26 @@ def test_a_schedule_run_span_names_its_schedule(spans):
     scheduled, plain = spans.get_finished_spans()
     assert scheduled.attributes["worqr.schedule"] == "ping" and scheduled.parent is None
     assert "worqr.schedule" not in plain.attributes
+
+
+def test_a_task_that_expires_before_it_starts_records_an_expired_span_and_no_run(spans, traced):
+    """A traced task past its expires= when taken: a 'worqr expire' span, child of its enqueue, outcome expired; no run span."""
+    import time
+
+    q = Queue("t1")
+    q.pause()
+    with spans.tracer.start_as_current_span("request"):
+        task_id = q.enqueue("late", expires=0.3)
+    (enqueue,) = spans.named("worqr enqueue t1")
+    time.sleep(0.6)
+    q.resume()
+    traced(["t1"])
+    (span,) = wait_for(lambda: traced.named("worqr expire t1"), timeout=20, message="the expired span")
+    trace_id, enqueue_id = ids_of(enqueue)
+    assert span["context"]["trace_id"] == trace_id and span["parent_id"] == enqueue_id
+    assert span["attributes"]["worqr.outcome"] == "expired" and span["attributes"]["messaging.message.id"] == task_id
+    assert span["status"]["status_code"] == "UNSET" and "worqr.attempt" not in span["attributes"]
+    q.enqueue("after")  # a task enqueued after it runs: by then the expired one would have run too
+    wait_for(lambda: traced.named("worqr run t1"), timeout=20, message="the next task's run")
+    assert all(r["attributes"]["messaging.message.id"] != task_id for r in traced.named("worqr run t1"))
+    assert q.counts()["expired"] == 1

@@ -400,3 +400,42 @@ def test_a_name_whose_aaaa_record_carries_a_private_ipv4_address_is_refused_at_d
             deliver(_task(f"http://aaaa{n}.test:6379/"))
         with pytest.raises(DeliveryFailed, match=rf"carries the IPv4 address {re.escape(carried)}"):
             deliver(_task(f"http://aaaa{n}.test/"))
+
+
+def test_a_callback_task_that_expires_is_never_posted_and_its_callback_gets_an_expired_notice(api, receiver, workers):
+    """expires=0.5 into a paused queue, resumed after 1 s: the receiver gets one notice with outcome expired, no payload."""
+    q = Queue("hooks-late")
+    q.pause()
+    tid = q.enqueue('{"order": 7}', callback=receiver.plan("/late", (204, "")), expires=0.5)
+    time.sleep(1.0)
+    q.resume()
+    workers(["hooks-late"], env=WEBHOOK_ENV)
+    got = receiver.wait("/late", 1)[0]
+    assert got["body"]["id"] == tid and got["body"]["outcome"] == "expired" and got["body"]["queue"] == "hooks-late"
+    assert "payload" not in got["body"] and "content" not in got["body"] and got["body"]["expires_at"]
+    h = got["headers"]
+    assert (h["X-Worqr-Task"], h["X-Worqr-Outcome"], h["Idempotency-Key"]) == (tid, "expired", f"{tid}:expired")
+    record = api.get(f"/api/tasks/{tid}")  # the ended task's record: expired, never run
+    assert record.status_code == 200 and record.json()["state"] == "expired", record.content
+    assert record.json()["attempts"] == 0
+    wait_for(lambda: Queue("hooks-late").counts()["completed"] == 1, message="the notice delivered")
+    wait_for(lambda: _idle("hooks-late"), message="the worker idle: no delivery in flight")
+    assert len(receiver.on("/late")) == 1 and Queue("hooks-late").counts()["expired"] == 1
+
+
+def test_an_expired_notice_that_fails_is_retried_like_any_callback_task(api, receiver, workers):
+    """The notice is a callback task with the expired task's retries and backoff: a 500 is retried."""
+    from queues.engine.expired import notice_id
+
+    q = Queue("hooks-late2")
+    q.pause()
+    tid = q.enqueue(
+        "x", callback=receiver.plan("/late2", (500, "down"), (200, "")), expires=0.3, retries=3, backoff=0.1
+    )
+    time.sleep(0.6)
+    q.resume()
+    workers(["hooks-late2"], env=WEBHOOK_ENV)
+    got = receiver.wait("/late2", 2)
+    assert [r["headers"]["X-Worqr-Attempt"] for r in got] == ["1", "2"]
+    assert all(r["body"]["id"] == tid and r["body"]["outcome"] == "expired" for r in got)
+    assert q.get(notice_id("hooks-late2", tid)) is None  # delivered: it completed

@@ -16,7 +16,9 @@ Spans are made when ``opentelemetry-api`` is importable and ``Config.opentelemet
    sets the outcome (and, for a failed attempt, the exception and the error status) and ends it.
 3. ``client_span``: a CLIENT span around a webhook's HTTP request, with the W3C headers
    injected into the request (by the application's propagators, W3C by default).
-4. Links to the run that caused a task: a worker that ends a task passes its run span's
+4. ``expired_span``: ``worqr expire <queue>`` (CONSUMER), a child of the enqueue's span, for a
+   task that expired before it started (``expired``), recorded when its end is told.
+5. Links to the run that caused a task: a worker that ends a task passes its run span's
    ``traceparent`` (``traceparent``) to the script that ends it, which records it with the end
    (``links:<id>`` field ``rt``) only when the task has children or a batch. A child released by
    that end gets it appended to its stored context (below), so its run span links to its
@@ -223,6 +225,22 @@ def start_run(task, worker):
         attributes=attributes,
         links=_links(tc) if tc and tc.count("\n") > 1 else None,
     )
+
+
+def expired_span(queue, task_id, tc):
+    """Record the span of a task that expired before it started (never run, no retry): a child of
+    its enqueue's span (its stored context ``tc``), ``worqr.outcome`` = ``expired``."""
+    attributes = {
+        "messaging.system": SYSTEM,
+        "messaging.destination.name": queue,
+        "messaging.message.id": task_id,
+        "messaging.operation.type": "settle",
+        "messaging.operation.name": "expire",
+        "worqr.outcome": "expired",
+    }
+    tracer().start_span(
+        f"worqr expire {queue}", context=_decode(tc), kind=SpanKind.CONSUMER, attributes=attributes
+    ).end()
 
 
 def bind(span, func, is_async):

@@ -7,10 +7,11 @@ be in other queues; each queue is its own cluster slot and one script touches on
 1. enqueue (``linking``): ``link`` runs in each parent's queue (the parent records the new ids in
    ``links:<parent>``, or answers its outcome if it already ended), then ``enqueue`` writes the
    children as ``blocked`` in theirs (with ``parents:<child>``);
-2. a task ends (completed, failed for good, cancelled, deleted): the script that ended it
-   records the outcome in ``links:<id>`` and puts the id in its queue's ``outbox`` (O(1));
+2. a task ends (completed, failed for good, cancelled, deleted, expired): the script that ended
+   it records the outcome in ``links:<id>`` and puts the id in its queue's ``outbox`` (O(1));
 3. ``drain``: for each id in the outbox, ``resolve`` runs in each child's queue (release, or
-   cancel with the reason), the batch is told (``batch_ends.tell``), then ``outbox_done``.
+   cancel with the reason), the batch is told (``batch_ends.tell``), an expired task's callback
+   and trace are told (``expired.tell``), then ``outbox_done``.
 
 Step 3 is run at once by whoever ended the task (the worker, told over its control channel,
 or ``Queue.cancel``/``delete``), and again by every worker's sweep for entries older than a
@@ -30,7 +31,7 @@ released"; ``WORQR_FAULT=drain-kill-after`` after telling them, before ``outbox_
 import logging
 from collections import defaultdict
 
-from . import batch_ends, commands, enqueueing, faults, keys, readmodel
+from . import batch_ends, commands, enqueueing, expired, faults, keys, readmodel
 from .connection import NETWORK_ERRORS, get_default
 from .errors import InvalidInput
 
@@ -53,10 +54,12 @@ def drain(client, queue, limit=DRAIN_BATCH, before_ms=None, dropping=False):
     ids = readmodel.outbox(client, queue, limit, before_ms)
     if not ids:
         return 0
-    resolves, tells = defaultdict(list), defaultdict(list)
+    resolves, tells, expiries = defaultdict(list), defaultdict(list), []
     for task_id, info in zip(ids, readmodel.links_many(client, queue, ids)):
         if info is None or info["outcome"] is None:  # retried since it ended: it ends again
             continue
+        if "expired" in info:  # its callback's notice, its trace's span
+            expiries.append((task_id, info["expired"]))
         run = info.get("run", "")  # the run span that ended it (tracing on): their spans link to it
         for child in info["children"]:
             cq = keys.queue_from_task_id(child)
@@ -73,6 +76,11 @@ def drain(client, queue, limit=DRAIN_BATCH, before_ms=None, dropping=False):
     for batch_id, ended in tells.items():
         for i in range(0, len(ended), RESOLVE_BATCH):
             batch_ends.tell(client, batch_id, ended[i : i + RESOLVE_BATCH])
+    for task_id, info in expiries:
+        try:
+            expired.tell(client, get_default().config, queue, task_id, info)
+        except InvalidInput as exc:  # never expected (it was checked at its enqueue): not told
+            log.error("worqr: queue %s: expired task %s: its callback is not told: %s", queue, task_id, exc)
     faults.kill("drain-kill-after")
     commands.outbox_done(queue, ids, forget=dropping).run(client)
     for cq in sorted(cascade):

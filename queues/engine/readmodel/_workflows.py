@@ -21,6 +21,11 @@ def links(client, queue, task_id):
     return links_many(client, queue, [task_id])[0]
 
 
+#: The fields of ``links:<id>`` that are not children: outcome, batch, reason, the ending run's
+#: traceparent, and an expired task's callback URL, trace context, expiry time, retries, backoff.
+_LINK_FIELDS = frozenset(("=", "b", "why", "rt", "cb", "tc", "ex", "xr", "xb"))
+
+
 def links_many(client, queue, ids):
     """``links`` of several tasks of ``queue``, in one round trip, in order."""
     p = client.pipeline(transaction=False)
@@ -32,10 +37,18 @@ def links_many(client, queue, ids):
             out.append(None)
             continue
         h = {decode(k): decode(v) for k, v in raw.items()}
-        children = sorted(k for k in h if k not in ("=", "b", "why", "rt"))
+        children = sorted(k for k in h if k not in _LINK_FIELDS)
         out.append({"outcome": h.get("="), "batch": h.get("b"), "why": h.get("why"), "children": children})
         if "rt" in h:  # the traceparent of the run span that ended it (tracing on)
             out[-1]["run"] = h["rt"]
+        if "ex" in h:  # expired: its callback URL, trace context and expiry time (ms), to tell
+            out[-1]["expired"] = {
+                "callback": h.get("cb") or "",
+                "trace": h.get("tc") or "",
+                "expires": int(h["ex"]),
+                "retries": int(h["xr"]) if h.get("xr") else None,
+                "backoff": float(h["xb"]) if h.get("xb") else None,
+            }
     return out
 
 

@@ -9,8 +9,10 @@
 
 local HISTORY = PREFIX .. '@@history@@'
 local AGAIN = PREFIX .. '@@again@@'  -- runs again -> the task they run again (note_again)
+-- An expired task's record (state 'expired') is indexed, and kept, with the cancelled ones.
+local HISTORY_KEYS = {PREFIX .. '@@hcompleted@@', PREFIX .. '@@hcancelled@@', PREFIX .. '@@hfailed@@'}
 local HISTORY_INDEX = {
-  completed = PREFIX .. '@@hcompleted@@', cancelled = PREFIX .. '@@hcancelled@@', failed = PREFIX .. '@@hfailed@@',
+  completed = HISTORY_KEYS[1], cancelled = HISTORY_KEYS[2], expired = HISTORY_KEYS[2], failed = HISTORY_KEYS[3],
 }
 
 -- Keep the record of task id (its hash tk still there) that ended with `outcome` at `now`, by
@@ -44,7 +46,7 @@ local function keep_history(id, tk, outcome, now, worker, reason)
     rec.ln = rcall('LLEN', log_key(id))
   end
   rcall('HSET', HISTORY, id, cjson.encode(rec))
-  for o, key in pairs(HISTORY_INDEX) do
-    if o == outcome then rcall('ZADD', key, now, id) else rcall('ZREM', key, id) end
+  for _, key in ipairs(HISTORY_KEYS) do
+    if key == index then rcall('ZADD', key, now, id) else rcall('ZREM', key, id) end
   end
 end

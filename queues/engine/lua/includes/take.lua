@@ -35,7 +35,7 @@ local function start_task(worker, wk, id, nth, out, now, opts)
     return false
   end
   local lk = f[1]
-  if expire_if_due(id, tk, f[16], lk, now) then return false end
+  if expire_if_due(id, tk, f[16], lk, now, worker) then return false end
   if lk and rcall('HGET', K.lockheads, lk) == id then rcall('HDEL', K.lockheads, lk) end
   if lk and rcall('EXISTS', lock_key(lk)) == 1 then
     wait_for_lock(id, tk, lk, true, now)  -- never expected: a runnable head's lock is free
