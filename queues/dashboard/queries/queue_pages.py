@@ -214,3 +214,10 @@ def history(client, name, span):
         "totals": {"completed": sum(h["completed"]), "failed": sum(h["failed"])},
         "durations": None if p is None else {k: (round(v, 4) if isinstance(v, float) else v) for k, v in p.items()},
     }
+
+
+def timings(client, name, span):
+    """The charts of run and wait times over ``span`` (one point per bucket of the queue's
+    history), with the deploys marked in that span."""
+    t = readmodel.timings(client, name, span)
+    return {"timings": t, "deploys": readmodel.deploys(client, t["start_ms"], server_ms(client))}

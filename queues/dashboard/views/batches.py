@@ -2,7 +2,7 @@
 callbacks and one page of its tasks with their states)."""
 
 from ...engine import keys
-from .. import queries
+from .. import graphs, queries
 from ..access import staff_required
 from ..feeds import parse_page
 from .common import BadInput, client, handles_bad_input, live_path, render_page
@@ -43,5 +43,6 @@ def batch(request, batch_id):
             "batch_id": batch_id,
             "snap": snapshot,
             "live": live_path("batch", batch_id, page=page),
+            "graph": graphs.of_reading(queries.batch_graph(client(), batch_id), f"Tasks of batch {batch_id}"),
         },
     )

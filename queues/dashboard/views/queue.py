@@ -4,15 +4,30 @@ history page, and its failures page (every entry of the failure history, with it
 from urllib.parse import urlencode
 
 from ...engine import readmodel
-from .. import queries, sections
+from .. import charts, queries, sections
 from ..access import staff_required
 from .common import BadInput, check_queue, check_task_id, client, handles_bad_input, live_path, page_of, render_page
+
+
+def _span(request, param):
+    """The span asked for in ``param`` (1h by default); BadInput for another."""
+    span = request.GET.get(param) or "1h"
+    if span not in readmodel.HISTORY_SPANS:
+        raise BadInput(f"{param} must be one of {', '.join(readmodel.HISTORY_SPANS)}.")
+    return span
+
+
+def _timing_charts(name, span):
+    read = queries.timings(client(), name, span)
+    return charts.timing_charts(read["timings"], read["deploys"])
 
 
 @staff_required
 @handles_bad_input
 def queue(request, name):
+    """The queue page; ``?charts=1h|24h|7d`` opens its run and wait time charts over that span."""
     check_queue(name)
+    chart_span = _span(request, "charts")
     snapshot = queries.queue(client(), name, page_of(request))
     page = snapshot["pending"]["page"]
     return render_page(
@@ -23,6 +38,10 @@ def queue(request, name):
             "queue": name,
             "snap": snapshot,
             "live": live_path("queue", name, page=page if page > 1 else None),
+            "timing_charts": _timing_charts(name, chart_span),
+            "chart_span": chart_span,
+            "chart_open": "charts" in request.GET,
+            "spans": list(readmodel.HISTORY_SPANS),
         },
     )
 
@@ -33,9 +52,7 @@ def history(request, name):
     """Throughput and failures over 1 h / 24 h / 7 d, depth over time and run-duration
     percentiles, drawn as SVG on the server (no script, no chart library)."""
     check_queue(name)
-    span = request.GET.get("span") or "1h"
-    if span not in readmodel.HISTORY_SPANS:
-        raise BadInput(f"span must be one of {', '.join(readmodel.HISTORY_SPANS)}.")
+    span = _span(request, "span")
     snapshot = queries.history(client(), name, span)
     return render_page(
         request,
@@ -49,6 +66,7 @@ def history(request, name):
             "bars": sections.chart(snapshot["history"]),
             "depth": sections.depth_line(snapshot["history"]),
             "deploys": sections.deploy_marks(snapshot["history"], snapshot["deploys"]),
+            "timing_charts": _timing_charts(name, span),
         },
     )
 

@@ -42,3 +42,54 @@ local function record_durations(runs)
   rcall('HINCRBY', K.durations, 'count', #runs)
   rcall('HINCRBYFLOAT', K.durations, 'sum', total)
 end
+
+-- The charts' run and wait times over time (durations.py: `timings`): per level (tag, bucket
+-- ms, buckets kept) one histogram per bucket under the bounds above, fields
+-- '<tag><bucket>:<r|w><bin>'; '@<tag>' notes the level's newest bucket. A new bucket drops the
+-- buckets that left the level's span (one HDEL each; after a long gap at most `kept` of them).
+-- Built from the prefix, as `ended` is: no script's keys change.
+local TIMINGS = PREFIX .. '@@timings@@'
+local TIMING_LEVELS = {@@timing_levels@@}
+
+local function timing_bin(d)
+  for i, b in ipairs(DURATION_BOUNDS) do
+    if d <= tonumber(b) then return i end
+  end
+  return #DURATION_BOUNDS + 1
+end
+
+-- Add run times (seconds) and wait times (seconds) to the buckets of `now` at every level.
+local function record_timings(runs, waits, now)
+  if #runs == 0 and #waits == 0 then return end
+  local per = {}
+  for _, d in ipairs(runs) do
+    local f = 'r' .. timing_bin(d)
+    per[f] = (per[f] or 0) + 1
+  end
+  for _, d in ipairs(waits) do
+    local f = 'w' .. timing_bin(d)
+    per[f] = (per[f] or 0) + 1
+  end
+  local marks = rcall('HMGET', TIMINGS, '@m', '@q', '@h')
+  for li, lv in ipairs(TIMING_LEVELS) do
+    local tag, b = lv[1], math.floor(now / lv[2])
+    local prev = tonumber(marks[li])
+    if not prev or prev < b then
+      if prev then
+        local bins = #DURATION_BOUNDS + 1
+        for x = prev - lv[3] + 1, math.min(prev, b - lv[3]) do
+          local gone = {}
+          for i = 1, bins do
+            gone[#gone + 1] = tag .. x .. ':r' .. i
+            gone[#gone + 1] = tag .. x .. ':w' .. i
+          end
+          rcall('HDEL', TIMINGS, unpack(gone))
+        end
+      end
+      rcall('HSET', TIMINGS, '@' .. tag, b)
+      if li == 1 then rcall('PEXPIRE', TIMINGS, @@timings_ttl_ms@@) end
+    end
+    local prefix = tag .. b .. ':'
+    for f, n in pairs(per) do rcall('HINCRBY', TIMINGS, prefix .. f, n) end
+  end
+end
