@@ -92,7 +92,7 @@ def line_chart(label, series, start_ms, step_ms, deploys=(), fmt=duration_text, 
         )
         for points in _segments(xs, values, y_of):
             parts.append(f'<polyline points="{" ".join(points)}"/>')
-        parts.extend(f'<circle cx="{x:.1f}" cy="{y_of(v):.1f}" r="2"/>' for x, v in zip(xs, values) if v is not None)
+        parts.extend(f'<circle cx="{x:.1f}" cy="{y_of(v):.1f}" r="3"/>' for x, v in zip(xs, values) if v is not None)
         parts.append("</g>")
     for i in range(n):
         values = [(name, values[i]) for name, _, values in series if values[i] is not None]
@@ -111,10 +111,12 @@ def line_chart(label, series, start_ms, step_ms, deploys=(), fmt=duration_text, 
         x = PAD_LEFT + (d["at"] - start_ms) / max(1, span_ms) * plot_w
         whole = str(d["label"])
         short = whole if len(whole) <= LABEL_CHARS else whole[: LABEL_CHARS - 1] + "…"
+        # the label on the side of the line with room for it
+        side = ' dx="-3" text-anchor="end"' if x > PAD_LEFT + plot_w / 2 else ' dx="3"'
         parts.append(
             f'<g class="wq-deploy"><title>Deploy {escape(whole)} at {_time_text(d["at"], 60000)} UTC</title>'
             f'<line x1="{x:.1f}" y1="0" x2="{x:.1f}" y2="{plot_h}" class="wq-deploy-line"/>'
-            f'<text x="{x:.1f}" y="20" dx="3" class="wq-label wq-deploy-label">{escape(short)}</text></g>'
+            f'<text x="{x:.1f}" y="20"{side} class="wq-label wq-deploy-label">{escape(short)}</text></g>'
         )
     parts.append("</svg>")
     return mark_safe("".join(parts))  # every text in it is escaped above
