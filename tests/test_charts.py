@@ -19,21 +19,34 @@ def _finish(client, queue, n=1, failed=False):
         commands.finish(queue, "w", [(t.id, t.lease, "", False) for t in tasks], result_ttl=0).run(client)
 
 
-def test_a_finished_task_counts_its_run_and_wait_at_every_level(client):
-    """One finish adds a run and a wait to its minute, quarter hour and hour; every span shows it."""
+def test_a_finished_task_counts_its_run_and_wait_at_every_span(client):
+    """Finishes add runs and waits to their minute; 1 h, 24 h and 7 d all show them (the newest minute added to its quarter and hour)."""
     _finish(client, "tm1", 3)
     fields = {k.decode() for k in client.hkeys(keys.queue_key("tm1", "timings"))}
-    assert {"@m", "@q", "@h"} <= fields
-    for tag in "mqh":
-        assert any(f.startswith(tag) and ":r" in f for f in fields) and any(
-            f.startswith(tag) and ":w" in f for f in fields
-        )
+    assert "@m" in fields and {f[0] for f in fields} == {"@", "m"}  # one minute written, nothing rolled up yet
+    assert any(":r" in f for f in fields) and any(":w" in f for f in fields)
     for span, n in (("1h", 60), ("24h", 96), ("7d", 168)):
         t = readmodel.timings(client, "tm1", span)
         assert len(t["run"]["p50"]) == n and sum(t["run"]["count"]) == 3 and sum(t["wait"]["count"]) == 3, span
         assert t["run"]["p50"][-1] is not None and t["run"]["p50"][0] is None
     Queue("tm1").drop()
     assert not client.exists(keys.queue_key("tm1", "timings"))
+
+
+def test_a_new_minute_rolls_the_last_one_up_into_its_quarter_and_hour(client):
+    """The first write of a minute adds the previous minute to its quarter hour and hour, once."""
+    key = keys.queue_key("tm0", "timings")
+    now = readmodel.server_ms(client)
+    prev = now // 60000 - 1
+    client.hset(key, mapping={"@m": prev, f"m{prev}:r3": 7, f"m{prev}:w1": 2})
+    _finish(client, "tm0", 2)
+    _finish(client, "tm0", 1)  # same minute: nothing rolled again
+    got = {k.decode(): int(v) for k, v in client.hgetall(key).items() if not k.startswith(b"@")}
+    assert got[f"q{prev // 15}:r3"] == 7 and got[f"h{prev // 60}:r3"] == 7 and got[f"h{prev // 60}:w1"] == 2
+    assert int(client.hget(key, "@m")) == prev + 1
+    for span in ("24h", "7d"):
+        t = readmodel.timings(client, "tm0", span)
+        assert sum(t["run"]["count"]) == 7 + 3 and sum(t["wait"]["count"]) == 2 + 3, span
 
 
 def test_wait_time_counts_from_the_due_time_of_a_delayed_task(client):
@@ -60,35 +73,30 @@ def test_a_new_bucket_drops_the_one_that_left_the_span(client):
     """Buckets older than their level's span are dropped as new ones begin: the hash stays bounded."""
     key = keys.queue_key("tm4", "timings")
     now = readmodel.server_ms(client)
-    minute, quarter, hour = now // 60000, now // 900000, now // 3600000
+    minute = now // 60000
+    hour = minute // 60
     client.hset(
         key,
         mapping={
             "@m": minute - 1,
-            "@q": quarter - 1,
-            "@h": hour - 1,
             f"m{minute - 60}:r1": 5,  # leaves the hour now
             f"m{minute - 59}:r1": 5,  # stays
-            f"q{quarter - 96}:w2": 5,
-            f"h{hour - 168}:r3": 5,
+            f"h{hour - 168}:r3": 5,  # left the week
             f"h{hour - 100}:r3": 5,
         },
     )
     _finish(client, "tm4")
     fields = {k.decode() for k in client.hkeys(key)}
-    assert (
-        f"m{minute - 60}:r1" not in fields and f"q{quarter - 96}:w2" not in fields and f"h{hour - 168}:r3" not in fields
-    )
-    assert f"m{minute - 59}:r1" in fields and f"h{hour - 100}:r3" in fields
+    assert f"m{minute - 60}:r1" not in fields and f"m{minute - 59}:r1" in fields and f"h{hour - 100}:r3" in fields
     assert client.pttl(key) > 7 * 86_400_000
-    # a queue quiet for longer than a level's span: every old bucket of that level goes at once
-    client.hset(key, mapping={"@m": minute - 500, **{f"m{minute - 500 - i}:r1": 1 for i in range(60)}})
-    _finish(client, "tm4")
-    assert not [
-        f
-        for f in (k.decode() for k in client.hkeys(key))
-        if f.startswith("m") and int(f[1:].split(":")[0]) < minute - 59
-    ]
+    # a queue quiet for longer than each level's span: every old bucket goes at once
+    key = keys.queue_key("tm4b", "timings")
+    old = minute - 60 * 24 * 8
+    olds = {f"m{old - 1}:r1", f"m{old}:r1", f"q{old // 15}:r1", f"h{old // 60}:r1", f"h{old // 60 - 1}:w2"}
+    client.hset(key, mapping={"@m": old, **dict.fromkeys(olds, 1)})
+    _finish(client, "tm4b")
+    fields = {k.decode() for k in client.hkeys(key)}
+    assert not fields & olds and {f[0] for f in fields} == {"@", "m"}
 
 
 def test_quantiles_of_known_samples():

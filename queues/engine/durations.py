@@ -10,13 +10,15 @@ they are defined once:
     ``sum``         their total duration, in seconds (a float)
 
 The same bounds bin the charts' run and wait times over time (``worqr:{<queue>}:timings``
-[hash], written by ``finish``, ``start`` and ``fail``; ``lua/includes/stats.lua``), one
-histogram per time bucket at three levels (``TIMING_LEVELS``), each bucket's fields
+[hash], written by ``finish``, ``start`` and ``fail``; ``lua/includes/stats.lua``): one
+histogram per time bucket at three levels (``TIMING_LEVELS``), fields
 ``<level><bucket>:<r|w><bin>`` (``r``: run time, start to outcome; ``w``: wait time, from when
 the task was ready to run, its enqueue or due time, to its start; ``<bin>``: 1 to
-``len(BUCKETS) + 1``, the last for runs over the last bound). ``@<level>``: the newest bucket of
-that level; a new bucket drops the one that leaves the level's span, so the hash holds at most
-``sum(kept) * 2 * (len(BUCKETS) + 1)`` counters (and expires 8 days after the last write).
+``len(BUCKETS) + 1``, the last for times over the last bound). A call writes the current
+minute only; ``@m`` is the newest minute written, and the first write of a later minute rolls
+``@m`` up into its quarter hour and hour and drops the buckets that left each level's span. So
+the hash holds at most ``sum(kept) * 2 * (len(BUCKETS) + 1)`` counters (12,648; a few per
+bucket in practice) and expires 8 days after its last write.
 """
 
 #: Upper bounds in seconds, from quick handlers to hour-long jobs.
