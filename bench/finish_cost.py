@@ -1,7 +1,8 @@
 """What the ``finish`` and ``fail`` scripts cost Redis per task, one task per call (µs of the
 Redis main thread's CPU time per call, ``INFO cpu``: the script and the call's own I/O; less
 disturbed by a loaded machine than the wall time of ``INFO commandstats``, shown beside it): the common path of a worker that reports
-each outcome as it comes. Compare two checkouts by running it with each one's code on the path.
+each outcome as it comes. Compare two checkouts by running it with each one's code
+(``WORQR_CHECKOUT=/path/to/other/checkout``; this checkout's by default).
 
 Run against a Redis of your own (it writes queues ``fc-*`` and drops them)::
 
@@ -9,11 +10,17 @@ Run against a Redis of your own (it writes queues ``fc-*`` and drops them)::
 """
 
 import argparse
+import os
 import statistics
+import sys
+from pathlib import Path
 
 import redis
-from queues.engine import Queue, commands
-from queues.engine.connection import Connection
+
+# the checkout's code: this one's, or another's (``WORQR_CHECKOUT=/path``) to compare them
+sys.path[:0] = [os.environ.get("WORQR_CHECKOUT") or str(Path(__file__).resolve().parent.parent)]
+from queues.engine import Queue, commands  # noqa: E402
+from queues.engine.connection import Connection  # noqa: E402
 
 LOCK_TTL, GRACE = 35.0, 1.0
 

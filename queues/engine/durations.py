@@ -17,7 +17,7 @@ the task was ready to run, its enqueue or due time, to its start; ``<bin>``: 1 t
 ``len(BUCKETS) + 1``, the last for times over the last bound). A call writes the current
 minute only; ``@m`` is the newest minute written, and the first write of a later minute rolls
 ``@m`` up into its quarter hour and hour and drops the buckets that left each level's span. So
-the hash holds at most ``sum(kept) * 2 * (len(BUCKETS) + 1)`` counters (12,648; a few per
+the hash holds at most ``sum(kept) * 2 * (len(BUCKETS) + 1)`` counters (11,016; a few per
 bucket in practice) and expires 8 days after its last write.
 """
 
