@@ -54,7 +54,8 @@ def children_of(client, ids):
 
 def workflow(client, task_id, limit=200):
     """The workflow from ``task_id``: its parents still waited for (a blocked task's), itself and
-    its descendants (``after=`` children, theirs...), breadth first, at most ``limit`` tasks:
+    its descendants (``after=`` children, theirs...), breadth first, at most ``limit`` tasks and
+    ``5 * limit`` edges:
     ({id: state or None}, [(parent, child)], how many children were found and left out: a lower
     bound, their own descendants are not looked for). One round trip per level and queue."""
     queue = keys.queue_from_task_id(task_id)
@@ -65,7 +66,8 @@ def workflow(client, task_id, limit=200):
         following = []
         for tid, kids in children_of(client, level).items():
             for kid in kids:
-                edges.append((tid, kid))
+                if len(edges) < 5 * limit:  # what a graph of `limit` tasks can draw
+                    edges.append((tid, kid))
                 if kid not in seen:
                     if len(seen) >= limit:
                         left.add(kid)
