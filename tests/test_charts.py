@@ -222,3 +222,19 @@ def test_a_user_without_the_dashboard_right_is_refused_the_new_pages(client, db)
     c.force_login(make_user("nobody", staff=False))
     for path in (f"/queues/task/{first}/workflow/", "/queues/q/tg3/?charts=7d", "/queues/q/tg3/history/?span=24h"):
         assert c.get(path).status_code in (302, 403), path
+
+
+def test_a_real_worker_s_runs_and_waits_show_in_the_charts(client, workers):
+    """A worker running 0.3 s tasks one at a time: runs read at least 0.25 s; the last of four queued waited for three runs."""
+    from tests.conftest import wait_for, wait_registered
+
+    q = Queue("t6")
+    workers(["t6"], concurrency=1, name="charts-w")
+    wait_registered(client, "charts-w")
+    q.enqueue_many(['{"sleep": 0.3}'] * 4 + ['{"fail": "always"}'])
+    wait_for(lambda: q.counts()["completed"] == 4 and q.counts()["failed"] == 1, timeout=60, message="5 outcomes")
+    t = readmodel.timings(client, "t6", "1h")
+    runs, waits = t["run"], t["wait"]
+    assert sum(runs["count"]) == 5 and sum(waits["count"]) == 5  # the failed run counts too
+    assert max(v for v in runs["p50"] if v is not None) >= 0.25  # a minute holds most of the 0.3 s runs
+    assert max(v for v in waits["p99"] if v is not None) >= 0.5  # the 4th waited behind three runs of 0.3 s
