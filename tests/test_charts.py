@@ -3,7 +3,7 @@ keeps), the SVG they are drawn as, and the batch graph."""
 
 import pytest
 
-from queues import Queue
+from queues import Queue, mark_deploy
 from queues.dashboard import charts, graphs
 from queues.engine import commands, durations, keys, readmodel
 from tests.engine_calls import fail, take
@@ -191,6 +191,13 @@ def test_queue_and_history_pages_draw_the_timing_charts(staff, client):
     hist = staff.get("/queues/q/tm6/history/?span=7d").content.decode()
     assert 'data-chart="wait"' in hist and "per 60 min" in hist
     assert staff.get("/queues/q/tm6/?charts=2w").status_code == 400
+    mark_deploy("v9 <b>")
+    page = staff.get("/queues/q/tm6/").content.decode()
+    chart = page[page.index('id="wq-chart"') : page.index('id="wq-charts"')]  # the live throughput chart
+    assert chart.count('class="wq-deploy"') == 1 and "v9 &lt;b&gt;" in chart
+    assert page.count('class="wq-deploy"') == 3  # and the run and wait time charts
+    overview = staff.get("/queues/").content.decode()
+    assert overview.count('class="wq-deploy"') == 1
 
 
 def test_batch_and_workflow_pages_draw_their_graph(staff, client):
