@@ -11,9 +11,19 @@ from queues.engine import commands, durations, keys, readmodel
 from tests.browser import CHROMIUM
 from tests.engine_calls import fail, take
 from tests.support.browser import shot
+from tests.test_dashboard_search_bulk_browser import SCREENSHOTS
 
 playwright_api = pytest.importorskip("playwright.sync_api")
 pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="needs /usr/bin/chromium (make browser)")
+
+
+def _docs_shot(locator, name):
+    """A screenshot of one part of a page in test-artifacts; with WORQR_SCREENSHOTS=1 (``make
+    screenshots``) also the docs' one, in docs/screenshots/."""
+    if os.environ.get("WORQR_SCREENSHOTS") == "1":
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        locator.screenshot(path=str(SCREENSHOTS / f"{name}.png"))
+    shot(locator.page, name)
 
 
 def _login(page, server, path):
@@ -67,6 +77,10 @@ def test_queue_charts_points_span_switch_and_deploy_marker(operator, server, pag
     charts.get_by_role("link", name="7d").click()
     expect(page.locator("#wq-charts [data-chart=run] [data-series=p95] circle")).to_have_count(2)  # h-100, now
     expect(page.locator("#wq-charts [data-chart=run] .wq-deploy-label")).to_have_count(1)
+    client.delete(keys.DEPLOYS)
+    mark_deploy("v2.4")
+    page.goto(server.url + "/queues/q/ch1/?charts=1h#wq-charts")
+    _docs_shot(page.locator("#wq-charts"), "charts")
     # dark mode: the lines take the theme's colours, never the light theme's on a dark page
     page.emulate_media(color_scheme="dark")
     page.reload()
@@ -110,7 +124,7 @@ def test_batch_graph_nodes_by_state_and_large_batch_more(operator, server, page,
     expect(graph.locator(f".wq-node[data-id='{failed.id}'] text").nth(1)).to_have_text(
         "failed"
     )  # the state as text too
-    shot(page, "batch-graph")
+    _docs_shot(page.locator("#wq-graph"), "batch-graph")
     graph.locator(f".wq-node[data-id='{done.id}']").click()
     expect(page).to_have_url(f"{server.url}/queues/task/{done.id}/")
 
