@@ -245,3 +245,14 @@ def test_a_real_worker_s_runs_and_waits_show_in_the_charts(client, workers):
     assert sum(runs["count"]) == 5 and sum(waits["count"]) == 5  # the failed run counts too
     assert max(v for v in runs["p50"] if v is not None) >= 0.25  # a minute holds most of the 0.3 s runs
     assert max(v for v in waits["p99"] if v is not None) >= 0.5  # the 4th waited behind three runs of 0.3 s
+
+
+def test_a_workflow_graph_stops_at_its_bound_and_counts_what_it_left(staff, client):
+    """A task with 250 children: its workflow page draws 200 tasks and says the other 51 are not drawn."""
+    parent = Queue("tg4").enqueue("p")
+    Queue("tg4").enqueue_many([str(i) for i in range(250)], after=[parent])
+    states, edges, more = readmodel.workflow(client, parent, 200)
+    assert len(states) == 200 and more == 51 and len(edges) == 250
+    page = staff.get(f"/queues/task/{parent}/workflow/").content.decode()
+    assert page.count('class="wq-node ') == 200 and page.count('class="wq-edge"') == 199
+    assert "51 more not drawn" in page and "200 tasks drawn" in page
