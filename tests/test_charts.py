@@ -186,6 +186,10 @@ def test_queue_and_history_pages_draw_the_timing_charts(staff, client):
     page = staff.get("/queues/q/tm6/").content.decode()
     assert 'id="wq-charts"' in page and page.count('data-chart="run"') == 1 and "3 tasks" in page
     assert '<details class="module wq-module" id="wq-charts">' in page  # collapsed unless asked for
+    rate = page[page.index('data-chart="rate"') :]
+    rate = rate[: rate.index("</svg>")]
+    assert "3 attempts" in rate and rate.count("<circle") == 1  # the one minute that completed tasks
+    assert "completed 3/min" in rate
     day = staff.get("/queues/q/tm6/?charts=24h").content.decode()
     assert '<details class="module wq-module" id="wq-charts" open>' in day and "per 15 min" in day
     hist = staff.get("/queues/q/tm6/history/?span=7d").content.decode()
@@ -195,7 +199,7 @@ def test_queue_and_history_pages_draw_the_timing_charts(staff, client):
     page = staff.get("/queues/q/tm6/").content.decode()
     chart = page[page.index('id="wq-chart"') : page.index('id="wq-charts"')]  # the live throughput chart
     assert chart.count('class="wq-deploy"') == 1 and "v9 &lt;b&gt;" in chart
-    assert page.count('class="wq-deploy"') == 3  # and the run and wait time charts
+    assert page.count('class="wq-deploy"') == 4  # and the run time, wait time and per minute charts
     overview = staff.get("/queues/").content.decode()
     assert overview.count('class="wq-deploy"') == 1
 

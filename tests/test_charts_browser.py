@@ -74,6 +74,9 @@ def test_queue_charts_points_span_switch_and_deploy_marker(operator, server, pag
     expect(charts).to_have_attribute("open", "")
     expect(charts.locator("summary")).to_contain_text("last 24h")
     expect(charts.locator("[data-chart=run] [data-series=p50] circle")).to_have_count(2)  # q-30, now
+    failed = charts.locator("[data-chart=rate] [data-series=failed] circle")
+    expect(failed).to_have_count(1)  # the quarter they failed in
+    expect(charts.locator("[data-chart=rate]")).to_contain_text("5 attempts")
     charts.get_by_role("link", name="7d").click()
     expect(page.locator("#wq-charts [data-chart=run] [data-series=p95] circle")).to_have_count(2)  # h-100, now
     expect(page.locator("#wq-charts [data-chart=run] .wq-deploy-label")).to_have_count(1)

@@ -122,9 +122,16 @@ def line_chart(label, series, start_ms, step_ms, deploys=(), fmt=duration_text, 
     return mark_safe("".join(parts))  # every text in it is escaped above
 
 
-def timing_charts(timings, deploys=()):
-    """The run time and the wait time charts of a ``readmodel.timings`` reading:
-    [{title, svg, tasks (counted), key, minutes (per point)}]."""
+def rate_text(per_minute):
+    """``2.5`` -> ``'2.5/min'``."""
+    return "–" if per_minute is None else f"{per_minute:.3g}/min"
+
+
+def timing_charts(timings, deploys=(), history=None):
+    """The run time and the wait time charts of a ``readmodel.timings`` reading, and with
+    ``history`` (a ``readmodel.history`` reading of the same span) the completed and failed
+    attempts per minute (each bucket's count over its minutes):
+    [{title, svg, tasks (counted), unit (what is counted), key, minutes (per point)}]."""
     step_ms = timings["bucket_minutes"] * 60000
     out = []
     for kind, title in (("run", "Run time"), ("wait", "Wait time")):
@@ -132,7 +139,24 @@ def timing_charts(timings, deploys=()):
         series = [(name, name, s[name]) for name in ("p50", "p95", "p99")]
         label = f"{title} p50, p95 and p99 per {timings['bucket_minutes']} min, last {timings['span']}"
         svg = line_chart(label, series, timings["start_ms"], step_ms, deploys, counts=s["count"])
+        minutes = timings["bucket_minutes"]
         out.append(
-            {"title": title, "svg": svg, "tasks": sum(s["count"]), "key": kind, "minutes": timings["bucket_minutes"]}
+            {"title": title, "svg": svg, "tasks": sum(s["count"]), "unit": "task", "key": kind, "minutes": minutes}
+        )
+    if history is not None:
+        width = history["bucket_minutes"]
+        series = [(kind, kind, [n / width if n else None for n in history[kind]]) for kind in ("completed", "failed")]
+        label = f"Completed and failed attempts per minute, per {width} min, last {timings['span']}"
+        svg = line_chart(label, series, history["start_ms"], width * 60000, deploys, fmt=rate_text)
+        total = sum(history["completed"]) + sum(history["failed"])
+        out.append(
+            {
+                "title": "Completed and failed",
+                "svg": svg,
+                "tasks": total,
+                "unit": "attempt",
+                "key": "rate",
+                "minutes": width,
+            }
         )
     return out

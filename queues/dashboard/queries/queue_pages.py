@@ -216,8 +216,13 @@ def history(client, name, span):
     }
 
 
-def timings(client, name, span):
+def timings(client, name, span, counts=False):
     """The charts of run and wait times over ``span`` (one point per bucket of the queue's
-    history), with the deploys marked in that span."""
+    history), with the deploys marked in that span; ``counts``: and the completed and failed
+    attempts of the same buckets (``history``)."""
     t = readmodel.timings(client, name, span)
-    return {"timings": t, "deploys": readmodel.deploys(client, t["start_ms"], server_ms(client))}
+    return {
+        "timings": t,
+        "deploys": readmodel.deploys(client, t["start_ms"], server_ms(client)),
+        "history": readmodel.history(client, name, span) if counts else None,
+    }

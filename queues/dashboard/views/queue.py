@@ -17,9 +17,9 @@ def _span(request, param):
     return span
 
 
-def _timing_charts(name, span):
-    read = queries.timings(client(), name, span)
-    return charts.timing_charts(read["timings"], read["deploys"])
+def _timing_charts(name, span, counts=False):
+    read = queries.timings(client(), name, span, counts)
+    return charts.timing_charts(read["timings"], read["deploys"], read["history"])
 
 
 @staff_required
@@ -38,7 +38,7 @@ def queue(request, name):
             "queue": name,
             "snap": snapshot,
             "live": live_path("queue", name, page=page if page > 1 else None),
-            "timing_charts": _timing_charts(name, chart_span),
+            "timing_charts": _timing_charts(name, chart_span, counts=True),
             "chart_span": chart_span,
             "chart_open": "charts" in request.GET,
             "spans": list(readmodel.HISTORY_SPANS),
