@@ -68,7 +68,7 @@ django6:
 
 # The README's screenshots of the dashboard (docs/screenshots/), made by its browser test.
 screenshots: deps browser
-	WORQR_SCREENSHOTS=1 $(PY) -m pytest -q tests/test_dashboard_search_bulk_browser.py
+	WORQR_SCREENSHOTS=1 $(PY) -m pytest -q tests/test_dashboard_search_bulk_browser.py tests/test_charts_browser.py
 
 demo: deps
 	PY=$(PY) PORT=$(PORT) ./scripts/demo.sh

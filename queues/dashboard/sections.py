@@ -6,7 +6,7 @@ section's only renderer (the rows of the busiest tables come from ``rows.py`` th
 
 Every section's template gets ``snap`` (the snapshot), ``dashboard_actions`` (the action
 permissions of the user, to show only the buttons that work), ``chart`` (the throughput
-chart's bars) and, inside a page, ``page_path`` and ``csrf_token`` for forms that work without
+chart's bars), ``deploys`` (the deploy lines on it) and, inside a page, ``page_path`` and ``csrf_token`` for forms that work without
 the page's script (which otherwise posts them with the CSRF header).
 """
 
@@ -131,7 +131,7 @@ def depth_line(history):
 def deploy_marks(history, deploys):
     """Where each deploy's line goes on the history charts (SVG x, over the span's buckets), with
     its label; those outside the span left out."""
-    step_ms = history["bucket_minutes"] * 60000
+    step_ms = history.get("bucket_minutes", 1) * 60000
     n = len(history["completed"])
     span_ms = max(1, n * step_ms)
     out = []
@@ -145,7 +145,9 @@ def deploy_marks(history, deploys):
 
 def context(snapshot, actions, **page):
     """What every section's template is rendered with (``page``: page_path, csrf_token...)."""
-    return {"snap": snapshot, "dashboard_actions": actions, "chart": chart(snapshot.get("throughput")), **page}
+    throughput = snapshot.get("throughput")
+    marks = deploy_marks(throughput, throughput.get("deploys") or ()) if throughput else []
+    return {"snap": snapshot, "dashboard_actions": actions, "chart": chart(throughput), "deploys": marks, **page}
 
 
 def to_render(view, changed):

@@ -55,6 +55,7 @@ urlpatterns = [
     path("task/", task.lookup, name="lookup"),
     path("task/<str:task_id>/", task.task, name="task"),
     path("task/<str:task_id>/log/", task.log, name="task-log"),
+    path("task/<str:task_id>/workflow/", task.workflow, name="task-workflow"),
     path("task/<str:task_id>/cancel/", actions.task_cancel, name="task-cancel"),
     path("task/<str:task_id>/retry/", actions.task_retry, name="task-retry"),
     path("task/<str:task_id>/delete/", actions.task_delete, name="task-delete"),

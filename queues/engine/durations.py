@@ -8,10 +8,33 @@ they are defined once:
                     (not cumulative; ``le:+Inf`` holds the rest)
     ``count``       runs recorded
     ``sum``         their total duration, in seconds (a float)
+
+The same bounds bin the charts' run and wait times over time (``worqr:{<queue>}:timings``
+[hash], written by ``finish``, ``start`` and ``fail``; ``lua/includes/stats.lua``): one
+histogram per time bucket at three levels (``TIMING_LEVELS``), fields
+``<level><bucket>:<r|w><bin>`` (``r``: run time, start to outcome; ``w``: wait time, from when
+the task was ready to run, its enqueue or due time, to its start; ``<bin>``: 1 to
+``len(BUCKETS) + 1``, the last for times over the last bound). A call writes the current
+minute only; ``@m`` is the newest minute written, and the first write of a later minute rolls
+``@m`` up into its quarter hour and hour and drops the buckets that left each level's span. So
+the hash holds at most ``sum(kept) * 2 * (len(BUCKETS) + 1)`` counters (11,016; a few per
+bucket in practice) and expires 8 days after its last write.
 """
 
 #: Upper bounds in seconds, from quick handlers to hour-long jobs.
 BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0)
+
+
+#: The charts' levels: (tag, bucket minutes, buckets kept), one per span the history shows
+#: (``readmodel.HISTORY_SPANS``: 1 h by the minute, 24 h by quarter hours, 7 d by hours).
+TIMING_LEVELS = (("m", 1, 60), ("q", 15, 96), ("h", 60, 168))
+#: How long a queue's timings outlive their last write (ms).
+TIMINGS_TTL_MS = 8 * 86_400_000
+
+
+def timing_field(level, bucket, kind, bin_):
+    """A counter of the timings hash: ``m29412345:r3``."""
+    return f"{level}{bucket}:{kind}{bin_}"
 
 
 def bound_text(bound):
@@ -22,3 +45,27 @@ def bound_text(bound):
 def lua_bounds():
     """The bounds as a Lua table body of strings: ``'0.005', '0.01', ...``."""
     return ", ".join(f"'{bound_text(b)}'" for b in BUCKETS)
+
+
+def lua_levels():
+    """The levels as a Lua table body: ``{'m', 60000, 60}, ...`` (bucket width in ms)."""
+    return ", ".join(f"{{'{tag}', {minutes * 60000}, {kept}}}" for tag, minutes, kept in TIMING_LEVELS)
+
+
+def quantile(counts, q):
+    """The ``q`` quantile (0 to 1) of a histogram under ``BUCKETS``: ``counts[i]`` runs in bin
+    ``i`` (not cumulative; the last, past the last bound). Linear within the bin that holds the
+    rank (its lower bound is the bound before it, 0 for the first); in the open last bin, the last
+    bound. None for an empty histogram. The precision is the bin's width."""
+    total = sum(counts)
+    if not total:
+        return None
+    rank, seen = q * total, 0
+    for i, n in enumerate(counts):
+        if n and seen + n >= rank:
+            if i >= len(BUCKETS):
+                return BUCKETS[-1]
+            low = BUCKETS[i - 1] if i else 0.0
+            return low + (BUCKETS[i] - low) * max(0.0, rank - seen) / n
+        seen += n
+    return BUCKETS[-1]

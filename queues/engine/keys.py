@@ -23,6 +23,11 @@ Queue keys (``QUEUE_KINDS``; the type is in brackets):
 - ``depth``      [hash]  the queue's depth (tasks waiting to run) sampled once a minute by a
                          worker's heartbeat: ``m<minute>`` for 24 h, ``h<hour>`` for 7 days
                          (written from Python only, by ``upkeep.sample_depth``)
+- ``timings``    [hash]  the charts' run and wait times over time: a histogram per minute (1 h),
+                         per quarter hour (24 h) and per hour (7 d) under the ``durations``
+                         bounds (fields in ``durations.py``); written by ``finish``, ``start``
+                         and ``fail``, bounded by level, expiring 8 days after the last write.
+                         Built from the prefix in Lua, as ``ended`` is
 - ``meta``       [hash]  queue settings (``paused``, ``created``, workers' timings) and the
                          heartbeat's clock: ``hb`` the queue's last beat, ``hg`` until when no
                          deadline is judged after a gap in its beats (ms; heartbeat.lua)
@@ -203,6 +208,7 @@ QUEUE_KINDS = (
     "lockheads",
     "results",
     "durations",
+    "timings",
     "depth",
     "leases",
     "schedules",

@@ -23,6 +23,10 @@ ex    expires at (ms): not started by then, never starts   th    its throttle ke
 db    its debounce key
 ck    checkpoint (JSON) of a generator handler             ckt   checkpoint saved at (ms)
 ckn   runs of a generator handler (each counted as it begins)
+rd    ready to run since (ms): set as a delayed, retried,
+      released or given-back task becomes runnable (its
+      due time for a delayed one); wait times count from
+      it, else from ``c`` (``durations.py``, the charts)
 ====  =======================================================  ====  ===========================
 
 A payload longer than 64 bytes and at most ``PAYLOAD_PIECES_MAX`` × ``PAYLOAD_PIECE`` (1,008)

@@ -11,19 +11,41 @@ failures and history), ``worker_pages``, ``task_page`` and ``batch_pages``; the 
 are named here.
 """
 
-from .batch_pages import BATCH_STATES, batch, batch_filtered, batch_row, batches
+from .batch_pages import (
+    BATCH_STATES,
+    GRAPH_NODES,
+    batch,
+    batch_filtered,
+    batch_graph,
+    batch_row,
+    batches,
+    workflow_graph,
+)
 from .common import epoch_ms, fmt, server_ms, task_row, throughput
 from .failures_page import failures_all
-from .queue_pages import FailureCache, failures, history, limits_view, overview, queue, queue_exists, totals_of
+from .queue_pages import (
+    FailureCache,
+    failures,
+    history,
+    limits_view,
+    overview,
+    queue,
+    queue_exists,
+    timings,
+    totals_of,
+)
 from .task_page import ended, relatives, task
 from .worker_pages import gone_workers, worker, workers, workers_page, workers_view
 
 __all__ = [
+    "GRAPH_NODES",
     "FailureCache",
     "BATCH_STATES",
     "batch",
     "batch_filtered",
     "batch_row",
+    "batch_graph",
+    "workflow_graph",
     "batches",
     "ended",
     "epoch_ms",
@@ -32,6 +54,7 @@ __all__ = [
     "fmt",
     "gone_workers",
     "history",
+    "timings",
     "limits_view",
     "overview",
     "queue",

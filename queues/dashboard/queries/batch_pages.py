@@ -79,6 +79,39 @@ def batch_filtered(client, batch_id, state, start=0):
     return {"rows": rows, "next": offset if more else None, "looked": looked, "state": state, "start": start}
 
 
+#: The most tasks a batch's or a workflow's graph draws (the rest: "N more").
+GRAPH_NODES = 200
+
+
+def batch_graph(client, batch_id):
+    """A batch's graph: its first GRAPH_NODES tasks, then the tasks enqueued ``after=`` them
+    (outside the batch: a batch's own tasks wait for none) while there is room, with their
+    states and the edges between them, and how many more there are: {nodes: [(id, state)],
+    edges, more}."""
+    info = readmodel.batch(client, batch_id)
+    if info is None:
+        return None
+    ids = readmodel.batch_tasks(client, batch_id, 0, GRAPH_NODES)
+    edges = [(tid, kid) for tid, kids in readmodel.children_of(client, ids).items() for kid in kids][: 5 * GRAPH_NODES]
+    shown, more = set(ids), max(0, (info["total"] or 0) - len(ids))
+    for _, kid in edges:
+        if kid not in shown:
+            shown.add(kid)
+            if len(ids) < GRAPH_NODES:
+                ids.append(kid)
+            else:
+                more += 1
+    states = readmodel.task_ends(client, ids)
+    return {"nodes": [(i, states.get(i) or "gone") for i in ids], "edges": edges, "more": more}
+
+
+def workflow_graph(client, task_id):
+    """A workflow's graph from ``task_id`` (its waited-for parents, itself and its descendants):
+    {nodes: [(id, state)], edges, more (children found and left out: at least that many)}."""
+    states, edges, more = readmodel.workflow(client, task_id, GRAPH_NODES)
+    return {"nodes": [(i, s or "gone") for i, s in states.items()], "edges": edges, "more": more}
+
+
 def batch(client, batch_id, page=1):
     """A batch's page: its progress and one page of its tasks with their states."""
     info = readmodel.batch(client, batch_id)

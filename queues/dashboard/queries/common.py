@@ -45,8 +45,11 @@ def task_row(task):
 
 
 def throughput(client, queues, minutes=THROUGHPUT_MINUTES, now_ms=None):
-    """Completed and failed per minute over the last ``minutes``, summed over ``queues``."""
-    return readmodel.throughput(client, queues, minutes=minutes, now_ms=now_ms)
+    """Completed and failed per minute over the last ``minutes``, summed over ``queues``, with
+    the deploys marked in that time (``deploys``: the chart draws them)."""
+    out = readmodel.throughput(client, queues, minutes=minutes, now_ms=now_ms)
+    out["deploys"] = readmodel.deploys(client, out["start_ms"], out["start_ms"] + minutes * 60000)
+    return out
 
 
 def valid_queue(name):

@@ -214,3 +214,15 @@ def history(client, name, span):
         "totals": {"completed": sum(h["completed"]), "failed": sum(h["failed"])},
         "durations": None if p is None else {k: (round(v, 4) if isinstance(v, float) else v) for k, v in p.items()},
     }
+
+
+def timings(client, name, span, counts=False):
+    """The charts of run and wait times over ``span`` (one point per bucket of the queue's
+    history), with the deploys marked in that span; ``counts``: and the completed and failed
+    attempts of the same buckets (``history``)."""
+    t = readmodel.timings(client, name, span)
+    return {
+        "timings": t,
+        "deploys": readmodel.deploys(client, t["start_ms"], server_ms(client)),
+        "history": readmodel.history(client, name, span) if counts else None,
+    }

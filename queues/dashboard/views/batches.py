@@ -9,7 +9,7 @@ from django.http import JsonResponse
 from django.urls import reverse
 
 from ...engine import batch_actions, keys
-from .. import queries
+from .. import graphs, queries
 from ..access import action_required, post_only, staff_required, wants_json
 from ..feeds import parse_page
 from .actions import _audit, _done, _refused
@@ -71,6 +71,7 @@ def batch(request, batch_id):
             "filtered": filtered,
             "retry_from": _start(request.GET.get("retry_from")),
             "live": live_path("batch", batch_id, page=page),
+            "graph": graphs.of_reading(queries.batch_graph(client(), batch_id), f"Tasks of batch {batch_id}"),
         },
     )
 

@@ -4,19 +4,34 @@ history page, and its failures page (every entry of the failure history, with it
 from urllib.parse import urlencode
 
 from ...engine import readmodel
-from .. import queries, sections
+from .. import charts, queries, sections
 from ..access import staff_required
 from .common import BadInput, check_queue, check_task_id, client, handles_bad_input, live_path, page_of, render_page
+
+
+def _span(request, param):
+    """The span asked for in ``param`` (1h by default); BadInput for another."""
+    span = request.GET.get(param) or "1h"
+    if span not in readmodel.HISTORY_SPANS:
+        raise BadInput(f"{param} must be one of {', '.join(readmodel.HISTORY_SPANS)}.")
+    return span
+
+
+def _timing_charts(name, span, counts=False):
+    read = queries.timings(client(), name, span, counts)
+    return charts.timing_charts(read["timings"], read["deploys"], read["history"])
 
 
 @staff_required
 @handles_bad_input
 def queue(request, name):
+    """The queue page; ``?charts=1h|24h|7d`` opens its run and wait time charts over that span."""
     check_queue(name)
+    chart_span = _span(request, "charts")
     snapshot = queries.queue(client(), name, page_of(request))
     page = snapshot["pending"]["page"]
     # One tab shows at a time (?tab=delayed: no script needed); by default the first that has something.
-    tab = request.GET.get("tab") or ""
+    tab = request.GET.get("tab") or ("charts" if "charts" in request.GET else "")
     if tab not in sections.QUEUE_TAB_NAMES:
         tab = sections.default_queue_tab(snapshot)
     return render_page(
@@ -28,6 +43,10 @@ def queue(request, name):
             "snap": snapshot,
             "tab": tab,
             "live": live_path("queue", name, page=page if page > 1 else None),
+            "timing_charts": _timing_charts(name, chart_span, counts=True),
+            "chart_span": chart_span,
+            "chart_open": "charts" in request.GET,
+            "spans": list(readmodel.HISTORY_SPANS),
         },
     )
 
@@ -38,9 +57,7 @@ def history(request, name):
     """Throughput and failures over 1 h / 24 h / 7 d, depth over time and run-duration
     percentiles, drawn as SVG on the server (no script, no chart library)."""
     check_queue(name)
-    span = request.GET.get("span") or "1h"
-    if span not in readmodel.HISTORY_SPANS:
-        raise BadInput(f"span must be one of {', '.join(readmodel.HISTORY_SPANS)}.")
+    span = _span(request, "span")
     snapshot = queries.history(client(), name, span)
     return render_page(
         request,
@@ -54,6 +71,7 @@ def history(request, name):
             "bars": sections.chart(snapshot["history"]),
             "depth": sections.depth_line(snapshot["history"]),
             "deploys": sections.deploy_marks(snapshot["history"], snapshot["deploys"]),
+            "timing_charts": _timing_charts(name, span),
         },
     )
 

@@ -6,7 +6,7 @@ from django.urls import reverse
 
 from ...conf import get_connection
 from ...engine import crypto, readmodel
-from .. import queries
+from .. import graphs, queries
 from ..access import staff_required
 from .common import BadInput, check_task_id, client, handles_bad_input, live_path, render_page
 
@@ -82,3 +82,24 @@ def log(request, task_id):
     response = HttpResponse("".join(f"{line}\n" for line in lines), content_type="text/plain; charset=utf-8")
     response["X-Content-Type-Options"] = "nosniff"
     return response
+
+
+@staff_required
+@handles_bad_input
+def workflow(request, task_id):
+    """A workflow's graph from a task: the parents it still waits for, itself and its
+    descendants (``after=``), at most ``queries.GRAPH_NODES`` tasks."""
+    check_task_id(task_id)
+    read = queries.workflow_graph(client(), task_id)
+    return render_page(
+        request,
+        "queues/workflow.html",
+        {
+            "title": f"Workflow of {task_id}",
+            "task_id": task_id,
+            "graph": graphs.of_reading(read, f"Workflow from task {task_id}"),
+            "count": len(read["nodes"]),
+            "more": read["more"],
+            "max_nodes": queries.GRAPH_NODES,
+        },
+    )

@@ -79,7 +79,7 @@ end
 rcall('UNLINK', K.pending, K.front, K.delayed, K.active, K.deadlines, K.failed, K.failures, K.stats,
   K.throughput, K.unique, K.lockwaits, K.lockheads, K.results, K.durations, K.ring, K.pwait, K.blocked,
   K.outbox, K.batchruns, K.once, ENDED, RESEND, HISTORY, HISTORY_INDEX.completed, HISTORY_INDEX.cancelled,
-  HISTORY_INDEX.failed, AGAIN)
+  HISTORY_INDEX.failed, AGAIN, PREFIX .. '@@timings@@')
 -- Its workers stay registered: their timings (meta lt, gr, dt), their handlers' limits (the
 -- operator's overrides go) and what they keep for handlers still running (kept, pactive,
 -- their held hashes and locks); the rate's log of starts expires by itself.

@@ -19,14 +19,18 @@
 local worker, id, lease = ARGV[3], ARGV[4], ARGV[5]
 local tk = task_key(id)
 if ARGV[15] and ARGV[15] ~= '' then run_traces[id] = ARGV[15] end
-local f = rcall('HMGET', tk, 'l', 's', 'lk', 'w', 'x', 'u', 'st')
+local f = rcall('HMGET', tk, 'l', 's', 'lk', 'w', 'x', 'u', 'st', 'rd', 'c')
 if f[1] ~= lease or f[2] ~= 'active' then return @@STALE@@ end
 local now = now_ms()
 local hold = ARGV[16] or ''
 local mode = 'release'
 if ARGV[14] == 'k' then mode = 'keep' elseif hold ~= '' then mode = 'requeue' end
 leave_active(id, lease, f[3], f[4], mode, now)
-if f[7] then record_durations({math.max(0, now - tonumber(f[7])) / 1000}) end
+if f[7] then
+  local run, ready = math.max(0, now - tonumber(f[7])) / 1000, tonumber(f[8] or f[9])
+  record_durations({run})
+  record_timings({run}, ready and {math.max(0, tonumber(f[7]) - ready) / 1000} or {}, now)
+end
 if f[5] then
   drop_cancelled(id, tk, f[6], now, worker)
   publish({e = 'cancelled', ids = {id}})

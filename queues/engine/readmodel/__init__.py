@@ -17,7 +17,7 @@ By subject, each in its module, all used as ``readmodel.<name>``:
   ``bulk_job``;
 - workers (``_workers``): ``workers``, ``worker``, ``workers_active``, ``worker_tasks``,
   ``gone_workers``, ``without_heartbeat``;
-- workflows (``_workflows``): ``links``, ``links_many``, ``parents``, ``task_ends``,
+- workflows (``_workflows``): ``links``, ``links_many``, ``parents``, ``task_ends``, ``workflow``, ``children_of``,
   ``outbox``, ``batch_tasks``, ``batch_live``, ``batches``, ``batches_due``; and ``batch``, one
   batch (``engine.batchinfo``: below ``task``, whose ``Task.batch`` reads it);
 - limits (``_limits``): ``limits``, ``limited_queues``;
@@ -29,7 +29,7 @@ By subject, each in its module, all used as ``readmodel.<name>``:
 - ended tasks (``_ended``): ``Ended``, ``ended_task``, ``ended_tasks``, ``ended_counts``, ``again_of``, ``schedule_runs``,
   ``ended_from_record``;
 - failed tasks across queues (``_failed_all``): ``failed_all``, ``FailedAll``;
-- history (``_history``): ``throughput``, ``history``, ``durations``, ``deploys``,
+- history (``_history``): ``throughput``, ``history``, ``timings``, ``durations``, ``deploys``,
   ``duration_percentiles``;
 - controls (``_controls``): ``expired``;
 - the server (``_common``): ``server_ms``, ``subscriber_connections``.
@@ -40,7 +40,7 @@ from ._common import server_ms, subscriber_connections
 from ._controls import expired
 from ._ended import Ended, again_of, ended_counts, ended_from_record, ended_task, ended_tasks, schedule_runs
 from ._failed_all import FAILED_PER_QUEUE, FailedAll, failed_all
-from ._history import HISTORY_SPANS, deploys, duration_percentiles, durations, history, throughput
+from ._history import HISTORY_SPANS, deploys, duration_percentiles, durations, history, throughput, timings
 from ._limits import PARKED_COUNTED, limited_queues, limits
 from ._queues import (
     PARTITIONS_SHOWN,
@@ -73,11 +73,13 @@ from ._workflows import (
     batch_tasks,
     batches,
     batches_due,
+    children_of,
     links,
     links_many,
     outbox,
     parents,
     task_ends,
+    workflow,
 )
 
 __all__ = [
@@ -120,6 +122,7 @@ __all__ = [
     "failures_signature",
     "gone_workers",
     "history",
+    "timings",
     "in_flight",
     "is_paused",
     "known_queues",
@@ -150,6 +153,8 @@ __all__ = [
     "tagged_count",
     "task",
     "task_ends",
+    "workflow",
+    "children_of",
     "task_log",
     "task_states",
     "throughput",

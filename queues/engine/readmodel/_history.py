@@ -91,6 +91,49 @@ def history(client, queue, span="1h", now_ms=None):
     }
 
 
+#: The span -> its level of the timings (``durations.TIMING_LEVELS``).
+_TIMING_LEVEL_OF = {"1h": "m", "24h": "q", "7d": "h"}
+#: The percentiles the charts draw.
+TIMING_QUANTILES = (0.5, 0.95, 0.99)
+
+
+def timings(client, queue, span="1h", now_ms=None):
+    """Run and wait time percentiles of ``queue`` over ``span``, one point per bucket of its
+    history (the same buckets as ``history``), oldest first:
+    {span, bucket_minutes, start_ms, run: {count, p50, p95, p99}, wait: {...}}, each a list
+    with None where no task ran (seconds; from the per-bucket histograms, ``durations.quantile``).
+    One HMGET (two more for 24 h and 7 d: the newest minute, not rolled up yet)."""
+    if span not in HISTORY_SPANS:
+        raise ValueError(f"span must be one of {', '.join(HISTORY_SPANS)}, not {span!r}")
+    width, n = HISTORY_SPANS[span]
+    tag = _TIMING_LEVEL_OF[span]
+    now_ms = server_ms(client) if now_ms is None else now_ms
+    last = now_ms // (width * 60000)
+    buckets = range(last - n + 1, last + 1)
+    bins = len(_durations.BUCKETS) + 1
+    key = keys.queue_key(queue, "timings")
+    fields = [_durations.timing_field(tag, b, kind, i) for b in buckets for kind in "rw" for i in range(1, bins + 1)]
+    values = [int(v or 0) for v in client.hmget(key, fields)]
+    if tag != "m":  # the newest minute is not rolled up yet: add it to its bucket
+        newest = client.hget(key, "@m")
+        j = int(newest) // width - buckets[0] if newest is not None else -1
+        if 0 <= j < n:
+            minute = [_durations.timing_field("m", int(newest), kind, i) for kind in "rw" for i in range(1, bins + 1)]
+            for i, v in enumerate(client.hmget(key, minute)):
+                values[2 * j * bins + i] += int(v or 0)
+    out = {"span": span, "bucket_minutes": width, "start_ms": buckets[0] * width * 60000}
+    for k, kind in enumerate(("run", "wait")):
+        series = {"count": []} | {f"p{round(q * 100)}": [] for q in TIMING_QUANTILES}
+        for j in range(n):
+            at = (2 * j + k) * bins
+            counts = values[at : at + bins]
+            series["count"].append(sum(counts))
+            for q in TIMING_QUANTILES:
+                series[f"p{round(q * 100)}"].append(_durations.quantile(counts, q))
+        out[kind] = series
+    return out
+
+
 def duration_percentiles(client, queue, quantiles=(0.5, 0.9, 0.99)):
     """Run-duration percentiles of ``queue`` (seconds), estimated from the histogram the scripts
     keep (linear within a bucket; the open last bucket gives its lower bound): {count, mean,

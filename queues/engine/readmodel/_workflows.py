@@ -52,6 +52,46 @@ def links_many(client, queue, ids):
     return out
 
 
+def children_of(client, ids):
+    """{id: [child ids]} of tasks of any queues (their ``after=`` children), one round trip per
+    queue they belong to."""
+    by_queue = {}
+    for tid in ids:
+        by_queue.setdefault(keys.queue_from_task_id(tid), []).append(tid)
+    out = {}
+    for queue, members in by_queue.items():
+        for tid, info in zip(members, links_many(client, queue, members), strict=True):
+            out[tid] = info["children"] if info else []
+    return out
+
+
+def workflow(client, task_id, limit=200):
+    """The workflow from ``task_id``: its parents still waited for (a blocked task's), itself and
+    its descendants (``after=`` children, theirs...), breadth first, at most ``limit`` tasks and
+    ``5 * limit`` edges:
+    ({id: state or None}, [(parent, child)], how many children were found and left out: a lower
+    bound, their own descendants are not looked for). One round trip per level and queue."""
+    queue = keys.queue_from_task_id(task_id)
+    order = list(parents(client, queue, task_id)) + [task_id]
+    edges = [(p, task_id) for p in order[:-1]]
+    seen, level, left = set(order), [task_id], set()
+    while level and not left:
+        following = []
+        for tid, kids in children_of(client, level).items():
+            for kid in kids:
+                if len(edges) < 5 * limit:  # what a graph of `limit` tasks can draw
+                    edges.append((tid, kid))
+                if kid not in seen:
+                    if len(seen) >= limit:
+                        left.add(kid)
+                        continue
+                    seen.add(kid)
+                    order.append(kid)
+                    following.append(kid)
+        level = following
+    return task_ends(client, order), edges, len(left)
+
+
 def task_ends(client, ids):
     """{id: state} of tasks of any queues, in one round trip: the task's state if it is in
     Redis, else its recorded end (completed, failed, cancelled, deleted: for a task that had

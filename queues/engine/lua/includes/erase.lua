@@ -9,7 +9,7 @@ local function erase_queue(event)
   rcall('UNLINK', K.pending, K.front, K.delayed, K.active, K.deadlines, K.failed, K.failures, K.stats,
     K.throughput, K.meta, K.workers, K.idle, K.unique, K.lockwaits, K.lockheads, K.results, K.durations,
     K.limits, K.starts, K.ring, K.pactive, K.pwait, K.blocked, K.outbox, K.batchruns, K.once, ENDED, RESEND, KEPT,
-    PREFIX .. '@@expired@@', HOLDS,
+    PREFIX .. '@@expired@@', PREFIX .. '@@timings@@', HOLDS,
     HISTORY, HISTORY_INDEX.completed, HISTORY_INDEX.cancelled, HISTORY_INDEX.failed, AGAIN)
   publish({e = event})
 end

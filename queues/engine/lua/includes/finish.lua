@@ -10,7 +10,7 @@
 -- The quadruples may be followed by n run traceparents (tracing on: see links.run_traces).
 -- Returns one code per task: COMPLETED, CANCELLED, or STALE (stale lease or not active).
 local function finish_tasks(worker, n, result_ttl, base, now)
-  local out, done, cancelled, runs = {}, {}, {}, {}
+  local out, done, cancelled, runs, waits = {}, {}, {}, {}, {}
   local kept = false
   for i = 0, n - 1 do
     local j = base + 4 * i
@@ -18,12 +18,16 @@ local function finish_tasks(worker, n, result_ttl, base, now)
     local rt = ARGV[base + 4 * n + i]
     if rt and rt ~= '' then run_traces[id] = rt end
     local tk = task_key(id)
-    local f = rcall('HMGET', tk, 'l', 's', 'lk', 'w', 'x', 'u', 'st')
+    local f = rcall('HMGET', tk, 'l', 's', 'lk', 'w', 'x', 'u', 'st', 'rd', 'c')
     if f[1] ~= lease or f[2] ~= 'active' then
       out[#out + 1] = @@STALE@@
     else
       leave_active(id, lease, f[3], f[4], keep == 'k' and 'keep' or 'release', now)
-      if f[7] then runs[#runs + 1] = math.max(0, now - tonumber(f[7])) / 1000 end
+      if f[7] then
+        runs[#runs + 1] = math.max(0, now - tonumber(f[7])) / 1000
+        local ready = tonumber(f[8] or f[9])
+        if ready then waits[#waits + 1] = math.max(0, tonumber(f[7]) - ready) / 1000 end
+      end
       if f[5] then
         drop_cancelled(id, tk, f[6], now, worker)
         cancelled[#cancelled + 1] = id
@@ -46,6 +50,7 @@ local function finish_tasks(worker, n, result_ttl, base, now)
     end
   end
   record_durations(runs)
+  record_timings(runs, waits, now)
   if #done > 0 then
     rcall('HINCRBY', K.stats, 'completed', #done)
     count_minute('c', now, #done)

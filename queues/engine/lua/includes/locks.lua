@@ -31,13 +31,14 @@ end
 
 -- Make a task runnable: at the tail of pending ('tail'), or at the head of front ('front', a
 -- task given back). A task whose lock is held, or already has a runnable head, waits instead.
--- Returns true if it is runnable.
-local function make_runnable(id, tk, lk, where, now)
+-- Returns true if it is runnable. 'rd' notes when it became ready to run (`ready`, else now):
+-- its wait time is counted from then (stats.lua's record_timings).
+local function make_runnable(id, tk, lk, where, now, ready)
   if lk and not claim_turn(lk, id) then
     wait_for_lock(id, tk, lk, where == 'front', now)
     return false
   end
-  rcall('HSET', tk, 's', 'pending')
+  rcall('HSET', tk, 's', 'pending', 'rd', ready or now)
   local pk = rcall('HGET', tk, 'pk')
   if pk then return list_in_partition(id, pk, where == 'front') end
   if where == 'front' then rcall('LPUSH', K.front, id) else rcall('RPUSH', K.pending, id) end

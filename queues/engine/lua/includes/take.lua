@@ -11,14 +11,17 @@ local TAKE_SCAN_MAX = 1000
 -- Make due delayed tasks runnable (at most 1000 per call; the next call goes on).
 local function promote_due(now)
   promote_partitions(now)
-  local due = rcall('ZRANGEBYSCORE', K.delayed, '-inf', now, 'LIMIT', 0, 1000)
-  for _, id in ipairs(due) do
+  local found = rcall('ZRANGEBYSCORE', K.delayed, '-inf', now, 'WITHSCORES', 'LIMIT', 0, 1000)
+  local due = {}
+  for i = 1, #found, 2 do
+    local id = found[i]
+    due[#due + 1] = id
     rcall('ZREM', K.delayed, id)
     local tk = task_key(id)
     local f = rcall('HMGET', tk, 's', 'lk')
     if f[1] == 'delayed' then
       rcall('HDEL', tk, 'due')
-      make_runnable(id, tk, f[2], 'tail', now)
+      make_runnable(id, tk, f[2], 'tail', now, found[i + 1])  -- ready since its due time
     end
   end
   if #due > 0 then publish({e = 'promoted', n = #due, ids = due}) end
