@@ -71,7 +71,10 @@ def batch(request, batch_id):
             "filtered": filtered,
             "retry_from": _start(request.GET.get("retry_from")),
             "live": live_path("batch", batch_id, page=page),
-            "graph": graphs.of_reading(queries.batch_graph(client(), batch_id), f"Tasks of batch {batch_id}"),
+            # The graph draws the whole batch: on its unfiltered page only.
+            "graph": None
+            if state
+            else graphs.of_reading(queries.batch_graph(client(), batch_id), f"Tasks of batch {batch_id}"),
         },
     )
 
