@@ -58,9 +58,16 @@ DJANGO6_TESTS ?= tests/test_tasks_backend.py tests/test_conformance_rq.py \
 # Each pytest session prints its 15 slowest tests at the end.
 DURATIONS := --durations=15
 
+# The suite and the cluster pass run on TEST_WORKERS pytest processes (pytest-xdist), each with its
+# own redis-server (or Redis Cluster), SQLite file and PostgreSQL database; a test file stays on one
+# worker (--dist loadfile), so its module fixtures (a Daphne, a browser) start once. Most long tests
+# wait on processes, restarts and faults rather than compute. TEST_WORKERS=0 runs in one process.
+TEST_WORKERS ?= 2
+XDIST := $(if $(filter-out 0,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile --max-worker-restart=1)
+
 test: deps browser lint
-	$(PY) -m pytest -q $(DURATIONS)
-	WORQR_TEST_REDIS=cluster $(PY) -m pytest -q $(DURATIONS) $(CLUSTER_TESTS)
+	$(PY) -m pytest -q $(DURATIONS) $(XDIST)
+	WORQR_TEST_REDIS=cluster $(PY) -m pytest -q $(DURATIONS) $(XDIST) $(CLUSTER_TESTS)
 	./scripts/trixie.sh $(TRIXIE_ROOT) -q $(DURATIONS) $(DJANGO6_TESTS)
 
 django6:

@@ -49,6 +49,8 @@ def free_port():
     high = max(20000 + 100, _ephemeral_start() - 10001)
     while True:
         port = random.randint(20000, high)
+        if port % _WORKERS != _WORKER:  # another pytest-xdist worker's share of the range
+            continue
         if port in _HANDED_OUT:  # not listening yet, but another node of this session has it
             continue
         try:
@@ -60,6 +62,11 @@ def free_port():
         _HANDED_OUT.add(port)
         return port
 
+
+#: Under pytest-xdist (make test), each worker starts its own cluster: worker gwN takes only the
+#: ports p with p % workers == N, so two workers never pick the same port between bind test and listen.
+_WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1)
+_WORKER = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw") or 0) % _WORKERS
 
 #: Every port free_port gave in this session: nodes are made before any of them listens, so a
 #: bind test alone gave two nodes of one cluster the same port once (FileExistsError on its dir).

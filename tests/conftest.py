@@ -56,6 +56,13 @@ def pytest_unconfigure(config):
 
 
 @pytest.fixture(scope="session")
+def django_db_modify_db_settings_xdist_suffix():
+    """No ``_gw0`` suffix on the test databases under pytest-xdist: tests/settings.py already names
+    them after the session's process, and the worker processes a test starts find them by that
+    name (WORQR_TEST_DB, WORQR_TEST_PG_DB); a suffix would give those workers an empty database."""
+
+
+@pytest.fixture(scope="session")
 def redis_server():
     """The one test redis-server (tests that stop or reconfigure it are skipped on a cluster)."""
     if _server is None:

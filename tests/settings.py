@@ -12,6 +12,13 @@ INSTALLED_APPS += ([] if find_spec("django.tasks") else ["django_tasks"]) + ["te
 
 # One SQLite file per test session (sessions may run side by side); worker and server processes
 # that the session starts inherit the variable, so they share the session's database.
+# Under pytest-xdist each worker is a session of its own: it inherits the controller's names, so
+# it makes its own once (the processes it starts inherit those, with the same worker id).
+_xdist_worker = os.environ.get("PYTEST_XDIST_WORKER")
+if _xdist_worker and _xdist_worker != os.environ.get("WORQR_TEST_DB_WORKER"):
+    os.environ["WORQR_TEST_DB_WORKER"] = _xdist_worker
+    os.environ.pop("WORQR_TEST_DB", None)
+    os.environ.pop("WORQR_TEST_PG_DB", None)
 os.environ.setdefault("WORQR_TEST_DB", f"/tmp/worqr-test-{os.getpid()}.sqlite3")
 
 DATABASES = {
