@@ -25,9 +25,12 @@ the other backend's own storage, command or library, which has no counterpart he
 
 import ast
 import contextlib
+import fcntl
 import functools
 import importlib.util
 import inspect
+import os
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -111,7 +114,18 @@ def upstream(dist, version, member):
     if path.exists():
         return path
     CACHE.mkdir(parents=True, exist_ok=True)
-    download = CACHE / "download"
+    # Several pytest processes (make test's xdist workers) may ask at once: one fetches, the
+    # others wait on the lock and find it there.
+    with open(CACHE / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not path.exists():
+            _fetch(dist, version, member, folder)
+    return path
+
+
+def _fetch(dist, version, member, folder):
+    download = CACHE / f"download-{os.getpid()}"
+    shutil.rmtree(download, ignore_errors=True)
     done = subprocess.run(
         [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--no-binary", ":all:"]
         + ["--python-version", "3.12", "--dest", str(download), f"{dist}=={version}"],
@@ -122,15 +136,16 @@ def upstream(dist, version, member):
     assert done.returncode == 0, f"pip download {dist}=={version} failed:\n{done.stderr}"
     name = dist.replace("-", "_").lower()
     archive = next(p for p in download.iterdir() if p.name.lower().startswith(f"{name}-{version}".lower()))
+    tmp = CACHE / f".{dist}-{version}.{os.getpid()}.tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
     with tarfile.open(archive) as tar:
         prefix = tar.getnames()[0].split("/")[0]
         wanted = [m for m in tar.getmembers() if m.name.startswith(f"{prefix}/{Path(member).parent}/")]
         wanted += [m for m in tar.getmembers() if m.name in (f"{prefix}/LICENSE", f"{prefix}/LICENSE.txt")]
-        tmp = CACHE / f".{dist}-{version}.tmp"
         tar.extractall(tmp, members=wanted, filter="data")
     (tmp / prefix).rename(folder)  # whole or not at all
-    tmp.rmdir()
-    return path
+    shutil.rmtree(tmp, ignore_errors=True)
+    shutil.rmtree(download, ignore_errors=True)
 
 
 class _Wiring(ast.NodeTransformer):
