@@ -65,8 +65,13 @@ DURATIONS := --durations=15
 TEST_WORKERS ?= 2
 XDIST := $(if $(filter-out 0,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile --max-worker-restart=1)
 
+# schemathesis's generated cases collapse into one test per run under pytest-xdist (a fraction of
+# the requests), so its file runs in a process of its own.
+SERIAL_TESTS := tests/test_api_schema.py
+
 test: deps browser lint
-	$(PY) -m pytest -q $(DURATIONS) $(XDIST)
+	$(PY) -m pytest -q $(DURATIONS) $(XDIST) $(addprefix --ignore=,$(SERIAL_TESTS))
+	$(PY) -m pytest -q $(SERIAL_TESTS)
 	WORQR_TEST_REDIS=cluster $(PY) -m pytest -q $(DURATIONS) $(XDIST) $(CLUSTER_TESTS)
 	./scripts/trixie.sh $(TRIXIE_ROOT) -q $(DURATIONS) $(DJANGO6_TESTS)
 
