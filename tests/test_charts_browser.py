@@ -10,7 +10,7 @@ from queues import Batch, Queue, mark_deploy
 from queues.engine import commands, durations, keys, readmodel
 from tests.browser import CHROMIUM
 from tests.engine_calls import fail, take
-from tests.support.browser import shot
+from tests.support.browser import login, shot
 from tests.test_dashboard_search_bulk_browser import SCREENSHOTS
 
 playwright_api = pytest.importorskip("playwright.sync_api")
@@ -24,13 +24,6 @@ def _docs_shot(locator, name):
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)
         locator.screenshot(path=str(SCREENSHOTS / f"{name}.png"))
     shot(locator.page, name)
-
-
-def _login(page, server, path):
-    page.goto(server.url + path)
-    page.fill("#id_username", "operator")
-    page.fill("#id_password", "secret-pw")
-    page.click("input[type=submit]")
 
 
 def _run(client, queue, completed, failed):
@@ -56,7 +49,7 @@ def test_queue_charts_points_span_switch_and_deploy_marker(operator, server, pag
     mark_deploy("v2.3 <script>window.pwned=1</script>")
     dialogs = []
     page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
-    _login(page, server, "/queues/q/ch1/?tab=charts")
+    login(page, server.url + "/queues/q/ch1/?tab=charts")
     charts = page.locator("#wq-timings")
     expect(charts).not_to_have_attribute("open", "")  # compact: closed until asked for
     charts.locator("summary").click()
@@ -104,7 +97,7 @@ def test_batch_graph_nodes_by_state_and_large_batch_more(operator, server, page,
     done, failed, running = take(client, "cg1", count=3)
     commands.finish("cg1", "w", [(done.id, done.lease, "", False)], result_ttl=60).run(client)
     fail(client, failed)
-    _login(page, server, f"/queues/batches/{b.id}/")
+    login(page, server.url + f"/queues/batches/{b.id}/")
     graph = page.locator("#wq-graph svg")
     expect(graph.locator(".wq-node")).to_have_count(5)
     expect(graph.locator(".wq-edge")).to_have_count(1)

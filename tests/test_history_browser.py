@@ -10,17 +10,10 @@ from queues import Queue
 from queues.engine import commands, readmodel
 from tests.browser import CHROMIUM
 from tests.engine_calls import fail, take
-from tests.support.browser import shot
+from tests.support.browser import login, shot
 
 playwright_api = pytest.importorskip("playwright.sync_api")
 pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="needs /usr/bin/chromium (make browser)")
-
-
-def _login(page, server, path):
-    page.goto(server.url + path)
-    page.fill("#id_username", "operator")
-    page.fill("#id_password", "secret-pw")
-    page.click("input[type=submit]")
 
 
 def test_ended_task_run_again_failures_tab_and_delete_confirmation(operator, server, page, client):
@@ -29,7 +22,7 @@ def test_ended_task_run_again_failures_tab_and_delete_confirmation(operator, ser
     done = Queue("hb").enqueue("the payload")
     (task,) = take(client, "hb")
     commands.finish("hb", "w", [(task.id, task.lease, "", False)], result_ttl=0).run(client)
-    _login(page, server, f"/queues/task/{done}/")
+    login(page, server.url + f"/queues/task/{done}/")
     expect(page.locator("[data-field=record]")).to_contain_text("This task ended")
     expect(page.locator("[data-field=state]")).to_have_text("completed")
     expect(page.locator(".wq-payload-full")).to_have_text("the payload")

@@ -10,7 +10,7 @@ import pytest
 from queues import Queue
 from tests.browser import CHROMIUM
 from tests.engine_calls import fail, take
-from tests.support.browser import shot
+from tests.support.browser import login, shot
 
 playwright_api = pytest.importorskip("playwright.sync_api")
 pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="needs /usr/bin/chromium (make browser)")
@@ -18,13 +18,6 @@ pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="needs /usr
 
 #: Where the queue page's content ends, in px (the scroll height is never less than the viewport's).
 CONTENT_BOTTOM = "Math.ceil(document.querySelector('.wq-qpage').getBoundingClientRect().bottom)"
-
-
-def _login(page, url):
-    page.goto(url)
-    page.fill("#id_username", "operator")
-    page.fill("#id_password", "secret-pw")
-    page.click("input[type=submit]")
 
 
 def _busy_queue(client, name):
@@ -45,7 +38,7 @@ def test_busy_queue_fits_one_screen(operator, server, page, client):
     expect = playwright_api.expect
     _busy_queue(client, "fit")
     page.set_viewport_size({"width": 1280, "height": 800})
-    _login(page, server.url + "/queues/q/fit/")
+    login(page, server.url + "/queues/q/fit/")
     expect(page.locator("#wq-status")).to_have_text("live")
     tabs = page.locator(".wq-qtabs")
     for text in ("In process (2)", "Pending (", "Delayed (3)", "Failed (1)", "Locks (1)", "Limits", "Charts"):
@@ -74,7 +67,7 @@ def test_tabs_work_without_script_and_move_live(operator, server, page, client):
     expect = playwright_api.expect
     q = Queue("tabs")
     q.enqueue("now")
-    _login(page, server.url + "/queues/q/tabs/")
+    login(page, server.url + "/queues/q/tabs/")
     expect(page.locator("#wq-status")).to_have_text("live")
     expect(page.locator("#wq-pending")).to_be_visible()
     expect(page.locator("#wq-delayed")).to_be_hidden()
@@ -90,7 +83,7 @@ def test_tabs_work_without_script_and_move_live(operator, server, page, client):
     context = page.context.browser.new_context(java_script_enabled=False)
     try:
         plain = context.new_page()
-        _login(plain, server.url + "/queues/q/tabs/?tab=delayed")
+        login(plain, server.url + "/queues/q/tabs/?tab=delayed")
         expect(plain.locator("#wq-delayed")).to_be_visible()
         expect(plain.locator("#wq-pending")).to_be_hidden()
         expect(plain.locator(".wq-qtabs a[aria-current]")).to_have_text("Delayed (1)")

@@ -12,6 +12,7 @@ from queues.engine import Batch, readmodel, workflows
 from tests.browser import CHROMIUM
 from tests.conftest import wait_registered
 from tests.engine_calls import fail, finish, take
+from tests.support.browser import login
 
 playwright_api = pytest.importorskip("playwright.sync_api")
 pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="needs /usr/bin/chromium (make browser)")
@@ -35,20 +36,13 @@ CONTRAST = """(el) => {
 }"""
 
 
-def _login(page, url):
-    page.goto(url)
-    page.fill("#id_username", "operator")
-    page.fill("#id_password", "secret-pw")
-    page.click("input[type=submit]")
-
-
 def test_run_now_and_a_delete_that_asks(operator, server, page, client):
     """Run now moves a delayed task to pending; Delete asks: dismissed, the task stays; accepted, it goes."""
     expect = playwright_api.expect
     q = Queue("small-b")
     later = q.enqueue("later", delay=2 * 86400 + 3 * 3600 + 120)
     q.enqueue("soon", delay=600)
-    _login(page, server.url + "/queues/q/small-b/?tab=delayed")
+    login(page, server.url + "/queues/q/small-b/?tab=delayed")
     expect(page.locator("#wq-status")).to_have_text("live")
     row = page.locator(f'#wq-delayed tr[data-id="{later}"]')
     expect(row.locator("td[data-until]")).to_have_text("2 d 3 h")  # over a day: in days
@@ -83,7 +77,7 @@ def test_delete_without_the_script_asks_on_a_page(operator, server, page, client
     context = page.context.browser.new_context(java_script_enabled=False)
     try:
         plain = context.new_page()
-        _login(plain, server.url + "/queues/q/small-nojs/?tab=failed")
+        login(plain, server.url + "/queues/q/small-nojs/?tab=failed")
         plain.locator(f'#wq-failed tr[data-id="{tid}"]').get_by_role("button", name="Delete").click()
         expect(plain.locator("h1")).to_contain_text(f"Delete task {tid}?")
         assert readmodel.task(client, tid) is not None
@@ -99,7 +93,7 @@ def test_looked_at_note_is_readable_in_both_themes(operator, server, page, clien
     """The search's "looked at" note has a contrast of at least 4.5:1 against its heading, light and dark."""
     expect = playwright_api.expect
     Queue("small-s").enqueue("findme")
-    _login(page, server.url + "/queues/search/?q=queue%3Asmall-s")
+    login(page, server.url + "/queues/search/?q=queue%3Asmall-s")
     note = page.locator("#wq-results h2 .wq-seen")
     expect(note).to_contain_text("looked at")
     ratios = {}
@@ -118,7 +112,7 @@ def test_batch_page_filters_and_acts(operator, server, page, client):
     for t in take(client, "small-batch", count=2):
         (fail if t.payload == "f1" else finish)(client, t)
     workflows.drain_all(client, "small-batch")
-    _login(page, server.url + f"/queues/batches/{b.id}/")
+    login(page, server.url + f"/queues/batches/{b.id}/")
     expect(page.locator('[data-field="summary"]')).to_contain_text("1 pending, 1 completed, 1 failed")
     page.locator(".wq-qtabs").get_by_role("link", name="failed").click()
     rows = page.locator("#wq-batch-tasks tbody tr")
@@ -134,7 +128,7 @@ def test_worker_told_to_go_quiet_from_its_page(operator, server, page, client, w
     expect = playwright_api.expect
     workers(["t4"], name="quiet-browser")
     wait_registered(client, "quiet-browser")
-    _login(page, server.url + "/queues/workers/quiet-browser/")
+    login(page, server.url + "/queues/workers/quiet-browser/")
     expect(page.locator("#wq-status")).to_have_text("live")
     page.once("dialog", lambda d: d.accept())
     page.get_by_role("button", name="Quiet").click()

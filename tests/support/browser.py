@@ -19,6 +19,14 @@ def operator(transactional_db):
     return user
 
 
+def login(page, url, username="operator", password="secret-pw"):
+    """Open ``url`` (the login page comes first) and sign in as ``operator``."""
+    page.goto(url)
+    page.fill("#id_username", username)
+    page.fill("#id_password", password)
+    page.click("input[type=submit]")
+
+
 @pytest.fixture
 def server():
     daphne = DaphneServer()
