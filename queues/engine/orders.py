@@ -9,8 +9,9 @@ ORDERS = {"quiet": b"q", "stop": b"s"}
 
 
 def tell_worker(client, name, order):
-    """Send ``order`` ("quiet" or "stop") to the worker ``name``; returns whether a worker was
-    listening (PUBLISH reaches no one once it is gone)."""
+    """Send ``order`` ("quiet" or "stop") to the worker ``name``. Nothing is returned: PUBLISH's
+    count of receivers is only the node's on a Redis Cluster (the message reaches every node),
+    so it cannot say whether the worker heard; its heartbeat shows it (quiet) or its going (stop)."""
     if order not in ORDERS:
         raise ValueError(f"order must be one of {', '.join(ORDERS)}, not {order!r}")
-    return client.publish(keys.worker_channel(name), ORDERS[order]) > 0
+    client.publish(keys.worker_channel(name), ORDERS[order])

@@ -63,8 +63,7 @@ def _worker_order(order):
                 raise BadInput(f"{shown(name)} is not a worker name.") from None
             if readmodel.worker(client(), name) is None:
                 raise BadInput(f"There is no worker {shown(name)} online.", status=404)
-            if not orders.tell_worker(client(), name, order):
-                raise BadInput(f"Worker {shown(name)} is not listening (it may have just stopped).", status=409)
+            orders.tell_worker(client(), name, order)
         except BadInput as exc:
             return _refused(request, exc)
         _audit(request, f"worker_{order}", detail=f"worker {name}")
