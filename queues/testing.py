@@ -3,6 +3,7 @@ process on a free port of 127.0.0.1, in a directory of its own, that can be stop
 and started again (on the same port and files). Never used by a worker or the site."""
 
 import os
+import random
 import shutil
 import socket
 import subprocess
@@ -12,11 +13,45 @@ import time
 import redis
 
 
-def free_port():
-    """A TCP port of 127.0.0.1 that nothing listens on (now)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def _ephemeral_start():
+    """The first port the kernel hands out to outgoing connections (32768 by default on Linux)."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+#: Under pytest-xdist each test process takes only the ports p with p % processes == its number, so
+#: two processes never pick the same port between the bind test and the server's listen.
+_SHARES = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1)
+_SHARE = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw") or 0) % _SHARES
+
+#: Every port handed out by this process: a server made but not listening yet still owns its port.
+_HANDED_OUT: set[int] = set()
+
+
+def free_port(also=()):
+    """A TCP port of 127.0.0.1 that nothing listens on (now), below the ephemeral range, with
+    ``port + offset`` free too for each offset in ``also`` (a cluster node's bus port).
+
+    Below the ephemeral range because a server that is stopped and started again (a test's Redis
+    restart) must find its port free, and a client reconnecting to a stopped server on an
+    ephemeral port can be given that same port as its own and connect to itself (TCP's
+    simultaneous open): it then reads its own commands back as replies."""
+    high = _ephemeral_start() - 1 - max(also, default=0)
+    while True:
+        port = random.randint(20000, max(20100, high))
+        if port % _SHARES != _SHARE or port in _HANDED_OUT:
+            continue
+        try:
+            for p in (port, *(port + offset for offset in also)):
+                with socket.socket() as s:
+                    s.bind(("127.0.0.1", p))
+        except OSError:
+            continue
+        _HANDED_OUT.add(port)
+        return port
 
 
 def redis_binary():

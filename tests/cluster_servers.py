@@ -4,15 +4,14 @@ replica watched by 3 Sentinels. Each node is a process on a free port that the t
 and restart; ``stop()`` ends them all and removes their files."""
 
 import os
-import random
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
 
 import redis
 
+from queues import testing
 from queues.testing import redis_binary
 
 #: Node timeout of the test cluster and Sentinels' down-after, in ms: short, so that a failover
@@ -33,44 +32,11 @@ def redis_cli():
     return beside if os.access(beside, os.X_OK) else "redis-cli"
 
 
-def _ephemeral_start():
-    """The first port the kernel hands out to outgoing connections (32768 by default on Linux)."""
-    try:
-        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
-            return int(f.read().split()[0])
-    except (OSError, ValueError, IndexError):
-        return 32768
-
-
 def free_port():
-    """A free port whose cluster bus port (port + 10000) is free too, both below the ephemeral
-    range: a port in it could be taken by any outgoing connection before (or while a killed node
-    is down, after) the node listens on it ("bind: Address already in use", seen in a test run)."""
-    high = max(20000 + 100, _ephemeral_start() - 10001)
-    while True:
-        port = random.randint(20000, high)
-        if port % _WORKERS != _WORKER:  # another pytest-xdist worker's share of the range
-            continue
-        if port in _HANDED_OUT:  # not listening yet, but another node of this session has it
-            continue
-        try:
-            for p in (port, port + 10000):
-                with socket.socket() as s:
-                    s.bind(("127.0.0.1", p))
-        except OSError:
-            continue
-        _HANDED_OUT.add(port)
-        return port
-
-
-#: Under pytest-xdist (make test), each worker starts its own cluster: worker gwN takes only the
-#: ports p with p % workers == N, so two workers never pick the same port between bind test and listen.
-_WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1)
-_WORKER = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw") or 0) % _WORKERS
-
-#: Every port free_port gave in this session: nodes are made before any of them listens, so a
-#: bind test alone gave two nodes of one cluster the same port once (FileExistsError on its dir).
-_HANDED_OUT = set()
+    """A free port below the ephemeral range whose cluster bus port (port + 10000) is free too: a
+    port in that range could be taken by an outgoing connection while a killed node is down
+    ("bind: Address already in use", seen in a test run)."""
+    return testing.free_port(also=(10000,))
 
 
 def _wait(predicate, timeout, what):

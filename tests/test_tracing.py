@@ -161,7 +161,8 @@ def test_api_enqueue_and_webhook_carry_the_request_trace(spans, traced):
     finally:
         receiver.close()
     (post,) = wait_for(lambda: traced.named("POST"), timeout=20, message="the delivery's span")
-    (run,) = traced.named("worqr run hooks")
+    # the delivery is the run's child: the run span ends (and is written) after it
+    (run,) = wait_for(lambda: traced.named("worqr run hooks"), timeout=20, message="the run span")
     trace_id, enqueue_id = ids_of(enqueue)
     assert parent_of(got["headers"]["traceparent"]) == (trace_id, post["context"]["span_id"])
     assert post["kind"] == "SpanKind.CLIENT" and post["parent_id"] == run["context"]["span_id"]
@@ -229,7 +230,9 @@ def test_a_batch_callback_s_enqueue_links_to_the_run_that_ended_the_batch(spans,
     b.close()
     traced(["t1", "t6"], concurrency=1)  # one at a time: the failing task ends last
     (callback_run,) = wait_for(lambda: traced.named("worqr run t6"), timeout=30, message="the callback's run")
-    runs = {s["attributes"]["messaging.message.id"]: s for s in traced.named("worqr run t1")}
+    # the failing task's run span may end after the callback's run (its report took the callback)
+    t1_runs = wait_for(lambda: len(traced.named("worqr run t1")) == 2 and traced.named("worqr run t1"), timeout=20)
+    runs = {s["attributes"]["messaging.message.id"]: s for s in t1_runs}
     assert set(runs) == {ok_id, failing_id} and runs[failing_id]["attributes"]["worqr.outcome"] == "failed"
     # the callback may run (and its span be written) before its enqueue span ends
     (enqueue,) = wait_for(lambda: traced.named("worqr enqueue t6"), timeout=10, message="the callback's enqueue")
