@@ -53,6 +53,8 @@ def test_put_limits_needs_manage_limits(api):
         ({"rate": "²/m"}, "rate"),
         ({"rate": "１/s"}, "rate"),
         ({"partition_rate": "9" * 5000 + "/h"}, "partition_rate"),
+        ({"rate": [1, 10**400]}, "rate"),  # an int past a float's range: OverflowError, 500 on main
+        ({"partition_rate": [1, -(10**400)]}, "partition_rate"),
         ({"reset": "yes"}, "reset"),
         ({"speed": 1}, "speed"),
     ],

@@ -31,3 +31,31 @@ def test_create_change_delete_with_rights_and_audit(db):
     assert schedules.get(client, "api-s") is None
     actions = list(AuditLog.objects.order_by("at").values_list("action", flat=True))
     assert actions == ["schedule_create", "schedule_update", "schedule_delete"]
+
+
+def test_numbers_past_a_floats_range_are_400s_naming_the_key(db):
+    """An integer of 400 digits for every, retries, timeout or backoff: 400 naming it, through the API and the form ..."""
+    # ... (main: math.isfinite raised OverflowError, a 500); nothing is made. Python's enqueue raises InvalidTask.
+    import pytest
+    from django.test import Client
+    from django.urls import reverse
+
+    from queues import Queue
+    from queues.engine.errors import InvalidTask
+    from tests.support.dashboard import make_user
+
+    api = Api(make_token("change_schedule"))
+    web = Client()
+    web.force_login(make_user("scheduler", perms=("view_dashboard", "change_schedule")))
+    huge = 10**400
+    for key in ("every", "retries", "timeout", "backoff"):
+        body = {"queue": "huge", "every": 5, key: huge}
+        r = api.post(f"/api/schedules/api-{key}", body)
+        assert r.status_code == 400 and r.json()["field"] == key, (key, r.content[:300])
+        form = {"name": f"form-{key}", "queue": "huge", "every": "5", key: str(huge)}
+        r = web.post(reverse("queues:schedule-create"), form, HTTP_ACCEPT="application/json")
+        assert r.status_code == 400 and key in r.json()["message"], (key, r.content[:300])
+    assert schedules.all(connection.get_default().client) == []
+    for key in ("retries", "timeout", "backoff", "delay", "expires"):
+        with pytest.raises(InvalidTask, match=key):
+            Queue("huge").enqueue("x", **{key: huge})

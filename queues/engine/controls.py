@@ -14,11 +14,11 @@ or raises ``InvalidTask`` naming the option before anything is written.
   and due time and returns its id; once it has started, a new task is made.
 """
 
-import math
 from datetime import datetime
 
 from .errors import InvalidTask
 from .keys import LOCK_KEY_MAX
+from .numbers import is_finite
 
 #: The longest window or expiry accepted (seconds): 30 days.
 LONGEST = 30 * 86400
@@ -28,7 +28,7 @@ NONE = ("", "", "")
 
 
 def _seconds(name, value):
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not is_finite(value):
         raise InvalidTask(f"{name} must be a number of seconds, not {value!r}")
     if not 0 < value <= LONGEST:
         raise InvalidTask(f"{name} must be more than 0 and at most {LONGEST} seconds (30 days), not {value!r}")

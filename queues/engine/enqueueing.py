@@ -19,7 +19,6 @@ once (``after=`` a parent that failed) is the caller's: ``workflows.tell_at_once
 """
 
 import hashlib
-import math
 import os
 from datetime import UTC, datetime
 from functools import partial
@@ -27,6 +26,7 @@ from typing import NamedTuple
 
 from . import commands, controls, crypto, keys, linking, tracing
 from .errors import InvalidTask, PayloadTooLarge, TooManyQueues
+from .numbers import is_finite
 from .registry import get_handler
 from .sending import Sending
 from .task import Task
@@ -61,7 +61,7 @@ def _number(name, value, *, minimum=0.0, strict=False, integer=False):
         raise InvalidTask(f"{name} must be {kind}, not {value!r}")
     if integer and not isinstance(value, int):
         raise InvalidTask(f"{name} must be an integer, not {value!r}")
-    if not math.isfinite(value) or value < minimum or (strict and value == minimum):
+    if not is_finite(value) or value < minimum or (strict and value == minimum):
         raise InvalidTask(f"{name} must be {'>' if strict else '>='} {minimum:g}, not {value!r}")
     return value
 

@@ -8,6 +8,7 @@ import math
 from dataclasses import dataclass
 
 from .errors import ConfigurationError
+from .numbers import is_finite
 
 #: "100/m" style rates: the window of each unit, in seconds.
 RATE_UNITS = {"s": 1, "m": 60, "h": 3600}
@@ -86,7 +87,7 @@ def parse_rate(queue, option, value):
     if (
         isinstance(seconds, bool)
         or not isinstance(seconds, (int, float))
-        or not math.isfinite(seconds)
+        or not is_finite(seconds)
         or not 0.001 <= seconds <= RATE_WINDOW_MAX
     ):
         _fail(queue, option, f"window must be a number of seconds from 0.001 to {RATE_WINDOW_MAX}, not {seconds!r}")

@@ -16,13 +16,13 @@ the key at fault. Nothing here touches Redis.
 
 import hashlib
 import json
-import math
 import time
 from dataclasses import dataclass, field
 
 from . import keys, ticks
 from .enqueueing import task_options
 from .errors import InvalidInput, InvalidSchedule
+from .numbers import is_finite
 
 MISSED_POLICIES = ("skip", "once")
 OPTION_KEYS = ("retries", "timeout", "backoff", "lock", "callback")
@@ -105,7 +105,7 @@ def _bad(name, key, message):
 
 
 def _is_number(value):
-    return not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
+    return not isinstance(value, bool) and isinstance(value, (int, float)) and is_finite(value)
 
 
 def parse(name, raw, *, max_payload_bytes=None, now_ms=None):
