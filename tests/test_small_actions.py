@@ -87,7 +87,7 @@ def test_run_now_through_the_api(client):
     viewer = Api(make_token("view_dashboard", name="viewer"))
     assert viewer.post(path).status_code == 403
     assert readmodel.task(client, later).state == "delayed"
-    api = Api(make_token("retry_task", name="runner"))
+    api = Api(make_token("view_dashboard", "retry_task", name="runner"))
     r = api.post(path)
     assert r.status_code == 200 and r.json() == {"id": later, "queue": "rn-api", "state": "pending"}
     assert readmodel.task(client, later).state == "pending"
@@ -95,3 +95,26 @@ def test_run_now_through_the_api(client):
     assert api.post("/api/tasks/rn-api-0123456789abcdef/run-now").status_code == 404
     entry = AuditLog.objects.get()
     assert (entry.action, entry.token.name, entry.task_id) == ("run_now", "runner", later)
+
+
+def test_run_now_through_the_api_tells_a_token_without_view_rights_no_task_state(client):
+    """Without view_dashboard, run-now answers a pending, a failed, a running-gone and an unknown task alike (404)."""
+    # Only a delayed task, which it may run now, gets another answer (main: 409 for a task that exists, 404 else).
+    from tests.support.api import Api, make_token
+
+    ids = {
+        "pending": Queue("rn-state").enqueue("p"),
+        "failed": failed_tasks(client, "rn-state", 1)[0],
+        "unknown": "rn-state-0123456789abcdef",
+    }
+    api = Api(make_token("retry_task", name="blind"))
+    answers = {
+        (r.status_code, r.content.decode().replace(tid, "<id>"))
+        for tid in ids.values()
+        for r in [api.post(f"/api/tasks/{tid}/run-now")]
+    }
+    (answer,) = answers  # one answer for every task it may not run now
+    assert answer[0] == 404 and "not delayed" in answer[1], answer
+    later = Queue("rn-state").enqueue("later", delay=3600)
+    assert api.post(f"/api/tasks/{later}/run-now").status_code == 200
+    assert not AuditLog.objects.exclude(task_id=later).exists()  # nothing recorded for the refused ones

@@ -16,6 +16,7 @@ from django.urls import reverse
 
 from ..conf import get_connection
 from ..engine import Queue, keys, readmodel
+from ..engine.errors import InvalidState, TaskNotFound
 from ..models import AuditLog
 from ..quoting import shown
 from .auth import permissions_of
@@ -185,12 +186,19 @@ def task(request, token, task_id):
 
 @endpoint(POST="retry_task")
 def task_run_now(request, token, task_id):
-    """Run a delayed task now, before every pending task (the dashboard's Run now)."""
+    """Run a delayed task now, before every pending task (the dashboard's Run now). A token
+    without ``view_dashboard`` gets one same 404 for an unknown task and for one that is not
+    delayed, so it learns no task's state (as DELETE: ``removable_task``)."""
     queue = keys.queue_from_task_id(task_id)
     if queue is None:
         raise NotFound(f"no task {shown(task_id)}")
-    with audited(token, "run_now", queue, task_id):
-        Queue(queue, get_connection()).run_now(task_id)
+    try:
+        with audited(token, "run_now", queue, task_id):
+            Queue(queue, get_connection()).run_now(task_id)
+    except (TaskNotFound, InvalidState):
+        if "view_dashboard" in permissions_of(token):
+            raise  # the full answer: unknown (404) or no longer delayed (409)
+        raise NotFound(f"no delayed task {shown(task_id)} (unknown, gone, or not delayed)") from None
     return respond({"id": task_id, "queue": queue, "state": "pending"})
 
 
