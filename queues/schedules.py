@@ -58,12 +58,12 @@ def create(name, **settings):
     """Make schedule ``name`` at run time: ``queue=``, ``cron=`` or ``every=``, ``payload=``,
     ``timezone=``, ``missed=``, ``overlap=``, ``enabled=`` and the enqueue options ``retries``,
     ``timeout``, ``backoff``, ``lock``, ``callback``. Raises InvalidSchedule (nothing written)."""
-    return _engine.get(_client(), _live.create(_client(), name, max_payload_bytes=_max_payload(), **settings).name)
+    return _engine.get(_client(), _live.create(_client(), name, **_limits(), **settings).name)
 
 
 def update(name, **fields):
     """Change the settings of a schedule made at run time (its next tick follows them)."""
-    return _engine.get(_client(), _live.update(_client(), name, max_payload_bytes=_max_payload(), **fields).name)
+    return _engine.get(_client(), _live.update(_client(), name, **_limits(), **fields).name)
 
 
 def delete(name):
@@ -71,5 +71,6 @@ def delete(name):
     _live.delete(_client(), name)
 
 
-def _max_payload():
-    return get_connection().config.max_payload_bytes
+def _limits():
+    config = get_connection().config
+    return {"max_payload_bytes": config.max_payload_bytes, "max_queues": config.max_queues}

@@ -53,7 +53,7 @@ def test_batch_page_filters_by_state_and_reads_in_words(client):
 def test_cancel_and_retry_a_batch(client):
     """Cancel removes the pending and delayed tasks and stops the running one; Retry queues the failed ones again."""
     b, ids, later = _batch(client, "bp2")
-    web = _web("boss", "cancel_task", "retry_task")
+    web = _web("boss", "cancel_task", "retry_task", "purge_queue", "retry_all_failed")
     html = web.get(reverse("queues:batch", args=[b.id])).content.decode()
     assert reverse("queues:batch-cancel", args=[b.id]) in html and reverse("queues:batch-retry", args=[b.id]) in html
     assert web.post(reverse("queues:batch-cancel", args=[b.id]), **JSON).status_code == 400  # not confirmed
@@ -77,10 +77,36 @@ def test_batch_actions_need_their_rights_and_csrf(client):
         assert viewer.post(reverse(f"queues:{name}", args=[b.id]), {"confirm": "yes"}).status_code == 403
         assert viewer.post(reverse(f"queues:{name}", args=[b.id]), {"confirm": "yes"}, **JSON).status_code == 403
     strict = Client(enforce_csrf_checks=True)
-    strict.force_login(make_user("csrf-less", perms=["view_dashboard", "cancel_task", "retry_task"]))
+    strict.force_login(
+        make_user("csrf-less", perms=["view_dashboard", "cancel_task", "retry_task", "purge_queue", "retry_all_failed"])
+    )
     assert strict.post(reverse("queues:batch-cancel", args=[b.id]), {"confirm": "yes"}).status_code == 403
     assert readmodel.task(client, ids[4]).state == "pending" and readmodel.task(client, ids[0]).state == "failed"
     assert not AuditLog.objects.exists()
+
+
+def test_batch_wide_actions_need_the_queue_wide_rights_on_the_page_and_the_api(client):
+    """cancel_task or retry_task alone cannot act on a whole batch (page or API): that needs purge_queue or retry_all_failed."""
+    from tests.support.api import Api, make_token
+
+    b, ids, _ = _batch(client, "bp5")
+    single = _web("single", "cancel_task", "retry_task")
+    html = single.get(reverse("queues:batch", args=[b.id])).content.decode()
+    assert reverse("queues:batch-cancel", args=[b.id]) not in html
+    assert reverse("queues:batch-retry", args=[b.id]) not in html
+    r = single.post(reverse("queues:batch-cancel", args=[b.id]), {"confirm": "yes"}, **JSON)
+    assert r.status_code == 403 and "purge_queue" in r.json()["message"]
+    r = single.post(reverse("queues:batch-retry", args=[b.id]), **JSON)
+    assert r.status_code == 403 and "retry_all_failed" in r.json()["message"]
+    token_api = Api(make_token("view_dashboard", "cancel_task", name="single-api"))
+    r = token_api.delete(f"/api/batches/{b.id}")
+    assert r.status_code == 403 and "purge_queue" in r.json()["error"]
+    assert token_api.delete("/api/batches/no-such-batch").status_code == 403  # refused before the lookup
+    assert readmodel.task(client, ids[4]).state == "pending" and readmodel.task(client, ids[0]).state == "failed"
+    assert not AuditLog.objects.exists()
+    both = _web("both", "cancel_task", "purge_queue")
+    r = both.post(reverse("queues:batch-cancel", args=[b.id]), {"confirm": "yes"}, **JSON)
+    assert r.status_code == 200 and readmodel.task(client, ids[4]) is None
 
 
 def test_batch_actions_go_a_bounded_step_at_a_time(client):

@@ -2,6 +2,8 @@
 enough), an audit row each, bad settings 400 naming the key, a callback outside the allow-list
 refused."""
 
+import os
+
 from queues.engine import connection, schedules
 from queues.models import AuditLog
 from tests.test_api import Api, make_token
@@ -59,3 +61,62 @@ def test_numbers_past_a_floats_range_are_400s_naming_the_key(db):
     for key in ("retries", "timeout", "backoff", "delay", "expires"):
         with pytest.raises(InvalidTask, match=key):
             Queue("huge").enqueue("x", **{key: huge})
+
+
+def test_a_schedule_cannot_make_a_queue_beyond_max_queues_on_any_path(db):
+    """At MAX_QUEUES, a schedule into a new queue is refused naming 'queue' (API, page, Python); existing queues are fine."""
+    import pytest
+    from django.test import Client
+    from django.urls import reverse
+
+    from queues import Queue
+    from queues import schedules as python_api
+    from queues.conf import build_config
+    from queues.engine import keys
+    from queues.engine.errors import InvalidSchedule
+    from tests.test_dashboard_views import make_user
+
+    url = os.environ["WORQR_REDIS_URL"]
+    client = connection.configure(build_config().with_(max_queues=2), url).client
+    try:
+        Queue("full-a").enqueue("x")
+        Queue("full-b").enqueue("x")
+        api = Api(make_token("view_dashboard", "change_schedule"))
+        r = api.post("/api/schedules/new-q", {"queue": "brand-new", "every": 60})
+        assert r.status_code == 400 and r.json()["field"] == "queue" and "MAX_QUEUES" in r.json()["error"]
+        assert api.post("/api/schedules/old-q", {"queue": "full-a", "every": 60}).status_code == 201
+        r = api.call("PATCH", "/api/schedules/old-q", {"queue": "brand-new"})
+        assert r.status_code == 400 and r.json()["field"] == "queue"
+        web = Client()
+        web.force_login(make_user("e", perms=["view_dashboard", "change_schedule"]))
+        r = web.post(
+            reverse("queues:schedule-create"),
+            {"name": "form-q", "queue": "brand-new", "every": "5"},
+            HTTP_ACCEPT="application/json",
+        )
+        assert r.status_code == 400 and "MAX_QUEUES" in r.json()["message"]
+        with pytest.raises(InvalidSchedule, match="MAX_QUEUES"):
+            python_api.create("py-q", queue="brand-new", every=60)
+        assert client.hkeys(keys.LIVE_SCHEDULES) == [b"old-q"]
+        assert schedules.get(client, "old-q").queue == "full-a"
+        assert not client.sismember(keys.KNOWN_QUEUES, "brand-new")
+    finally:
+        connection.configure(build_config(), url)
+
+
+def test_at_most_max_live_schedules_are_made_at_run_time(client, monkeypatch):
+    """With MAX_LIVE schedules made, the next create is refused and nothing is written; a delete makes room."""
+    import pytest
+
+    from queues.engine import keys, live_schedules
+    from queues.engine.errors import InvalidSchedule
+
+    monkeypatch.setattr(live_schedules, "MAX_LIVE", 3)
+    for i in range(3):
+        live_schedules.create(client, f"s{i}", queue="cap", every=60)
+    with pytest.raises(InvalidSchedule, match="3 schedules made at run time exist already"):
+        live_schedules.create(client, "s3", queue="cap", every=60)
+    assert client.hlen(keys.LIVE_SCHEDULES) == 3 and schedules.get(client, "s3") is None
+    live_schedules.delete(client, "s0")
+    live_schedules.create(client, "s3", queue="cap", every=60)
+    assert schedules.get(client, "s3").queue == "cap"

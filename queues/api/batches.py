@@ -12,6 +12,7 @@ from django.urls import reverse
 from ..conf import get_connection
 from ..engine import Batch, keys
 from ..quoting import shown
+from .auth import require
 from .bodies import BATCH_TASKS, CREATE_BATCH
 from .errors import BadRequest, NotFound
 from .http import endpoint, json_body, respond
@@ -47,6 +48,8 @@ def batch_list(request, token):
 
 @endpoint(GET="view_dashboard", DELETE="cancel_task")
 def batch(request, token, batch_id):
+    if request.method == "DELETE":
+        require(token, "purge_queue")  # every task of the batch at once: what purging a queue needs too
     handle, info = known_batch(batch_id)
     if request.method == "GET":
         return respond(batch_json(info))

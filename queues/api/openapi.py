@@ -62,7 +62,8 @@ def _op(summary, permission, codes, schema=None, body=None, params=()):
         responses[str(code)] = {"description": _STATUS[code], "content": {"application/json": {"schema": content}}}
     op = {"summary": summary, "responses": responses, "security": [{"bearer": []}]}
     if permission:
-        op["description"] = f"Needs the permission `queues.{permission}`."
+        names = " and ".join(f"`queues.{p}`" for p in permission.split("+"))
+        op["description"] = f"Needs the permission{'s' if '+' in permission else ''} {names}."
     if body:
         op["requestBody"] = {"required": True, "content": {"application/json": {"schema": _ref(body)}}}
     if params:
@@ -87,7 +88,7 @@ _PATHS = {
         "get": _op("Read a batch", "view_dashboard", (200, 400, 404, *_READ), _ref("Batch"), params=("batch_id",)),
         "delete": _op(
             "Cancel a batch: it is closed and its unfinished tasks are cancelled",
-            "cancel_task",
+            "cancel_task+purge_queue",
             (200, 400, 404, *_READ),
             _object({"id": {"type": "string"}, "cancelled": {"type": "integer"}}),
             params=("batch_id",),

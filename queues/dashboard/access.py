@@ -93,10 +93,10 @@ def refused(request, status, message):
     raise PermissionDenied(message)
 
 
-def _guard(codename, view):
+def _guard(codenames, view):
     @wraps(view)
     def wrapper(request, *args, **kwargs):
-        response = _checked(codename, view, request, *args, **kwargs)
+        response = _checked(codenames, view, request, *args, **kwargs)
         # Payloads, errors and who did what: never kept by a shared cache or the browser's.
         patch_cache_control(response, private=True, no_store=True)
         return response
@@ -104,24 +104,26 @@ def _guard(codename, view):
     return wrapper
 
 
-def _checked(codename, view, request, *args, **kwargs):
+def _checked(codenames, view, request, *args, **kwargs):
     if not request.user.is_authenticated:
         return refused(request, 401, "Your session has ended: log in again.")
     if not can_view(request.user):
         return refused(request, 403, "The queues dashboard is for staff with the view_dashboard permission.")
-    if codename and not can_act(request.user, codename):
-        return refused(request, 403, f"This action needs the queues.{codename} permission.")
+    for codename in codenames:
+        if not can_act(request.user, codename):
+            return refused(request, 403, f"This action needs the queues.{codename} permission.")
     return view(request, *args, **kwargs)
 
 
 def staff_required(view):
     """Dashboard pages: anonymous users to the login page, others without access get 403."""
-    return _guard(None, view)
+    return _guard((), view)
 
 
-def action_required(codename):
-    """Dashboard actions: like ``staff_required``, and the user needs ``queues.<codename>``."""
-    return lambda view: _guard(codename, view)
+def action_required(*codenames):
+    """Dashboard actions: like ``staff_required``, and the user needs ``queues.<codename>`` for
+    each codename given."""
+    return lambda view: _guard(codenames, view)
 
 
 def post_only(view):

@@ -14,9 +14,14 @@ at the next sync.
 import json
 
 from . import commands, keys, readmodel, ticks
-from .errors import InvalidSchedule, ScheduleNotFound
+from .enqueueing import check_room
+from .errors import InvalidSchedule, ScheduleNotFound, TooManyQueues
 from .schedule_settings import KEYS, parse, version_of
 from .schedules import handler_lock, handler_partition, notify
+
+#: The most schedules that can be made at run time (each is a hash of its own, payload included,
+#: that every worker's scheduler reads): create refuses the next one.
+MAX_LIVE = 1000
 
 
 def live_names(client):
@@ -24,8 +29,13 @@ def live_names(client):
     return {name: raw.get("queue") for name, raw in readmodel.live_schedules(client).items()}
 
 
-def _write(client, spec, raw, old_queue=None):
+def _write(client, spec, raw, old_queue=None, max_queues=None):
     doc = spec.document(lock=handler_lock(spec), partition=handler_partition(spec))  # may raise: before any write
+    if max_queues is not None and spec.queue != old_queue:
+        try:
+            check_room(client, spec.queue, max_queues)  # its runs would make the queue
+        except TooManyQueues as exc:
+            raise InvalidSchedule(spec.name, "queue", str(exc)) from None
     now = readmodel.server_ms(client)
     client.hset(keys.LIVE_SCHEDULES, spec.name, json.dumps(raw, sort_keys=True))
     client.sadd(keys.SCHEDULE_QUEUES, spec.queue)
@@ -46,20 +56,23 @@ def _write(client, spec, raw, old_queue=None):
     notify(client)
 
 
-def create(client, name, *, max_payload_bytes=None, **settings):
+def create(client, name, *, max_payload_bytes=None, max_queues=None, **settings):
     """Make schedule ``name`` (the keys of a ``SCHEDULES`` entry: ``queue``, ``cron`` or
     ``every``, ``payload``, ``timezone``, ``missed``, ``overlap``, ``enabled``, ``retries``,
     ``timeout``, ``backoff``, ``lock``, ``callback``). It fires from its next tick on, on every
-    worker. InvalidSchedule (naming the key at fault) if a setting is bad or the name is taken;
-    nothing is written then."""
+    worker. InvalidSchedule (naming the key at fault) if a setting is bad, the name is taken,
+    ``MAX_LIVE`` schedules exist, or its queue is new and ``max_queues`` (MAX_QUEUES) queues
+    exist; nothing is written then."""
     spec = parse(name, settings, max_payload_bytes=max_payload_bytes)
     if client.hexists(keys.SCHEDULES, name):
         raise InvalidSchedule(name, None, "a schedule of that name exists already (update it, or pick another name)")
-    _write(client, spec, settings)
+    if client.hlen(keys.LIVE_SCHEDULES) >= MAX_LIVE:
+        raise InvalidSchedule(name, None, f"{MAX_LIVE:,} schedules made at run time exist already: delete one first")
+    _write(client, spec, settings, max_queues=max_queues)
     return spec
 
 
-def update(client, name, *, max_payload_bytes=None, **fields):
+def update(client, name, *, max_payload_bytes=None, max_queues=None, **fields):
     """Change a live schedule's settings (those given; ``cron`` replaces ``every`` and the other
     way round; a value of None removes an option). Its next run moves to the next tick of its new
     settings; its pause state, last run and counters stay. ScheduleNotFound if there is no live
@@ -76,7 +89,7 @@ def update(client, name, *, max_payload_bytes=None, **fields):
     raw = {k: v for k, v in raw.items() if v is not None}
     spec = parse(name, raw, max_payload_bytes=max_payload_bytes)
     old_queue = client.hget(keys.SCHEDULES, name)
-    _write(client, spec, raw, old_queue.decode() if old_queue else None)
+    _write(client, spec, raw, old_queue.decode() if old_queue else None, max_queues=max_queues)
     return spec
 
 

@@ -80,9 +80,11 @@ def batch(request, batch_id):
 
 
 @post_only
-@action_required("cancel_task")
+@action_required("cancel_task", "purge_queue")
 def batch_cancel(request, batch_id):
-    """Cancel the batch's unfinished tasks, up to 2,000 a press."""
+    """Cancel the batch's unfinished tasks, up to 2,000 a press. Every task of a batch at once is
+    what a queue-wide action does, so it needs what purging a queue needs too (as a bulk cancel of
+    "all matching" a search does)."""
     try:
         _check_batch(batch_id)
         if request.POST.get("confirm") != "yes":
@@ -98,9 +100,10 @@ def batch_cancel(request, batch_id):
 
 
 @post_only
-@action_required("retry_task")
+@action_required("retry_task", "retry_all_failed")
 def batch_retry(request, batch_id):
-    """Retry the batch's failed tasks, looking at up to 5,000 of its tasks a press."""
+    """Retry the batch's failed tasks, looking at up to 5,000 of its tasks a press (needs
+    ``retry_all_failed`` too, as a bulk retry of "all matching" a search does)."""
     try:
         _check_batch(batch_id)
         start = _start(request.POST.get("from"))
