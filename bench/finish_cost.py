@@ -1,7 +1,9 @@
 """What the ``finish`` and ``fail`` scripts cost Redis per task, one task per call (µs of the
 Redis main thread's CPU time per call, ``INFO cpu``: the script and the call's own I/O; less
 disturbed by a loaded machine than the wall time of ``INFO commandstats``, shown beside it): the common path of a worker that reports
-each outcome as it comes. Compare two checkouts by running it with each one's code
+each outcome as it comes; ``finish, named handler`` and ``fail, named handler`` send a Tasks
+framework function's name with it, which the scripts chart apart too (docs/dashboard.md, Charts).
+Compare two checkouts by running it with each one's code
 (``WORQR_CHECKOUT=/path/to/other/checkout``; this checkout's by default).
 
 Run against a Redis of your own (it writes queues ``fc-*`` and drops them)::
@@ -39,7 +41,7 @@ def _usec(client):
     return main * 1e6, sum(stats.get(f"cmdstat_{c}", {}).get("usec", 0) for c in ("evalsha", "eval")), inner
 
 
-def one_round(client, conn, name, n, failing):
+def one_round(client, conn, name, n, failing, handler=""):
     q = Queue(name, connection=conn)
     for start in range(0, n, 500):
         q.enqueue_many(["x"] * min(500, n - start))
@@ -53,11 +55,24 @@ def one_round(client, conn, name, n, failing):
     cpu0, wall0, calls0 = _usec(client)
     for t in tasks:
         if failing:
+            named = {"handler": handler} if handler else {}
             commands.fail(
-                name, "w", t.id, t.lease, "E", "tb", retries=0, backoff=1, backoff_max=10, jitter=0, history=100
+                name,
+                "w",
+                t.id,
+                t.lease,
+                "E",
+                "tb",
+                retries=0,
+                backoff=1,
+                backoff_max=10,
+                jitter=0,
+                history=100,
+                **named,
             ).run(client)
         else:
-            commands.finish(name, "w", [(t.id, t.lease, "", False)], result_ttl=0).run(client)
+            ack = (t.id, t.lease, "", False, "", handler) if handler else (t.id, t.lease, "", False)
+            commands.finish(name, "w", [ack], result_ttl=0).run(client)
     cpu1, wall1, calls1 = _usec(client)
     q.drop()
     return (cpu1 - cpu0) / n, (wall1 - wall0) / n, (calls1 - calls0) / n
@@ -71,8 +86,14 @@ def main():
     args = ap.parse_args()
     client = redis.Redis.from_url(args.url)
     conn = Connection(args.url)
-    for failing, label in ((False, "finish"), (True, "fail")):
-        costs = [one_round(client, conn, f"fc-{label}-{r}", args.n, failing) for r in range(args.rounds)]
+    rows = [(False, "finish", ""), (True, "fail", "")]
+    if not os.environ.get("WORQR_CHECKOUT"):  # a checkout without charts per handler can't send a name
+        rows += [(False, "finish, named handler", "app.tasks.send"), (True, "fail, named handler", "app.tasks.send")]
+    for failing, label, handler in rows:
+        costs = [
+            one_round(client, conn, f"fc-{label.split(',')[0]}-{r}", args.n, failing, handler)
+            for r in range(args.rounds)
+        ]
         cpu, wall, calls = (statistics.median(c[i] for c in costs) for i in range(3))
         print(
             f"{label}: {cpu:.1f} µs of Redis CPU per task ({wall:.1f} µs in the script by commandstats;"

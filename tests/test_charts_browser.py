@@ -129,3 +129,44 @@ def test_batch_graph_nodes_by_state_and_large_batch_more(operator, server, page,
     page.goto(server.url + f"/queues/batches/{big.id}/")
     expect(page.locator("#wq-graph svg .wq-node")).to_have_count(200)
     expect(page.locator("#wq-graph svg .wq-more")).to_have_text("100 more not drawn")
+
+
+def test_handler_selector_switches_the_charts_to_one_handler(operator, server, page, client):
+    """Two handlers of one queue: the selector's links draw each one's charts (its own count and run times), and back to the whole queue."""
+    expect = playwright_api.expect
+    from tests.test_handler_charts import FAST, SLOW
+    from tests.test_handler_charts import _run as run_named
+
+    run_named(client, "ch2", [SLOW, SLOW], seconds=2.0)
+    run_named(client, "ch2", [FAST] * 3, failed=(FAST,))
+    login(page, server.url + "/queues/q/ch2/?tab=charts&charts=1h")
+    charts = page.locator("#wq-timings")
+    expect(charts.locator("[data-chart=run]")).to_contain_text("5 tasks")
+    selector = charts.get_by_role("navigation", name="Handler of the charts")
+    expect(selector.get_by_role("link")).to_have_count(3)  # whole queue and the two handlers
+    selector.get_by_role("link", name=SLOW).click()
+    charts = page.locator("#wq-timings")
+    expect(charts).to_have_attribute("open", "")
+    expect(charts.locator("summary")).to_contain_text(f"handler {SLOW}")
+    expect(charts.locator("[data-chart=run]")).to_contain_text("2 tasks")
+    title = charts.locator("[data-chart=run] .wq-hit title").first.text_content()
+    assert "(2 tasks)" in title and " s," in title  # its p50 in seconds: the queue's would mix in the ms runs
+    expect(charts.get_by_role("link", name=SLOW)).to_have_attribute("aria-current", "true")
+    charts.get_by_role("link", name="24h").click()  # the span keeps the handler
+    expect(page.locator("#wq-timings summary")).to_contain_text(f"last 24h, handler {SLOW}")
+    page.locator("#wq-timings").get_by_role("link", name=FAST).click()
+    charts = page.locator("#wq-timings")
+    expect(charts.locator("[data-chart=run]")).to_contain_text("3 tasks")
+    expect(charts.locator("[data-chart=rate] [data-series=failed] circle")).to_have_count(1)
+    charts.get_by_role("link", name="whole queue").click()
+    expect(page.locator("#wq-timings [data-chart=run]")).to_contain_text("5 tasks")
+    page.emulate_media(color_scheme="dark")
+    page.goto(server.url + f"/queues/q/ch2/?tab=charts&handler={SLOW}")
+    link = page.locator(f"#wq-timings [data-handler='{SLOW}']")
+    colour = link.evaluate("a => getComputedStyle(a).color")
+    bg = page.evaluate("getComputedStyle(document.body).backgroundColor")
+    assert colour != bg
+    shot(page, "charts-handler-dark")
+    bad = page.goto(server.url + "/queues/q/ch2/?handler=%3Cscript%3E")
+    assert bad.status == 400
+    expect(page.locator("body")).to_contain_text("is not a handler name")

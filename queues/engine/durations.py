@@ -19,7 +19,20 @@ minute only; ``@m`` is the newest minute written, and the first write of a later
 ``@m`` up into its quarter hour and hour and drops the buckets that left each level's span. So
 the hash holds at most ``sum(kept) * 2 * (len(BUCKETS) + 1)`` counters (11,016; a few per
 bucket in practice) and expires 8 days after its last write.
+
+Per handler: a queue served by the Tasks framework backend runs many functions (one ``@task``
+each, named by its module path); the worker sends each outcome's function name (``handler_name``)
+and the scripts keep the same histograms for it in the same hash, under its slot ``<k>.``
+(``<k>.<level><bucket>:<r|w><bin>``, its own ``<k>.@m``), with two counters per bucket,
+``<k>.<level><bucket>:c`` completed and ``:f`` failed attempts. ``@n:<name>`` gives a name its
+slot, ``@k<k>`` the name of a slot and ``@nc`` how many slots are given: at most
+``HANDLERS_MAX`` per queue, the names after those counted together in slot 0 (``other``). So a
+handler adds ``2 * (len(BUCKETS) + 1) + 2`` counters per bucket at most, and the hash holds at
+most ``HANDLERS_MAX + 2`` times as many as the queue's alone. A finish with a handler name runs
+one HGET (its slot) and one HINCRBY per bin and count it touches more.
 """
+
+import re
 
 #: Upper bounds in seconds, from quick handlers to hour-long jobs.
 BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0)
@@ -32,9 +45,25 @@ TIMING_LEVELS = (("m", 1, 60), ("q", 15, 96), ("h", 60, 168))
 TIMINGS_TTL_MS = 8 * 86_400_000
 
 
-def timing_field(level, bucket, kind, bin_):
-    """A counter of the timings hash: ``m29412345:r3``."""
-    return f"{level}{bucket}:{kind}{bin_}"
+#: The handlers a queue's timings keep apart (the others are counted together as ``OTHER``).
+HANDLERS_MAX = 50
+#: A handler name: a Python dotted path with at least one dot (a Tasks framework function's
+#: module path), so never ``OTHER``.
+HANDLER_NAME_MAX = 200
+_HANDLER_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+")
+#: The name the handlers past ``HANDLERS_MAX`` are shown under (slot 0).
+OTHER = "other"
+
+
+def is_handler_name(name):
+    """Whether ``name`` can name a handler: a dotted Python path (``app.tasks.send``) of at most
+    200 characters."""
+    return isinstance(name, str) and len(name) <= HANDLER_NAME_MAX and bool(_HANDLER_RE.fullmatch(name))
+
+
+def timing_field(level, bucket, kind, bin_="", slot=None):
+    """A counter of the timings hash: ``m29412345:r3``; in a handler's slot ``3.m29412345:r3``."""
+    return f"{'' if slot is None else f'{slot}.'}{level}{bucket}:{kind}{bin_}"
 
 
 def bound_text(bound):

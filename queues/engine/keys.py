@@ -26,7 +26,8 @@ Queue keys (``QUEUE_KINDS``; the type is in brackets):
 - ``timings``    [hash]  the charts' run and wait times over time: a histogram per minute (1 h),
                          per quarter hour (24 h) and per hour (7 d) under the ``durations``
                          bounds (fields in ``durations.py``); written by ``finish``, ``start``
-                         and ``fail``, bounded by level, expiring 8 days after the last write.
+                         and ``fail``, bounded by level, expiring 8 days after the last write;
+                         and the same per handler name, with its outcome counts (``<k>.`` fields).
                          Built from the prefix in Lua, as ``ended`` is
 - ``meta``       [hash]  queue settings (``paused``, ``created``, workers' timings) and the
                          heartbeat's clock: ``hb`` the queue's last beat, ``hg`` until when no

@@ -74,6 +74,7 @@ def _placeholders():
         timings="timings",
         timing_levels=durations.lua_levels(),
         timings_ttl_ms=str(durations.TIMINGS_TTL_MS),
+        handlers_max=str(durations.HANDLERS_MAX),
         batch_events=keys.BATCH_EVENTS,
         task_log_max=str(keys.TASK_LOG_MAX),
         payload_piece=str(task.PAYLOAD_PIECE),

@@ -166,3 +166,14 @@ def big_result(size):
 async def big_result_async(size):
     """The same from an ``async def`` function."""
     return "a" * size
+
+
+@task(queue_name="dt-default")
+def chart_slow():
+    """Two functions of one queue with different run times (tests/test_handler_charts.py)."""
+    time.sleep(0.3)
+
+
+@task(queue_name="dt-default")
+def chart_fast():
+    return None

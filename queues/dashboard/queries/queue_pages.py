@@ -216,13 +216,18 @@ def history(client, name, span):
     }
 
 
-def timings(client, name, span, counts=False):
+def timings(client, name, span, counts=False, slot=None):
     """The charts of run and wait times over ``span`` (one point per bucket of the queue's
     history), with the deploys marked in that span; ``counts``: and the completed and failed
-    attempts of the same buckets (``history``)."""
-    t = readmodel.timings(client, name, span)
+    attempts of the same buckets (``history``). ``slot``: one handler's (``readmodel.handler_slot``),
+    its own counts of completed and failed attempts."""
+    t = readmodel.timings(client, name, span, slot=slot)
+    if slot is None:
+        history = readmodel.history(client, name, span) if counts else None
+    else:
+        history = {k: t[k] for k in ("bucket_minutes", "start_ms", "completed", "failed")} if counts else None
     return {
         "timings": t,
         "deploys": readmodel.deploys(client, t["start_ms"], server_ms(client)),
-        "history": readmodel.history(client, name, span) if counts else None,
+        "history": history,
     }

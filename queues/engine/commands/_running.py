@@ -61,9 +61,14 @@ def task_from_handover(data):
 
 
 def _ack_args(acks):
-    """An ack is (id, lease, result, keep), or with a 5th item, the run span's traceparent."""
+    """An ack is (id, lease, result, keep), or with a 5th item, the run span's traceparent ('' for
+    none), and a 6th, the handler's name (its charts; '' for none): sent as n traceparents then n
+    names after the quadruples, each block only when some ack has one (the names need the
+    traceparents before them, '' for each then)."""
     args = tuple(x for a in acks for x in (a[0], a[1], a[2], "k" if a[3] else ""))
-    return args + _traces(acks, 4) if any(len(a) > 4 for a in acks) else args
+    names = _traces(acks, 5)
+    traces = _traces(acks, 4) or (("",) * len(acks) if names else ())
+    return args + traces + names
 
 
 def start(queue, worker, count, *, lock_ttl, grace, default_timeout, result_ttl, acks=()):
@@ -118,12 +123,14 @@ def fail(
     keep=False,
     trace="",
     hold="",
+    handler="",
 ):
     """Report a failed attempt (or, with ``retry_after`` seconds, a deferral that uses no
     attempt). ``keep``: the handler still runs; its lock stays held until ``release``.
     ``trace``: the run span's traceparent (tracing on), kept with the task's end. ``hold``
     (with ``retry_after``: a ``RateLimited``): ``"q"`` the queue or ``"p"`` the task's partition
-    starts nothing for ``retry_after``, and the task goes back first in line."""
+    starts nothing for ``retry_after``, and the task goes back first in line. ``handler``: the
+    handler's name (a Tasks framework function's path), for its own charts."""
     args = (
         worker,
         task_id,
@@ -138,10 +145,12 @@ def fail(
         "" if retry_after is None else max(0.0, retry_after),
         "k" if keep else "",
     )
-    if trace or hold:
+    if trace or hold or handler:
         args += (trace,)
-    if hold:
+    if hold or handler:
         args += (hold,)
+    if handler:
+        args += (handler,)
     return Call("fail", queue, args, _code, durable="log")
 
 

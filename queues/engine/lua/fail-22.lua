@@ -13,7 +13,8 @@
 --   ARGV[15] optional: the run span's traceparent (tracing on: see links.run_traces; '' for
 --   none), ARGV[16] optional: with retry_after, the hold of a RateLimited: 'q' (the queue) or
 --   'p' (the task's partition) starts nothing for retry_after, and the task goes back first in
---   line (holds.lua)
+--   line (holds.lua), ARGV[17] optional: the handler's name (a Tasks framework function's
+--   path: its own charts, stats.lua's record_handler_timings; '' for none)
 -- Output: CANCELLED, RETRYING, FAILED (for good), DEFERRED, or STALE (stale lease)
 -- Events: 'retrying' | 'failed' | 'cancelled' | 'deferred' {ids, error}
 local worker, id, lease = ARGV[3], ARGV[4], ARGV[5]
@@ -26,11 +27,16 @@ local hold = ARGV[16] or ''
 local mode = 'release'
 if ARGV[14] == 'k' then mode = 'keep' elseif hold ~= '' then mode = 'requeue' end
 leave_active(id, lease, f[3], f[4], mode, now)
+local runs, waits = {}, {}
 if f[7] then
   local run, ready = math.max(0, now - tonumber(f[7])) / 1000, tonumber(f[8] or f[9])
-  record_durations({run})
-  record_timings({run}, ready and {math.max(0, tonumber(f[7]) - ready) / 1000} or {}, now)
+  runs, waits = {run}, ready and {math.max(0, tonumber(f[7]) - ready) / 1000} or {}
+  record_durations(runs)
+  record_timings(runs, waits, now)
 end
+-- a failed attempt counts as failed for its handler (as record_failure counts it for the queue)
+local failing = (not f[5]) and ARGV[13] == '' and 1 or 0
+record_handler_timings(ARGV[17], runs, waits, 0, failing, now)
 if f[5] then
   drop_cancelled(id, tk, f[6], now, worker)
   publish({e = 'cancelled', ids = {id}})

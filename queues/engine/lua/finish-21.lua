@@ -6,7 +6,8 @@
 -- @include finish
 -- Input: ARGV[3] worker, ARGV[4] n, ARGV[5] result TTL ms, then n quadruples: id, lease, result
 --   ('' to keep none; else kept for the result TTL), keep ('k': the handler still runs, keep its
---   lock until the worker releases it); then, optionally (tracing on), n run span traceparents.
+--   lock until the worker releases it); then, optionally (tracing on), n run span traceparents
+--   ('' for none), then, optionally, n handler names (their charts; '' for none).
 -- Output: one code per task: COMPLETED, CANCELLED, or STALE (stale lease or not active).
 -- Events: 'completed' {w, ids, n}, 'cancelled' {ids}
 return finish_tasks(ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5]), 6, now_ms())

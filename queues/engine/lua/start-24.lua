@@ -9,7 +9,7 @@
 -- Input: ARGV[3] worker, ARGV[4] count (0: only acknowledge), ARGV[5] lock TTL ms,
 --   ARGV[6] timeout grace ms, ARGV[7] default timeout s (0: none), ARGV[8] result TTL ms,
 --   ARGV[9] n finished, then n quadruples as for finish: id, lease, result, keep, then
---   (optionally, tracing on) n run span traceparents.
+--   (optionally, tracing on) n run span traceparents, then (optionally) n handler names.
 -- Output: {status, ms until the next delayed task is due or a rate window holding tasks back
 --   opens (-1: none), the start grace of the queue's rates (ms; 0: no rate: the tasks' handlers
 --   must start within it of this call, or be given back unstarted), then 11 fields per task

@@ -29,8 +29,8 @@ By subject, each in its module, all used as ``readmodel.<name>``:
 - ended tasks (``_ended``): ``Ended``, ``ended_task``, ``ended_tasks``, ``ended_counts``, ``again_of``, ``schedule_runs``,
   ``ended_from_record``;
 - failed tasks across queues (``_failed_all``): ``failed_all``, ``FailedAll``;
-- history (``_history``): ``throughput``, ``history``, ``timings``, ``durations``, ``deploys``,
-  ``duration_percentiles``;
+- history (``_history``): ``throughput``, ``history``, ``timings``, ``handlers``, ``handler_slot``,
+  ``durations``, ``deploys``, ``duration_percentiles``;
 - controls (``_controls``): ``expired``;
 - the server (``_common``): ``server_ms``, ``subscriber_connections``.
 """
@@ -40,7 +40,17 @@ from ._common import server_ms, subscriber_connections
 from ._controls import expired
 from ._ended import Ended, again_of, ended_counts, ended_from_record, ended_task, ended_tasks, schedule_runs
 from ._failed_all import FAILED_PER_QUEUE, FailedAll, failed_all
-from ._history import HISTORY_SPANS, deploys, duration_percentiles, durations, history, throughput, timings
+from ._history import (
+    HISTORY_SPANS,
+    deploys,
+    duration_percentiles,
+    durations,
+    handler_slot,
+    handlers,
+    history,
+    throughput,
+    timings,
+)
 from ._limits import PARKED_COUNTED, limited_queues, limits
 from ._queues import (
     PARTITIONS_SHOWN,
@@ -123,6 +133,8 @@ __all__ = [
     "gone_workers",
     "history",
     "timings",
+    "handlers",
+    "handler_slot",
     "in_flight",
     "is_paused",
     "known_queues",

@@ -97,12 +97,14 @@ _TIMING_LEVEL_OF = {"1h": "m", "24h": "q", "7d": "h"}
 TIMING_QUANTILES = (0.5, 0.95, 0.99)
 
 
-def timings(client, queue, span="1h", now_ms=None):
+def timings(client, queue, span="1h", now_ms=None, slot=None):
     """Run and wait time percentiles of ``queue`` over ``span``, one point per bucket of its
     history (the same buckets as ``history``), oldest first:
     {span, bucket_minutes, start_ms, run: {count, p50, p95, p99}, wait: {...}}, each a list
     with None where no task ran (seconds; from the per-bucket histograms, ``durations.quantile``).
-    One HMGET (two more for 24 h and 7 d: the newest minute, not rolled up yet)."""
+    ``slot``: one handler's (``handler_slot``), whose reading also has ``completed`` and
+    ``failed`` (attempts per bucket). One HMGET (two more for 24 h and 7 d: the newest minute,
+    not rolled up yet)."""
     if span not in HISTORY_SPANS:
         raise ValueError(f"span must be one of {', '.join(HISTORY_SPANS)}, not {span!r}")
     width, n = HISTORY_SPANS[span]
@@ -112,26 +114,59 @@ def timings(client, queue, span="1h", now_ms=None):
     buckets = range(last - n + 1, last + 1)
     bins = len(_durations.BUCKETS) + 1
     key = keys.queue_key(queue, "timings")
-    fields = [_durations.timing_field(tag, b, kind, i) for b in buckets for kind in "rw" for i in range(1, bins + 1)]
+    # per bucket: the run bins, the wait bins, and a handler's two counts
+    kinds = [("r", i) for i in range(1, bins + 1)] + [("w", i) for i in range(1, bins + 1)]
+    if slot is not None:
+        kinds += [("c", ""), ("f", "")]
+    size = len(kinds)
+    fields = [_durations.timing_field(tag, b, kind, i, slot) for b in buckets for kind, i in kinds]
     values = [int(v or 0) for v in client.hmget(key, fields)]
     if tag != "m":  # the newest minute is not rolled up yet: add it to its bucket
-        newest = client.hget(key, "@m")
+        newest = client.hget(key, "@m" if slot is None else f"{slot}.@m")
         j = int(newest) // width - buckets[0] if newest is not None else -1
         if 0 <= j < n:
-            minute = [_durations.timing_field("m", int(newest), kind, i) for kind in "rw" for i in range(1, bins + 1)]
+            minute = [_durations.timing_field("m", int(newest), kind, i, slot) for kind, i in kinds]
             for i, v in enumerate(client.hmget(key, minute)):
-                values[2 * j * bins + i] += int(v or 0)
+                values[j * size + i] += int(v or 0)
     out = {"span": span, "bucket_minutes": width, "start_ms": buckets[0] * width * 60000}
     for k, kind in enumerate(("run", "wait")):
         series = {"count": []} | {f"p{round(q * 100)}": [] for q in TIMING_QUANTILES}
         for j in range(n):
-            at = (2 * j + k) * bins
+            at = j * size + k * bins
             counts = values[at : at + bins]
             series["count"].append(sum(counts))
             for q in TIMING_QUANTILES:
                 series[f"p{round(q * 100)}"].append(_durations.quantile(counts, q))
         out[kind] = series
+    if slot is not None:
+        out["completed"] = [values[j * size + 2 * bins] for j in range(n)]
+        out["failed"] = [values[j * size + 2 * bins + 1] for j in range(n)]
     return out
+
+
+def handlers(client, queue):
+    """The handlers whose timings ``queue`` keeps apart (``durations``: Tasks framework functions):
+    [(name, slot)] in the order first seen, and (``durations.OTHER``, 0) last if some were past
+    ``HANDLERS_MAX``. Two commands."""
+    key = keys.queue_key(queue, "timings")
+    p = client.pipeline(transaction=False)
+    p.hmget(key, [f"@k{k}" for k in range(1, _durations.HANDLERS_MAX + 1)])
+    p.hexists(key, "0.@m")
+    names, other = p.execute()
+    out = [(name.decode(), k) for k, name in enumerate(names, 1) if name is not None]
+    return out + [(_durations.OTHER, 0)] if other else out
+
+
+def handler_slot(client, queue, name):
+    """The slot of handler ``name`` in ``queue``'s timings (0 for ``durations.OTHER`` once some
+    handler was counted there), or None if none is kept for it."""
+    key = keys.queue_key(queue, "timings")
+    if name == _durations.OTHER:
+        return 0 if client.hexists(key, "0.@m") else None
+    if not _durations.is_handler_name(name):
+        return None
+    slot = client.hget(key, f"@n:{name}")
+    return None if slot is None else int(slot)
 
 
 def duration_percentiles(client, queue, quantiles=(0.5, 0.9, 0.99)):

@@ -18,7 +18,7 @@ import random
 import time
 from collections import defaultdict
 
-from .. import commands, keys, tracing
+from .. import commands, durations, keys, tracing
 from ..backoff import Backoff
 from ..codes import Code
 from ..connection import NETWORK_ERRORS, raise_if_cancelling
@@ -33,6 +33,20 @@ def default(value, fallback):
 def _seconds(value):
     """``20``, ``21.3``, ``0.5``: seconds as a log line shows them."""
     return f"{value:.1f}".removesuffix(".0")
+
+
+def handler_name(d):
+    """The name ``d``'s outcome is charted under besides its queue (''): what its handler's
+    ``worqr_handler_name(task)`` gives (the Tasks backend's: the function's path), if a valid
+    handler name (``durations.is_handler_name``)."""
+    namer = getattr(getattr(d.spec, "func", None), "worqr_handler_name", None)
+    if namer is None:
+        return ""
+    try:
+        name = namer(d.task)
+    except Exception:  # a payload it can't read: charted with its queue only
+        return ""
+    return name if durations.is_handler_name(name) else ""
 
 
 class Reporter:
@@ -101,7 +115,7 @@ class Reporter:
         self.poke()
 
     def take_acks(self):
-        """{queue: [(id, lease, result, keep[, run traceparent])]} of everything to acknowledge
+        """{queue: [(id, lease, result, keep[, run traceparent[, handler name]])]} of everything to acknowledge
         now, and the deliveries behind them: {queue: [delivery]}. ``keep`` is decided here, at
         sending time: the handler still runs, so its lock and slots stay held until it returns."""
         taken, self.acks = self.acks, defaultdict(list)
@@ -111,7 +125,10 @@ class Reporter:
             behind[queue] = []
             for d, result in batch:
                 keep = d.report_sent(d.still_running())
-                if d.run_trace:
+                name = handler_name(d)
+                if name:
+                    out[queue].append((d.task.id, d.task.lease, result, keep, d.run_trace, name))
+                elif d.run_trace:
                     out[queue].append((d.task.id, d.task.lease, result, keep, d.run_trace))
                 else:
                     out[queue].append((d.task.id, d.task.lease, result, keep))
@@ -181,6 +198,7 @@ class Reporter:
             keep=keep,
             trace=d.run_trace,
             hold=hold,
+            handler=handler_name(d),
         )
         code = await self.call(call)
         if code == Code.STALE:

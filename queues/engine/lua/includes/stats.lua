@@ -50,8 +50,13 @@ end
 -- quarter hour and its hour (once a minute) and drops the buckets that left each level's span
 -- (after a long gap, at most `kept` HDELs per level). So every minute but '@m' is in the coarser
 -- levels, and a reader adds '@m' to them. Built from the prefix, as `ended` is.
+-- Per handler (a Tasks framework function, named by the worker), the same fields under the
+-- handler's slot '<k>.' (and its own '<k>.@m'), with two counters per bucket, ':c' completed
+-- and ':f' failed attempts; '@n:<name>' -> k and '@k<k>' -> name, '@nc' the slots given: at
+-- most HANDLERS_MAX, the handlers after those counted together in slot 0 ("other").
 local TIMINGS = PREFIX .. '@@timings@@'
 local TIMING_LEVELS = {@@timing_levels@@}
+local HANDLERS_MAX = @@handlers_max@@
 
 local function timing_bin(d)
   for i, b in ipairs(DURATION_BOUNDS) do
@@ -60,38 +65,60 @@ local function timing_bin(d)
   return #DURATION_BOUNDS + 1
 end
 
--- The counters of bucket x of a level (tag): every bin of both kinds.
-local function timing_fields(tag, x)
+-- The counters of bucket x of a level (tag) under `prefix` ('' for the queue's, '<k>.' for a
+-- handler's): every bin of both kinds, and a handler's two counts.
+local function timing_fields(prefix, tag, x)
   local names = {}
+  local at = prefix .. tag .. x
   for i = 1, #DURATION_BOUNDS + 1 do
-    names[#names + 1] = tag .. x .. ':r' .. i
-    names[#names + 1] = tag .. x .. ':w' .. i
+    names[#names + 1] = at .. ':r' .. i
+    names[#names + 1] = at .. ':w' .. i
+  end
+  if prefix ~= '' then
+    names[#names + 1] = at .. ':c'
+    names[#names + 1] = at .. ':f'
   end
   return names
 end
 
--- Roll minute `prev` up into the coarser levels; drop the buckets of every level that are out
--- of its span once minute `m` begins.
-local function roll_timings(prev, m)
-  local names = timing_fields('m', prev)
+-- Roll minute `prev` (under `prefix`) up into the coarser levels; drop the buckets of every
+-- level that are out of its span once minute `m` begins.
+local function roll_timings(prefix, prev, m)
+  local names = timing_fields(prefix, 'm', prev)
   local counts = rcall('HMGET', TIMINGS, unpack(names))
+  local cut = #prefix + #tostring(prev) + 2
   for li, lv in ipairs(TIMING_LEVELS) do
     local per = lv[2] / 60000
     local x = math.floor(prev / per)
     if li > 1 then
       for j, n in ipairs(counts) do
-        if n then rcall('HINCRBY', TIMINGS, lv[1] .. x .. string.sub(names[j], #tostring(prev) + 2), n) end
+        if n then rcall('HINCRBY', TIMINGS, prefix .. lv[1] .. x .. string.sub(names[j], cut), n) end
       end
     end
     for gone = x - lv[3] + 1, math.min(x, math.floor(m / per) - lv[3]) do
-      rcall('HDEL', TIMINGS, unpack(timing_fields(lv[1], gone)))
+      rcall('HDEL', TIMINGS, unpack(timing_fields(prefix, lv[1], gone)))
     end
   end
 end
 
--- Add run times and wait times (seconds) to the minute of `now`.
-local function record_timings(runs, waits, now)
-  if #runs == 0 and #waits == 0 then return end
+-- Add `per` (field suffix -> count) to the minute of `now` under `prefix`; true if that began
+-- a minute (rolled the last one up).
+local function add_timings(prefix, per, now)
+  local m = math.floor(now / 60000)
+  local at, fresh = prefix .. 'm' .. m .. ':', false
+  for f, n in pairs(per) do
+    if rcall('HINCRBY', TIMINGS, at .. f, n) == n then fresh = true end
+  end
+  if not fresh then return false end  -- a minute already begun: rolled up and trimmed then
+  local prev = tonumber(rcall('HGET', TIMINGS, prefix .. '@m'))
+  if prev and prev >= m then return false end
+  if prev then roll_timings(prefix, prev, m) end
+  rcall('HSET', TIMINGS, prefix .. '@m', m)
+  return true
+end
+
+-- The bins of run times and wait times (seconds), as add_timings takes them.
+local function timing_bins(runs, waits)
   local per = {}
   for _, d in ipairs(runs) do
     local f = 'r' .. timing_bin(d)
@@ -101,15 +128,36 @@ local function record_timings(runs, waits, now)
     local f = 'w' .. timing_bin(d)
     per[f] = (per[f] or 0) + 1
   end
-  local m = math.floor(now / 60000)
-  local prefix, fresh = 'm' .. m .. ':', false
-  for f, n in pairs(per) do
-    if rcall('HINCRBY', TIMINGS, prefix .. f, n) == n then fresh = true end
+  return per
+end
+
+-- Add run times and wait times (seconds) to the minute of `now`.
+local function record_timings(runs, waits, now)
+  if #runs == 0 and #waits == 0 then return end
+  if add_timings('', timing_bins(runs, waits), now) then
+    rcall('PEXPIRE', TIMINGS, @@timings_ttl_ms@@)
   end
-  if not fresh then return end  -- a minute already begun: rolled up and trimmed then
-  local prev = tonumber(rcall('HGET', TIMINGS, '@m'))
-  if prev and prev >= m then return end
-  if prev then roll_timings(prev, m) end
-  rcall('HSET', TIMINGS, '@m', m)
-  rcall('PEXPIRE', TIMINGS, @@timings_ttl_ms@@)
+end
+
+-- The slot ('<k>.') of handler `name`: its own while fewer than HANDLERS_MAX have one, else
+-- '0.' (other). One HGET for a handler already known; nil for none ('').
+local function handler_slot(name)
+  if not name or name == '' then return nil end
+  local k = rcall('HGET', TIMINGS, '@n:' .. name)
+  if k then return k .. '.' end
+  if tonumber(rcall('HGET', TIMINGS, '@nc') or '0') >= HANDLERS_MAX then return '0.' end
+  k = rcall('HINCRBY', TIMINGS, '@nc', 1)
+  rcall('HSET', TIMINGS, '@n:' .. name, k, '@k' .. k, name)
+  return k .. '.'
+end
+
+-- Add a handler's runs, waits, completed and failed attempts to the minute of `now`.
+local function record_handler_timings(name, runs, waits, completed, failed, now)
+  if #runs == 0 and #waits == 0 and completed == 0 and failed == 0 then return end
+  local slot = handler_slot(name)
+  if not slot then return end
+  local per = timing_bins(runs, waits)
+  if completed > 0 then per.c = completed end
+  if failed > 0 then per.f = failed end
+  if add_timings(slot, per, now) then rcall('PEXPIRE', TIMINGS, @@timings_ttl_ms@@) end
 end
