@@ -133,6 +133,22 @@ def test_start_gives_a_worker_whose_deadline_passed_nothing_until_it_beats(clien
     assert [t.id for t in take(client, "hb4", "w").tasks] == [tid]
 
 
+def test_an_enqueue_hands_no_task_to_an_idle_worker_whose_deadline_passed(client):
+    """An idle worker that has not beaten for its TTL is handed nothing by an enqueue (nor listed idle): the task ..."""
+    # ... waits for a worker that can run it, as start answers LATE. (The enqueue's hand-over took the task in the
+    # late worker's name: the next beat of another worker reaped it and ran the task again elsewhere.)
+    q = Queue("hb6")
+    register(client, "hb6", "late", ttl=0.3)
+    assert take(client, "hb6", "late").tasks == []
+    assert client.sismember(keys.queue_key("hb6", "idle"), "late")  # idle, waiting to be handed a task
+    time.sleep(0.5)  # its deadline passes: it could not beat
+    tid = q.enqueue("for a live worker")
+    assert (q.get(tid).state, q.get(tid).worker) == ("pending", None)
+    assert not client.sismember(keys.queue_key("hb6", "idle"), "late")
+    assert beat(client, "hb6", "late")[0] == Code.OK
+    assert [t.id for t in take(client, "hb6", "late").tasks] == [tid]
+
+
 def test_a_failed_beat_is_sent_again_at_once_not_an_interval_later():
     """A worker's beats fail twice (a connection reset, Redis restarting), then get through: the beats are sent ..."""
     # ... again at once and within RETRY_MAX, not a HEARTBEAT_INTERVAL later (issue 31 item 1: a failed beat waited
