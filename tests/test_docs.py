@@ -123,3 +123,24 @@ def test_no_user_doc_carries_development_history():
         for match in pattern.finditer(line)
     ]
     assert found == [], "development history in the user docs:\n" + "\n".join(found)
+
+
+def test_the_readme_gives_the_fault_soak_s_figures_as_published():
+    """README's "When a worker is presumed dead" gives the fault soak's figures that docs/chaos.md publishes."""
+    chaos = (DOCS / "chaos.md").read_text()
+    soak = chaos[chaos.index("The soak, `WORQR_SOAK=1") :]
+    figures = [
+        re.search(pattern, soak, re.S)[1]
+        for pattern in (
+            r"([\d,]+) tasks\s+acknowledged",
+            r"([\d,]+) lost",
+            r"([\d,]+) connection-kill\s+rounds",
+            r"([\d,]+) pub/sub\s+rounds",
+            r"([\d,]+) Redis\s+restarts",
+            r"down ([\d.]+–[\d.]+) s",
+        )
+    ]
+    readme = (ROOT / "README.md").read_text()
+    section = " ".join(readme[readme.index("### When a worker is presumed dead") :].split("\n## ")[0].split())
+    missing = [f for f in figures if f not in section]
+    assert missing == [], f"the fault soak's figures missing from README (When a worker is presumed dead): {missing}"

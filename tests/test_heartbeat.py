@@ -2,13 +2,20 @@
 worker is reaped only when its deadline passed while the queue's workers could beat. After a gap
 in the queue's beats (nobody could beat: Redis down, or cut off from every worker) every worker
 has a full TTL from the first beat after it; a worker silent while others beat is reaped at its
-deadline; ``start`` gives a worker whose deadline passed nothing until it beats."""
+deadline; ``start`` gives a worker whose deadline passed nothing until it beats; a worker whose beat
+failed sends it again at once, not an interval later (heartbeat.py)."""
 
+import asyncio
 import time
+from types import SimpleNamespace
+
+import redis
 
 from queues import Queue
 from queues.engine import commands, keys, readmodel
 from queues.engine.codes import Code
+from queues.engine.config import Config
+from queues.engine.worker.heartbeat import RETRY_MAX, Heart
 from tests.engine_calls import GRACE, LOCK_TTL, register
 
 #: A TTL and an interval that leave room on a loaded machine: beats 0.2 s apart are "in a row";
@@ -124,3 +131,64 @@ def test_start_gives_a_worker_whose_deadline_passed_nothing_until_it_beats(clien
     assert not client.sismember(keys.queue_key("hb4", "idle"), "w")  # no hand-over goes to it either
     assert beat(client, "hb4", "w")[0] == Code.OK
     assert [t.id for t in take(client, "hb4", "w").tasks] == [tid]
+
+
+def test_an_enqueue_hands_no_task_to_an_idle_worker_whose_deadline_passed(client):
+    """An idle worker that has not beaten for its TTL is handed nothing by an enqueue (nor listed idle): the task ..."""
+    # ... waits for a worker that can run it, as start answers LATE. (The enqueue's hand-over took the task in the
+    # late worker's name: the next beat of another worker reaped it and ran the task again elsewhere.)
+    q = Queue("hb6")
+    register(client, "hb6", "late", ttl=0.3)
+    assert take(client, "hb6", "late").tasks == []
+    assert client.sismember(keys.queue_key("hb6", "idle"), "late")  # idle, waiting to be handed a task
+    time.sleep(0.5)  # its deadline passes: it could not beat
+    tid = q.enqueue("for a live worker")
+    assert (q.get(tid).state, q.get(tid).worker) == ("pending", None)
+    assert not client.sismember(keys.queue_key("hb6", "idle"), "late")
+    assert beat(client, "hb6", "late")[0] == Code.OK
+    assert [t.id for t in take(client, "hb6", "late").tasks] == [tid]
+
+
+def test_a_failed_beat_is_sent_again_at_once_not_an_interval_later():
+    """A worker's beats fail twice (a connection reset, Redis restarting), then get through: the beats are sent ..."""
+    # ... again at once and within RETRY_MAX, not a HEARTBEAT_INTERVAL later (issue 31 item 1: a failed beat waited
+    # a whole interval, so two failures in a row left a live worker past its deadline and it was reaped).
+    config = Config().with_(heartbeat_interval=5.0, heartbeat_ttl=12.0)
+    status = SimpleNamespace(registered=True, stopping=False, quiet=False, poke=lambda: None)
+    heart = Heart(
+        SimpleNamespace(config=config, name="w"),
+        None,
+        None,
+        status,
+        duties=SimpleNamespace(start=lambda r: None),
+        gone=None,
+        counts=None,
+        on_registered=None,
+        on_lost=None,
+        fatal=None,
+    )
+    sent = []
+
+    async def beat_once(r):
+        sent.append(time.monotonic())
+        if len(sent) <= 2:
+            raise redis.exceptions.ConnectionError("Connection closed by server.")
+        return True, []
+
+    heart._beat_once = beat_once
+
+    async def main():
+        heart.wake.set()  # beat now rather than an interval from now
+        task = asyncio.ensure_future(heart._beat(None))
+        while len(sent) < 3 and not task.done():
+            await asyncio.sleep(0.01)
+            if sent and time.monotonic() - sent[0] > config.heartbeat_interval + 1:
+                break
+        await asyncio.sleep(0.2)  # a fourth beat would come an interval later, not now
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+    asyncio.run(main())
+    assert len(sent) == 3, sent
+    assert sent[1] - sent[0] < RETRY_MAX, f"the first retry came {sent[1] - sent[0]:.2f} s after the failure"
+    assert sent[2] - sent[1] <= RETRY_MAX + 0.3, f"the second retry came {sent[2] - sent[1]:.2f} s after"

@@ -1,6 +1,6 @@
 """Task controls given at enqueue: ``expires``, ``throttle`` and ``debounce``, checked here.
 
-Each is decided by the enqueue script (``lua/enqueue-23.lua``) and the take (``expiry.lua``,
+Each is decided by the enqueue script (``lua/enqueue-24.lua``) and the take (``expiry.lua``,
 ``controls.lua``), atomically; this module turns the options into the script's text arguments,
 or raises ``InvalidTask`` naming the option before anything is written.
 

@@ -90,6 +90,20 @@ local function take_tasks(worker, count, out, now, opts)
   return taken, false
 end
 
+-- An idle worker to hand a task to (SPOP), or nil when none is left. One whose deadline has
+-- passed is handed nothing, as `start` answers it LATE (another worker's next beat may fail it
+-- and run the task again elsewhere): it leaves the idle set, which it joins again by taking once
+-- it has beaten (or its idle check finds it unlisted). At most 20 such are passed over a call.
+local function pop_live_idle(now)
+  for _ = 1, 20 do
+    local w = rcall('SPOP', K.idle)
+    if not w then return nil end
+    local deadline = rcall('ZSCORE', K.workers, w)
+    if deadline and tonumber(deadline) >= now then return w end
+  end
+  return nil
+end
+
 -- Hand up to n runnable tasks straight to idle workers, one each, over their control channels
 -- (the delivery travels in the message: 't <queue>' then each field as '<length>:<bytes>').
 -- Uses the timings the queue's workers registered with. Returns how many were handed out, and
@@ -100,7 +114,7 @@ local function push_to_idle(n, now)
   -- within the rate's start grace of asking for it (limits.lua), which it can tell of a task it
   -- asked for, not of one handed over.
   if n <= 0 or limits().grace then return 0, false end
-  local w = rcall('SPOP', K.idle)
+  local w = pop_live_idle(now)
   if not w then return 0, true end
   local cfg = rcall('HMGET', K.meta, 'lt', 'gr', 'dt', 'paused')
   if cfg[4] or not cfg[1] then
@@ -123,7 +137,7 @@ local function push_to_idle(n, now)
     rcall('PUBLISH', CONTROL .. w, table.concat(parts))
     pushed = pushed + 1
     if pushed >= n then return pushed, false end
-    w = rcall('SPOP', K.idle)
+    w = pop_live_idle(now)
   end
   return pushed, true
 end

@@ -1,7 +1,7 @@
 -- Fire one tick of a schedule: enqueue its run and move the schedule on to its next tick, in one
 -- step. Every worker may call this for the same tick; the first call wins and the others find
 -- the schedule moved on (STALE), so each tick gives exactly one task.
--- Keys: pending front delayed active deadlines stats meta idle lockwaits lockheads leases schedules batchruns limits starts partitions ring pactive pwait unique outbox
+-- Keys: pending front delayed active deadlines stats meta idle lockwaits lockheads leases schedules batchruns limits starts partitions ring pactive pwait unique outbox workers
 -- @include schedule
 -- Input: ARGV[3] name, ARGV[4] settings version the caller computed with, ARGV[5] the tick (ms)
 --   the caller saw as next, ARGV[6] the next tick (ms): the one after ARGV[5] in mode 'tick',

@@ -1,7 +1,7 @@
 -- Add one or many tasks to the queue: runnable at the tail of pending (FIFO), on its lock's
 -- wait list if that lock is held or already has a runnable task first in line, or delayed
 -- until a due time. Idle workers are handed a task each inside their wake-up.
--- Keys: pending front delayed active deadlines stats meta idle unique lockwaits lockheads leases outbox blocked batchruns once limits starts partitions ring pactive pwait seen
+-- Keys: pending front delayed active deadlines stats meta idle unique lockwaits lockheads leases outbox blocked batchruns once limits starts partitions ring pactive pwait seen workers
 -- @include take
 -- @include active
 -- @include resend

@@ -1,6 +1,6 @@
 -- Run a schedule now, by hand: enqueue one run like a tick's (the schedule's next tick stays
 -- as it is), paused or not, whatever its overlap setting.
--- Keys: pending front delayed active deadlines stats meta idle lockwaits lockheads leases schedules batchruns limits starts partitions ring pactive pwait unique outbox
+-- Keys: pending front delayed active deadlines stats meta idle lockwaits lockheads leases schedules batchruns limits starts partitions ring pactive pwait unique outbox workers
 -- @include schedule
 -- Input: ARGV[3] name, ARGV[4] the run's task id, ARGV[5] the run's meta (JSON), ARGV[6] the
 --   trigger's trace context ('' for none)
