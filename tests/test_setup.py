@@ -29,6 +29,7 @@ def test_embedded_redis_starts_keeps_data_in_var_and_stops(tmp_path):
     "bad, message",
     [
         ({"LOCK_TTL": 2}, "LOCK_TTL must be longer than HEARTBEAT_TTL"),
+        ({"LOCK_TTL": 11}, "LOCK_TTL must be at least 10 s + 2 x HEARTBEAT_INTERVAL"),
         ({"HEARTBEAT_INTERVAL": 2}, "at least twice"),
         ({"RETRIES": -1}, ">= 0"),
         ({"NO_SUCH": 1}, "unknown WORQR setting"),

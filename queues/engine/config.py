@@ -61,7 +61,8 @@ class Config:
     enqueue_retry_for: float = 2.0
     #: How long one try of an enqueue waits for Redis's reply (the enqueue client's socket
     #: timeout; plus REPLICAS_ACK_TIMEOUT when MIN_REPLICAS_ACK waits for replicas): an enqueue
-    #: returns or raises within ENQUEUE_RETRY_FOR + this. 2 s is far above a healthy call's
+    #: returns or raises within ENQUEUE_RETRY_FOR + this (+ up to the 1 s connect timeout when its
+    #: last try also waits to connect). 2 s is far above a healthy call's
     #: milliseconds (a reply later than that is treated as lost: the call is sent again, which
     #: adds nothing), yet keeps a stalled Redis from holding a request for long.
     enqueue_socket_timeout: float = 2.0
@@ -95,6 +96,11 @@ class Config:
             )
         if self.lock_ttl <= self.heartbeat_ttl:
             raise ConfigurationError("LOCK_TTL must be longer than HEARTBEAT_TTL")
+        if self.lock_ttl - 2 * self.heartbeat_interval < 10:
+            raise ConfigurationError(
+                "LOCK_TTL must be at least 10 s + 2 x HEARTBEAT_INTERVAL: a Redis outage shorter than "
+                "LOCK_TTL - 2 x HEARTBEAT_INTERVAL reaps no worker, and that must cover outages of 10 s"
+            )
         if self.max_payload_bytes <= 0 or self.failure_history <= 0:
             raise ConfigurationError("MAX_PAYLOAD_BYTES and FAILURE_HISTORY must be positive")
         if self.retries < 0 or self.backoff < 0 or self.backoff_max < 0 or self.timeout_grace < 0:

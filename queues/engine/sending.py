@@ -13,7 +13,8 @@ pushes, the Tasks backend) sends its calls through one ``Sending``:
 2. **Bounded.** The retries of a call end ENQUEUE_RETRY_FOR after the start of the call's first
    failed try; a try waits for its reply ENQUEUE_SOCKET_TIMEOUT at most (the enqueue client's
    timeout). So an enqueue from a web request returns or raises within ENQUEUE_RETRY_FOR +
-   ENQUEUE_SOCKET_TIMEOUT of its first failure. A later call of the same enqueue (calls of 500
+   ENQUEUE_SOCKET_TIMEOUT of its first failure (+ up to the 1 s connect timeout when that last
+   try also waits to connect). A later call of the same enqueue (calls of 500
    tasks) gets one try once that time is up: an enqueue that goes on while Redis answers is not
    cut short, one that meets Redis gone again raises at its first failure.
 3. **Exact account.** ``RedisUnavailable`` lists the ids acknowledged (``added``), those sent
