@@ -35,7 +35,7 @@ from .engine import enqueueing, linking, tracing
 from .engine import queue as engine_queue
 from .engine.connection import NETWORK_ERRORS
 from .engine.errors import InvalidInput, InvalidTask, RedisUnavailable
-from .engine.options import EnqueueOptions, ManyOptions, Payload
+from .engine.options import EnqueueOptions, ManyOptions, Payload, check_names, refuse_controls
 
 
 def in_transaction(using=None):
@@ -73,6 +73,7 @@ class Queue(engine_queue.Queue):
         **options: Unpack[ManyOptions],
     ) -> list[str]:
         """The engine's ``enqueue_many`` with ``on_commit`` and ``durable`` (see ``enqueue``)."""
+        check_names(options)  # a misspelt option: InvalidTask naming it, on every road below
         payloads = list(payloads)
         deferred = on_commit and in_transaction(using)
         if durable and not on_commit and in_transaction(using):
@@ -89,6 +90,7 @@ class Queue(engine_queue.Queue):
                 "durable=True (its parents are linked in Redis at the call, the task is written at commit); "
                 "enqueue it after the commit instead: transaction.on_commit(lambda: queue.enqueue(..., after=[...]))"
             )
+        refuse_controls(options, "on_commit=True inside a transaction or durable=True (the outbox's tasks)")
         if options.get("unique"):
             raise InvalidTask(
                 f"queue {self.name}: unique cannot be combined with on_commit inside a transaction or "

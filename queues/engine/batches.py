@@ -27,13 +27,16 @@ batch's counts (nor fire its callbacks again).
 import json
 import os
 import time
+from collections.abc import Iterable
 from functools import partial
+from typing import Unpack
 
 from . import batchinfo, commands, enqueueing, keys, readmodel, tracing
 from .batch_ends import fire_callbacks, sweep, tell
 from .codes import Code
 from .connection import get_default
 from .errors import InvalidInput, InvalidState, InvalidTask, WorqrError
+from .options import BatchOptions, Payload, check_names, refuse_controls
 from .queue import Queue
 from .sending import Sending
 
@@ -111,14 +114,17 @@ class Batch:
 
     # -- adding tasks ----------------------------------------------------------------------
 
-    def enqueue(self, queue, payload, **options):
+    def enqueue(self, queue: str, payload: Payload, **options: Unpack[BatchOptions]) -> str:
         """Add one task to the batch, in ``queue``; returns its id. Options as ``Queue.enqueue``."""
         return self.enqueue_many(queue, [payload], **options)[0]
 
-    def enqueue_many(self, queue, payloads, **options):
+    def enqueue_many(self, queue: str, payloads: Iterable[Payload], **options: Unpack[BatchOptions]) -> list[str]:
         """Add tasks to the batch, in ``queue``, in bulk; returns their ids. Options as
-        ``Queue.enqueue_many`` (``unique`` excepted: a batch's task must be its own). A closed
-        batch refuses them (InvalidState), and nothing is written."""
+        ``Queue.enqueue_many`` (``unique`` and the task controls excepted: a batch's task must be
+        its own, and is written by a script of its own). A closed batch refuses them
+        (InvalidState), and nothing is written."""
+        check_names(options)  # a misspelt option: InvalidTask naming it
+        refuse_controls(options, "a batch's tasks")
         payloads = list(payloads)
         if options.get("unique"):
             raise InvalidTask("a batch's tasks can't be unique (each must be its own task)")

@@ -18,8 +18,9 @@ from .errors import InvalidTask
 Payload = str | bytes
 
 
-class TaskOptions(TypedDict, total=False):
-    """The options of each task of an enqueue (``Queue.enqueue_many``'s)."""
+class BatchOptions(TypedDict, total=False):
+    """The options of a task a batch takes (``Batch.enqueue``'s): each task's but the task
+    controls, which only the enqueue script decides (``unique`` is refused at run time)."""
 
     #: Seconds before the task may run (a delayed task), or
     delay: float
@@ -42,6 +43,12 @@ class TaskOptions(TypedDict, total=False):
     meta: str
     #: Tags, indexed per queue (search: ``tag:``).
     tags: Iterable[str]
+
+
+class TaskOptions(BatchOptions, total=False):
+    """The options of each task of an enqueue (``Queue.enqueue_many``'s): a batch's, and the task
+    controls."""
+
     #: Seconds (or an aware datetime) by which the task must start, else it ends ``expired``.
     expires: float | datetime
     #: ``(key, seconds)``: further enqueues with the key inside the window add nothing and
@@ -71,6 +78,10 @@ class ManyOptions(EnqueueOptions, total=False):
 #: Every option's name, as the methods take them.
 NAMES = frozenset(ManyOptions.__annotations__)
 
+#: The task controls (docs/task-controls.md): decided by the enqueue script itself, so an enqueue
+#: that writes its tasks another way (the outbox, a batch) can't take them.
+CONTROLS = ("expires", "throttle", "debounce")
+
 
 def check_names(options):
     """Raise InvalidTask for an option of ``options`` (a dict) that no enqueue takes (names
@@ -81,3 +92,10 @@ def check_names(options):
             hint = f" (did you mean {near[0]!r}?)" if near else ""
             known = ", ".join(sorted(NAMES))
             raise InvalidTask(f"unknown enqueue option {name!r}{hint}; the options are: {known}")
+
+
+def refuse_controls(options, where):
+    """Raise InvalidTask for a task control (``CONTROLS``) in ``options``, which ``where`` can't take."""
+    for name in CONTROLS:
+        if name in options:
+            raise InvalidTask(f"{name}= can't be combined with {where} (see docs/task-controls.md)")

@@ -89,8 +89,16 @@ class Queue:
             workflows.tell_at_once(connection.enqueue_client, self.name)
         return out
 
-    def validate(self, payloads, *, after=None, on_parent_failure="cancel", **options):
+    def validate(
+        self,
+        payloads: Iterable[Payload],
+        *,
+        after: Iterable[str] | None = None,
+        on_parent_failure: Literal["cancel", "run"] = "cancel",
+        **options: Unpack[TaskOptions],
+    ) -> None:
         """Raise what ``enqueue_many`` would raise for these payloads and options; adds nothing."""
+        check_names(options)
         enqueueing.validate(
             self.connection, self.name, payloads, options, after=after, on_parent_failure=on_parent_failure
         )

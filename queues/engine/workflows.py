@@ -34,6 +34,7 @@ from collections import defaultdict
 from . import batch_ends, commands, enqueueing, expired, faults, keys, readmodel
 from .connection import NETWORK_ERRORS, get_default
 from .errors import InvalidInput
+from .options import check_names
 
 log = logging.getLogger("worqr")
 
@@ -125,6 +126,7 @@ def chain(steps, connection=None):
             raise InvalidInput(f"chain: step {i}'s options must be a dict")
         if "after" in options:
             raise InvalidInput(f"chain: step {i} can't set after= (the chain sets it)")
+        check_names(options)
         queue = keys.check_queue_name(step[0])
         enqueueing.validate(connection or get_default(), queue, [step[1]], options)
         checked.append((queue, step[1], options))
