@@ -77,6 +77,11 @@ def test_mypy_flags_a_misspelt_option_a_wrong_type_and_the_return_type(tmp_path)
         "kept: str = send(None)  # the decorator keeps the function's type\n"
         "from queues import Batch\n"
         'Batch().enqueue("emails", "x", expires=60)  # a batch takes no task control\n'
+        'purged: str = Queue("emails").purge()\n'
+        'Queue("emails").run_now("emails-1", where="back")\n'
+        "from queues import chain\n"
+        'chain([("a", 1)])\n'
+        'Queue("emails").get("emails-1").progress("half")  # a Task | None, then a float\n'
     )
     done = subprocess.run(
         [
@@ -94,10 +99,15 @@ def test_mypy_flags_a_misspelt_option_a_wrong_type_and_the_return_type(tmp_path)
         timeout=300,
     )
     lines = [line for line in done.stdout.splitlines() if ": error:" in line]
-    assert [line.split(":")[1] for line in lines] == ["2", "3", "4", "7", "10", "12"], done.stdout
+    assert [line.split(":")[1] for line in lines] == ["2", "3", "4", "7", "10", "12", "13", "14", "16", "17", "17"], (
+        done.stdout
+    )
     assert 'Unexpected keyword argument "dealy"' in lines[0] and 'did you mean "delay"' in lines[0]
     assert 'Argument "delay"' in lines[1] and '"float"' in lines[1]
     assert '"list[str]"' in lines[2]
     assert 'Argument "retries" to "handler"' in lines[3]
     assert 'expression has type "int"' in lines[4]
     assert 'Unexpected keyword argument "expires"' in lines[5]
+    assert 'expression has type "int"' in lines[6] and '"where"' in lines[7]
+    assert 'incompatible type "tuple[str, int]"' in lines[8]
+    assert '"None" of "Task | None"' in " ".join(lines[9:11]) and 'Argument 1 to "progress"' in " ".join(lines[9:11])

@@ -29,7 +29,7 @@ import os
 import time
 from collections.abc import Iterable
 from functools import partial
-from typing import Unpack
+from typing import Any, Unpack
 
 from . import batchinfo, commands, enqueueing, keys, readmodel, tracing
 from .batch_ends import fire_callbacks, sweep, tell
@@ -75,7 +75,15 @@ class Batch:
     """A batch of tasks (see the module doc). ``Batch(...)`` opens a new one; ``Batch.get(id)``
     reads one; ``Batch.open(id)`` gives a handle on an existing one (to add to or close it)."""
 
-    def __init__(self, on_success=None, on_complete=None, description="", *, connection=None, _id=None):
+    def __init__(
+        self,
+        on_success: tuple[str, Payload] | None = None,
+        on_complete: tuple[str, Payload] | None = None,
+        description: str = "",
+        *,
+        connection: Any = None,
+        _id: str | None = None,
+    ) -> None:
         self._connection = connection
         if _id is not None:
             self.id = _id
@@ -99,14 +107,14 @@ class Batch:
         return self.connection.client
 
     @classmethod
-    def open(cls, batch_id, connection=None):
+    def open(cls, batch_id: str, connection: Any = None) -> "Batch":
         """A handle on an existing batch (to add tasks to it, close or cancel it)."""
         if not keys.is_batch_id(batch_id):
             raise InvalidInput(f"{batch_id!r} is not a batch id")
         return cls(connection=connection, _id=batch_id)
 
     @classmethod
-    def get(cls, batch_id, connection=None):
+    def get(cls, batch_id: str, connection: Any = None) -> dict[str, Any] | None:
         """The batch as a dict: id, description, state ("open", "running", "succeeded",
         "finished_with_failures"), total, pending, active, completed, failed, cancelled,
         created_at, finished_at (and closed, cancel_requested, callbacks, queues); None if unknown."""
@@ -191,11 +199,11 @@ class Batch:
 
     # -- ending ----------------------------------------------------------------------------
 
-    def close(self):
+    def close(self) -> None:
         """No more tasks: the callbacks fire once every task has ended (now, if all have)."""
         self._close(cancel=False)
 
-    def cancel(self):
+    def cancel(self) -> int:
         """Close the batch and cancel every unfinished task (running ones are told to stop).
         Returns how many were asked to cancel."""
         self._close(cancel=True)

@@ -1,7 +1,7 @@
 """Queue: enqueue tasks and manage them (cancel, retry, delete, pause, drop, purge, read)."""
 
 from collections.abc import Iterable
-from typing import Literal, Unpack
+from typing import Any, Literal, Unpack
 
 from . import commands, enqueueing, keys, readmodel, workflows
 from .codes import Code
@@ -10,6 +10,7 @@ from .enqueueing import new_task_id
 from .errors import ConfigurationError, InvalidInput
 from .limits import override_args
 from .options import EnqueueOptions, Payload, TaskOptions, check_names
+from .task import Task
 
 __all__ = ["Queue", "new_task_id"]
 
@@ -25,7 +26,7 @@ _UNSET = object()
 class Queue:
     """A named queue. Cheap to create; all state lives in Redis."""
 
-    def __init__(self, name, connection=None):
+    def __init__(self, name: str, connection: Any = None) -> None:
         self.name = keys.check_queue_name(name)
         self._connection = connection
 
@@ -110,27 +111,27 @@ class Queue:
             raise InvalidInput(f"{task_id!r} is not a task id of queue {self.name!r}")
         return task_id
 
-    def get(self, task_id):
+    def get(self, task_id: str) -> Task | None:
         """The task, or None once it is finished (or never existed)."""
         return readmodel.task(self.client, self._check_id(task_id))
 
-    def counts(self):
+    def counts(self) -> dict[str, Any]:
         """Tasks per state and the queue's counters, read atomically."""
         return readmodel.queue_counts(self.client, self.name)
 
-    def failures(self, limit=100):
+    def failures(self, limit: int = 100) -> list[dict[str, Any]]:
         """The newest failures first: id, payload, error, traceback, attempts, worker, failed_at."""
         return readmodel.failures(self.client, self.name, limit=limit)
 
-    def expired(self, limit=100):
+    def expired(self, limit: int = 100) -> list[dict[str, Any]]:
         """The newest tasks that expired before they started (``expires=``), newest first: id,
         state ("expired"), created_at, expires_at, expired_at, tags (the last 1,000 are kept)."""
         return readmodel.expired(self.client, self.name, limit)
 
-    def is_paused(self):
+    def is_paused(self) -> bool:
         return readmodel.is_paused(self.client, self.name)
 
-    def limits(self):
+    def limits(self) -> dict[str, Any]:
         """The queue's limits and their current use: ``concurrency``, ``rate`` ([starts, seconds]),
         ``partition_concurrency``, ``partition_rate`` (None: no limit), ``handler`` and
         ``overrides`` (where they come from), ``active`` (slots in use, ``kept`` ones included),
@@ -141,12 +142,12 @@ class Queue:
     def set_limits(
         self,
         *,
-        concurrency=_UNSET,
-        rate=_UNSET,
-        partition_concurrency=_UNSET,
-        partition_rate=_UNSET,
-        reset=False,
-    ):
+        concurrency: Any = _UNSET,
+        rate: Any = _UNSET,
+        partition_concurrency: Any = _UNSET,
+        partition_rate: Any = _UNSET,
+        reset: bool = False,
+    ) -> dict[str, Any]:
         """Override the handler's limits, durably and for every worker at once (their next start
         obeys): each option given is a value, or None for "no limit"; those not given keep their
         override if any. ``reset=True`` drops every override first (back to the handler's values),
@@ -173,12 +174,12 @@ class Queue:
 
     # -- managing --------------------------------------------------------------------------
 
-    def cancel(self, task_id):
+    def cancel(self, task_id: str) -> bool:
         """Cancel a task: True if it was pending, delayed, waiting (removed) or active (its worker
         is told to stop it); False if unknown. A failed or completed task raises InvalidState."""
         return self.cancel_outcome(task_id) is not None
 
-    def cancel_outcome(self, task_id):
+    def cancel_outcome(self, task_id: str) -> Literal["removed", "stopping"] | None:
         """Cancel a task and say what that did: ``"removed"`` (it had not started and never will),
         ``"stopping"`` (it was running: its worker is told to stop it), or None (no such task).
         A failed or completed task raises InvalidState."""
@@ -190,13 +191,13 @@ class Queue:
             workflows.drain(self.client, self.name)
         return "stopping" if code == Code.STOPPING else "removed"
 
-    def retry(self, task_id):
+    def retry(self, task_id: str) -> bool:
         """Put a failed task back at the tail of the queue with its attempts reset."""
         code = commands.retry(self.name, [self._check_id(task_id)]).run(self.client)[0]
         commands.check(code, "retry", self.name, task_id)
         return True
 
-    def run_now(self, task_id, where="front"):
+    def run_now(self, task_id: str, where: Literal["front", "tail"] = "front") -> bool:
         """Run a delayed task now: it goes before every pending task (``where="front"``) or after
         them (``"tail"``), at once and atomically. Raises InvalidState if it is no longer delayed."""
         if where not in ("front", "tail"):
@@ -205,14 +206,14 @@ class Queue:
         commands.check(code, "run_now", self.name, task_id)
         return True
 
-    def retry_all(self):
+    def retry_all(self) -> int:
         """Retry every failed task; returns how many."""
         total = 0
         while ids := readmodel.failed_ids(self.client, self.name, _BATCH):
             total += sum(1 for c in commands.retry(self.name, ids).run(self.client) if c == Code.REQUEUED)
         return total
 
-    def delete(self, task_id, finished_only=False):
+    def delete(self, task_id: str, finished_only: bool = False) -> bool:
         """Delete a task in any state but active; ``finished_only``: only a failed or completed
         one (a task that has not run raises InvalidState: removing it is a cancel)."""
         code = commands.delete(self.name, [self._check_id(task_id)], finished_only).run(self.client)[0]
@@ -220,16 +221,16 @@ class Queue:
         workflows.drain(self.client, self.name)
         return True
 
-    def pause(self):
+    def pause(self) -> bool:
         """Stop starting tasks (enqueues are still accepted); durable, seen by every worker at once."""
         changed = commands.pause(self.name, True).run(self.client)
         self.client.sadd(keys.KNOWN_QUEUES, self.name)
         return changed
 
-    def resume(self):
+    def resume(self) -> bool:
         return commands.pause(self.name, False).run(self.client)
 
-    def purge(self):
+    def purge(self) -> int:
         """Delete every task waiting to run (pending, and waiting for a lock); returns how many.
         Delayed, active and failed tasks stay."""
         total, more = 0, True
@@ -239,7 +240,7 @@ class Queue:
         workflows.drain_all(self.client, self.name)
         return total
 
-    def drop(self):
+    def drop(self) -> None:
         """Delete the queue: every task and key, counters and the operator's limits included;
         running tasks are stopped. A handler that runs on (a sync one can't be stopped) keeps its
         lock and its slots under the limits until it returns, as a cancelled one does. The workers

@@ -60,6 +60,7 @@ active, failed, completed (only while a kept result lasts). Finished tasks are o
 import json
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from . import batchinfo
 from .crypto import Sealed
@@ -182,14 +183,14 @@ class Task:
     #: Set by the worker (from its event loop thread) when the task is cancelled or times out.
     _cancelled: bool = False
     #: Where ``progress`` and ``log`` go: set by the worker on the tasks it runs (None elsewhere).
-    _sink: object = field(default=None, repr=False, compare=False)
+    _sink: Any = field(default=None, repr=False, compare=False)
 
     def __getstate__(self):
         state = dict(self.__dict__)
         state.pop("_sink", None)  # a worker's sink stays in its process (a handler process has its own)
         return state
 
-    def progress(self, fraction, message=""):
+    def progress(self, fraction: float, message: str = "") -> None:
         """Report how far the handler is: ``fraction`` from 0 to 1, and a short message (shown
         live on the dashboard and in the HTTP API's task). Cheap: sent in batches."""
         if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0 <= fraction <= 1:
@@ -200,7 +201,7 @@ class Task:
         if self._sink is not None:
             self._sink.put(self, fraction=self.progress_value, message=self.progress_message)
 
-    def log(self, line):
+    def log(self, line: str) -> None:
         """Append a line to the task's log (a text with newlines makes several lines; each is cut
         at 2,000 characters). The last 1,000 lines are kept while the task lives."""
         if not isinstance(line, str):
@@ -210,7 +211,7 @@ class Task:
             self._sink.put(self, lines=lines)
 
     @property
-    def cancelled(self):
+    def cancelled(self) -> bool:
         """True once the task was cancelled (or timed out) while running: stop, its outcome is discarded."""
         return self._cancelled
 
@@ -286,7 +287,7 @@ class Task:
             return None
         return batchinfo.get(self.batch_id)
 
-    def as_dict(self):
+    def as_dict(self) -> dict[str, Any]:
         """A JSON-friendly description (payload as text, bytes shown with replacements)."""
         payload = self.payload
         if isinstance(payload, Sealed):

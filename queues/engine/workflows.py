@@ -30,11 +30,13 @@ released"; ``WORQR_FAULT=drain-kill-after`` after telling them, before ``outbox_
 
 import logging
 from collections import defaultdict
+from collections.abc import Iterable
+from typing import Any
 
 from . import batch_ends, commands, enqueueing, expired, faults, keys, readmodel
 from .connection import NETWORK_ERRORS, get_default
 from .errors import InvalidInput
-from .options import check_names
+from .options import Payload, check_names
 
 log = logging.getLogger("worqr")
 
@@ -110,7 +112,9 @@ def tell_at_once(client, queue):
         log.warning("worqr: queue %s: the batches of tasks cancelled at once are told later: %s", queue, exc)
 
 
-def chain(steps, connection=None):
+def chain(
+    steps: Iterable[tuple[str, Payload] | tuple[str, Payload, dict[str, Any]]], connection: Any = None
+) -> list[str]:
     """Enqueue tasks that run one after the other, each after the one before (across queues):
     ``steps`` are (queue, payload) or (queue, payload, {options}). Returns their ids. All steps
     are checked before anything is written."""
@@ -130,7 +134,7 @@ def chain(steps, connection=None):
         queue = keys.check_queue_name(step[0])
         enqueueing.validate(connection or get_default(), queue, [step[1]], options)
         checked.append((queue, step[1], options))
-    ids = []
+    ids: list[str] = []
     for queue, payload, options in checked:
         conn = connection or get_default()
         if ids:
