@@ -139,7 +139,9 @@ def chunk_drain(url, n, workdir):
     bench = harness.Bench(SimpleNamespace(**args), procs, redis.Redis.from_url(url))
     out = {}
     try:
-        for variant in ("worqr", "worqr-chunk", "worqr-async", "worqr-chunk-async"):
+        # Each ratio's two drains side by side, the async pair in the reverse order (ABBA): load
+        # that rises or falls through the run weighs on both ratios alike.
+        for variant in ("worqr", "worqr-chunk", "worqr-chunk-async", "worqr-async"):
             out[variant] = bench.drain(harness.Row(worqr_adapter, variant), 1, bulk=True)["drain_jobs_per_s"]
     finally:
         procs.stop_all()

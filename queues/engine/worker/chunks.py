@@ -9,18 +9,24 @@
    The call's outcome is shared out to one future per task (``Chunk.parts``), which
    ``processor`` reports as it reports any handler's: returned, each completes (or, cancelled
    during the call, is cancelled); ``ChunkFailed({id: exc})`` fails those and completes the rest;
-   anything else raised fails them all.
+   anything else raised fails them all. The call's end reports its parts in that same loop
+   callback, one after the other (``Part.on_end``): no done callback, and no loop callback, per
+   task. A part ended on its own (its task's cancel or timeout) is reported a loop turn later, as
+   a done callback would be.
 4. A chunk takes one of the worker's slots (and a thread, or a handler process), however many
    tasks it holds; under the queue's limits it counts as its size (every task is started by
    ``start``).
 """
 
 import asyncio
+import logging
 import math
 import time
 
 from ..errors import ChunkFailed
 from ..limits import StartedLate
+
+log = logging.getLogger("worqr.worker")
 
 
 class ChunkTasks(list):
@@ -51,12 +57,27 @@ class ChunkTasks(list):
 
 
 class Part(asyncio.Future):
-    """One task's share of a chunk's outcome, its delivery's ``handle``. Stopping it (an isolated
-    chunk's cancel or timeout) ends that task's run; the chunk's own call is stopped once every
-    part has ended."""
+    """One task's share of a chunk's outcome, its delivery's ``handle``. Cancelling or stopping it
+    (its task's cancel or timeout) ends that task's run; the chunk's own call is stopped once
+    every part has ended. ``on_end(d, part)``: what reports its end (``Processor``'s, given by
+    ``report_with`` when it launches ``d``; None before)."""
+
+    def __init__(self, chunk, d, *, loop):
+        super().__init__(loop=loop)
+        self.chunk, self.d, self.on_end = chunk, d, None
+
+    def cancel(self, msg=None):
+        if not super().cancel(msg):
+            return False
+        self.get_loop().call_soon(self.chunk.part_done, self)
+        return True
 
     def stop(self, now=False):
         self.cancel()
+
+    def report_with(self, on_end):
+        """Its delivery was launched: ``on_end(d, part)`` reports its end."""
+        self.on_end = on_end
 
 
 class Chunk:
@@ -78,8 +99,7 @@ class Chunk:
         spec, loop = live[0].spec, w.loop
         tasks = ChunkTasks([d.task for d in live])
         for d in live:
-            self.parts[d.key] = Part(loop=loop)
-            self.parts[d.key].add_done_callback(self._part_ended)
+            self.parts[d.key] = Part(self, d, loop=loop)
         self.running = len(live)
         start_by = min((d.start_by for d in live if d.start_by is not None), default=None)
         func = (
@@ -96,29 +116,36 @@ class Chunk:
         self.handle.add_done_callback(self._settle)
 
     def _settle(self, handle):
-        """Share the call's outcome out to the parts still waiting for it."""
-        exc = None if handle.cancelled() else handle.exception()
+        """Share the call's outcome out to the parts still waiting for it, and report each."""
+        cancelled = handle.cancelled()
+        exc = None if cancelled else handle.exception()
         failures = exc.failures if isinstance(exc, ChunkFailed) else None
         for key, part in self.parts.items():
             if part.done():
                 continue
-            if handle.cancelled():
-                part.cancel()
+            if cancelled:
+                asyncio.Future.cancel(part)  # (not Part.cancel: it is reported here, not a turn later)
             elif exc is None or (failures is not None and key[0] not in failures):
                 part.set_result(None)
             else:
                 part.set_exception(failures[key[0]] if failures is not None else exc)
+            try:
+                self.part_done(part)
+            except Exception:  # one task's report must not keep the others' from theirs
+                log.exception("worqr: error while running task %s", key[0])
 
-    def _part_ended(self, _part):
-        """Every task's run has ended (cancelled, timed out, stopped): stop the call too, if it can
-        be (an async one is cancelled, an isolated one's process ended)."""
+    def part_done(self, part):
+        """``part`` is done. Once every part has ended (cancelled, timed out, stopped), stop the
+        call too, if it can be (an async one is cancelled, an isolated one's process ended). Then
+        report the part, if its delivery was launched (else its launch does: ``Processor._go``)."""
         self.running -= 1
-        if self.running > 0 or self.handle is None or self.handle.done():
-            return
-        if isinstance(self.handle, asyncio.Task):
-            self.handle.cancel()
-        elif hasattr(self.handle, "stop"):
-            self.handle.stop()
+        if self.running == 0 and self.handle is not None and not self.handle.done():
+            if isinstance(self.handle, asyncio.Task):
+                self.handle.cancel()
+            elif hasattr(self.handle, "stop"):
+                self.handle.stop()
+        if part.on_end is not None:
+            part.on_end(part.d, part)
 
 
 def _gated(func, start_by, is_async):

@@ -34,6 +34,7 @@ from ..connection import NETWORK_ERRORS
 from ..errors import RateLimited, RetryLater
 from ..limits import StartedLate
 from . import checkpoints
+from .chunks import Part
 from .delivery import State
 from .procpool import HandlerFailed
 
@@ -129,7 +130,10 @@ class Processor:
             self._launch(d)
             if task.timeout and task.timeout > 0:
                 d.timer = self.loop.call_later(task.timeout, self._timed_out, d)
-            d.handle.add_done_callback(functools.partial(self._handle_ended, d))
+            if isinstance(d.handle, Part) and not d.handle.done():  # its chunk reports it (``Chunk.part_done``)
+                d.handle.report_with(self._handle_ended)
+            else:
+                d.handle.add_done_callback(functools.partial(self._handle_ended, d))
         except Exception:  # a bug here must not kill the worker; the task is recovered by lease
             log.exception("worqr: error while running task %s", task.id)
             if not d.ended:
