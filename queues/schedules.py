@@ -58,19 +58,14 @@ def create(name, **settings):
     """Make schedule ``name`` at run time: ``queue=``, ``cron=`` or ``every=``, ``payload=``,
     ``timezone=``, ``missed=``, ``overlap=``, ``enabled=`` and the enqueue options ``retries``,
     ``timeout``, ``backoff``, ``lock``, ``callback``. Raises InvalidSchedule (nothing written)."""
-    return _engine.get(_client(), _live.create(_client(), name, **_limits(), **settings).name)
+    return _engine.get(_client(), _live.create(_client(), name, config=get_connection().config, **settings).name)
 
 
 def update(name, **fields):
     """Change the settings of a schedule made at run time (its next tick follows them)."""
-    return _engine.get(_client(), _live.update(_client(), name, **_limits(), **fields).name)
+    return _engine.get(_client(), _live.update(_client(), name, config=get_connection().config, **fields).name)
 
 
 def delete(name):
     """Delete a schedule made at run time: no run after this."""
     _live.delete(_client(), name)
-
-
-def _limits():
-    config = get_connection().config
-    return {"max_payload_bytes": config.max_payload_bytes, "max_queues": config.max_queues}

@@ -22,7 +22,7 @@ def take(client, queue, worker="w", count=1, register_first=True):
     )
 
 
-def fail(client, task, error="E: boom", worker="w", history=100, retries=0):
+def fail(client, task, error="E: boom", worker="w", history=100, retries=0, handler=""):
     return commands.fail(
         task.queue,
         worker,
@@ -35,6 +35,7 @@ def fail(client, task, error="E: boom", worker="w", history=100, retries=0):
         backoff_max=10,
         jitter=0,
         history=history,
+        handler=handler,
     ).run(client)
 
 

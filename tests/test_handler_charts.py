@@ -6,7 +6,7 @@ import pytest
 
 from queues import Queue
 from queues.engine import commands, durations, keys, readmodel
-from tests.engine_calls import take
+from tests.engine_calls import fail, take
 
 SLOW, FAST = "app.tasks.slow", "app.tasks.fast"
 
@@ -22,20 +22,7 @@ def _run(client, queue, names, seconds=0.0, failed=()):
     acks = []
     for t, name in zip(tasks, names, strict=True):
         if name in failed:
-            commands.fail(
-                queue,
-                "w",
-                t.id,
-                t.lease,
-                "E",
-                "tb",
-                retries=0,
-                backoff=1,
-                backoff_max=10,
-                jitter=0,
-                history=10,
-                handler=name,
-            ).run(client)
+            fail(client, t, error="E", history=10, handler=name)
         else:
             acks.append((t.id, t.lease, "", False, "", name))
     if acks:

@@ -95,6 +95,13 @@ def test_a_schedule_cannot_make_a_queue_beyond_max_queues_on_any_path(db):
             HTTP_ACCEPT="application/json",
         )
         assert r.status_code == 400 and "MAX_QUEUES" in r.json()["message"]
+        big = "x" * (connection.get_default().config.max_payload_bytes + 1)
+        r = web.post(
+            reverse("queues:schedule-create"),
+            {"name": "form-big", "queue": "full-a", "every": "5", "payload": big},
+            HTTP_ACCEPT="application/json",
+        )
+        assert r.status_code == 400 and "payload" in r.json()["message"]  # the form checks the size as the API does
         with pytest.raises(InvalidSchedule, match="MAX_QUEUES"):
             python_api.create("py-q", queue="brand-new", every=60)
         assert client.hkeys(keys.LIVE_SCHEDULES) == [b"old-q"]

@@ -49,8 +49,6 @@ def schedule(request, token, name):
         raise BadRequest(f"name: {str(exc).replace('queue name', 'schedule name')}", "name") from None
     client = get_connection().client
     body = json_body(request) if request.method != "DELETE" else {}
-    config = get_connection().config
-    limits = {"max_payload_bytes": config.max_payload_bytes, "max_queues": config.max_queues}
     action = {"POST": "create", "PATCH": "update", "DELETE": "delete"}[request.method]
     queue = body.get("queue") if isinstance(body.get("queue"), str) else ""
     if body.get("callback") is not None:
@@ -61,9 +59,9 @@ def schedule(request, token, name):
     with audited(token, f"schedule_{action}", queue[:200], detail=f"schedule {name} via the HTTP API"):
         try:
             if action == "create":
-                live_schedules.create(client, name, **limits, **body)
+                live_schedules.create(client, name, config=get_connection().config, **body)
             elif action == "update":
-                live_schedules.update(client, name, **limits, **body)
+                live_schedules.update(client, name, config=get_connection().config, **body)
             else:
                 live_schedules.delete(client, name)
         except ScheduleNotFound:

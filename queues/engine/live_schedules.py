@@ -56,13 +56,21 @@ def _write(client, spec, raw, old_queue=None, max_queues=None):
     notify(client)
 
 
-def create(client, name, *, max_payload_bytes=None, max_queues=None, **settings):
+def _limits(config):
+    """``parse``'s and ``_write``'s bounds from the engine's ``config`` (none without one)."""
+    if config is None:
+        return None, None
+    return config.max_payload_bytes, config.max_queues
+
+
+def create(client, name, *, config=None, **settings):
     """Make schedule ``name`` (the keys of a ``SCHEDULES`` entry: ``queue``, ``cron`` or
     ``every``, ``payload``, ``timezone``, ``missed``, ``overlap``, ``enabled``, ``retries``,
     ``timeout``, ``backoff``, ``lock``, ``callback``). It fires from its next tick on, on every
     worker. InvalidSchedule (naming the key at fault) if a setting is bad, the name is taken,
-    ``MAX_LIVE`` schedules exist, or its queue is new and ``max_queues`` (MAX_QUEUES) queues
-    exist; nothing is written then."""
+    ``MAX_LIVE`` schedules exist, or (with the engine's ``config``) its payload is over
+    MAX_PAYLOAD_BYTES or its queue is new and MAX_QUEUES queues exist; nothing is written then."""
+    max_payload_bytes, max_queues = _limits(config)
     spec = parse(name, settings, max_payload_bytes=max_payload_bytes)
     if client.hexists(keys.SCHEDULES, name):
         raise InvalidSchedule(name, None, "a schedule of that name exists already (update it, or pick another name)")
@@ -72,7 +80,7 @@ def create(client, name, *, max_payload_bytes=None, max_queues=None, **settings)
     return spec
 
 
-def update(client, name, *, max_payload_bytes=None, max_queues=None, **fields):
+def update(client, name, *, config=None, **fields):
     """Change a live schedule's settings (those given; ``cron`` replaces ``every`` and the other
     way round; a value of None removes an option). Its next run moves to the next tick of its new
     settings; its pause state, last run and counters stay. ScheduleNotFound if there is no live
@@ -87,6 +95,7 @@ def update(client, name, *, max_payload_bytes=None, max_queues=None, **fields):
         raw.pop("cron", None)
     raw.update(fields)
     raw = {k: v for k, v in raw.items() if v is not None}
+    max_payload_bytes, max_queues = _limits(config)
     spec = parse(name, raw, max_payload_bytes=max_payload_bytes)
     old_queue = client.hget(keys.SCHEDULES, name)
     _write(client, spec, raw, old_queue.decode() if old_queue else None, max_queues=max_queues)

@@ -75,16 +75,14 @@ def _edit(action):
     @action_required("change_schedule")
     def view(request, name=None):
         c = client()
-        config = get_connection().config
-        limits = {"max_payload_bytes": config.max_payload_bytes, "max_queues": config.max_queues}
         name = name if name is not None else (request.POST.get("name") or "").strip()
         try:
             settings = settings_from(request.POST, action == "update") if action != "delete" else {}
             try:
                 if action == "create":
-                    live_schedules.create(c, name, **limits, **settings)
+                    live_schedules.create(c, name, config=get_connection().config, **settings)
                 elif action == "update":
-                    live_schedules.update(c, name, **limits, **settings)
+                    live_schedules.update(c, name, config=get_connection().config, **settings)
                 else:
                     if request.POST.get("confirm") != "yes":
                         raise BadInput(f"Tick the box to confirm deleting schedule {shown(name)}.")
