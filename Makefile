@@ -48,8 +48,10 @@ CLUSTER_TESTS ?= tests/test_cluster.py tests/test_enqueue.py tests/test_worker.p
 # The Tasks-backend (with the framework's own backend tests), enqueue, worker, API, dashboard
 # views, admin, checks, schedules and package tests run a third time on Python 3.13 + Django 6.1,
 # in a Debian trixie root that scripts/trixie.sh builds once (debootstrap; Debian's packages and
-# PyPI only) into TRIXIE_ROOT and reuses. It needs root, as make test does for chromium.
-TRIXIE_ROOT ?= var/trixie
+# PyPI only) into TRIXIE_ROOT and reuses. It needs root, as make test does for chromium, and like
+# chromium it is the machine's, shared by every checkout (a Python 3.13 to test with, not a part of
+# this one).
+TRIXIE_ROOT ?= /var/cache/worqr/trixie
 DJANGO6_TESTS ?= tests/test_tasks_backend.py tests/test_conformance_rq.py \
 	tests/test_conformance_db.py tests/test_conformance_django.py tests/test_enqueue.py tests/test_worker.py \
 	tests/test_api.py tests/test_dashboard_views.py tests/test_api_tokens.py tests/test_setup.py \
@@ -58,13 +60,12 @@ DJANGO6_TESTS ?= tests/test_tasks_backend.py tests/test_conformance_rq.py \
 # Each pytest session prints its 15 slowest tests at the end.
 DURATIONS := --durations=15
 
-# The suite and the cluster pass run on TEST_WORKERS pytest processes (pytest-xdist), each with its
-# own redis-server (or Redis Cluster), SQLite file and PostgreSQL database; a test file stays on one
-# worker (--dist loadfile), so its module fixtures (a Daphne, a browser) start once. Most long tests
-# wait on processes, restarts and faults rather than compute. TEST_WORKERS=0 (the default) runs in one
-# process: two processes take ~17 min instead of ~26 but two tests have failed there once each (see
-# docs/testing.md#workers), so one process stays the default until they are explained.
-TEST_WORKERS ?= 0
+# The suite, the cluster pass and the Django 6.1 pass run on TEST_WORKERS pytest processes
+# (pytest-xdist), each with its own redis-server (or Redis Cluster), SQLite file and PostgreSQL
+# database; a test file stays on one process (--dist loadfile), so its module fixtures (a Daphne, a
+# browser) start once. Most long tests wait on processes, restarts and faults rather than compute,
+# so the default is two processes per core (at most 8); TEST_WORKERS=0 runs in one process.
+TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); n=$$((n * 2)); [ $$n -gt 8 ] && n=8; echo $$n)
 XDIST := $(if $(filter-out 0,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile --max-worker-restart=1)
 
 # schemathesis's generated cases collapse into one test per run under pytest-xdist (a fraction of
@@ -75,10 +76,10 @@ test: deps browser lint
 	$(PY) -m pytest -q $(DURATIONS) $(XDIST) $(addprefix --ignore=,$(SERIAL_TESTS))
 	$(PY) -m pytest -q $(SERIAL_TESTS)
 	WORQR_TEST_REDIS=cluster $(PY) -m pytest -q $(DURATIONS) $(XDIST) $(CLUSTER_TESTS)
-	./scripts/trixie.sh $(TRIXIE_ROOT) -q $(DURATIONS) $(DJANGO6_TESTS)
+	./scripts/trixie.sh $(TRIXIE_ROOT) -q $(DURATIONS) $(XDIST) $(DJANGO6_TESTS)
 
 django6:
-	./scripts/trixie.sh $(TRIXIE_ROOT) -q $(DJANGO6_TESTS)
+	./scripts/trixie.sh $(TRIXIE_ROOT) -q $(XDIST) $(DJANGO6_TESTS)
 
 # The README's screenshots of the dashboard (docs/screenshots/), made by its browser test.
 screenshots: deps browser
@@ -123,4 +124,4 @@ lint: deps
 	$(VENV)/bin/mypy
 
 clean:
-	rm -rf $(VENV) var/*.sqlite3 test-artifacts dist build $(TRIXIE_ROOT) var/conformance
+	rm -rf $(VENV) var/*.sqlite3 test-artifacts dist build var/conformance

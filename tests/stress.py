@@ -227,33 +227,44 @@ def _words(entry):
 class RedisStalls:
     """How much the machine held the test redis-server back, read from outside it: a thread reads
     the server's main thread's ``/proc/<pid>/task/<pid>/schedstat`` (nanoseconds on a CPU, and
-    runnable but waiting for one) every 50 ms. Over a stretch of time, Redis ran for ``share`` of
-    the time it wanted a CPU; a command that took ``d`` of wall time did about ``d * share`` of
-    its own work. Without /proc (or a local pid) the share is 1: wall time counts."""
+    runnable but waiting for one) every 50 ms, each time right after asking the server for the id
+    of its newest SLOWLOG entry. A SLOWLOG entry carries its start only to the second; the first
+    sample that saw its id places its end to within one sampling interval. Over the stretch from
+    its start to that sample Redis ran for ``share`` of the time it wanted a CPU; a command that
+    took ``d`` of wall time did about ``d * share`` of its own work. Without /proc (or a local pid)
+    the share is 1: wall time counts."""
 
     EVERY = 0.05
 
     def __init__(self, client):
-        self.samples, self.path = [], None
+        self.samples, self.path, self.client = [], None, client
         try:
             pid = int(client.info("server")["process_id"])
             path = f"/proc/{pid}/task/{pid}/schedstat"
             open(path).read()
             self.path = path
-        except (KeyError, TypeError, ValueError, OSError):
+        except (KeyError, TypeError, ValueError, OSError, redis.RedisError):
             return
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._sample, daemon=True, name="redis-stalls")
         self._thread.start()
 
-    def _read(self):
+    def _newest_id(self):
+        try:
+            newest = self.client.slowlog_get(1)
+        except redis.RedisError:
+            return None
+        return newest[0]["id"] if newest else -1
+
+    def _read(self, newest=None):
         ran, waited = open(self.path).read().split()[:2]
-        return time.time(), int(ran), int(waited)
+        return time.time(), int(ran), int(waited), newest
 
     def _sample(self):
         while not self._stop.is_set():
+            newest = self._newest_id()  # answered once the command running now has ended
             try:
-                self.samples.append(self._read())
+                self.samples.append(self._read(newest))
             except OSError:  # the server is gone
                 return
             self._stop.wait(self.EVERY)
@@ -262,6 +273,14 @@ class RedisStalls:
         if self.path:
             self._stop.set()
             self._thread.join(timeout=5)
+
+    def _span(self, samples, start, end):
+        before = [x for x in samples if x[0] <= start] or samples[:1]
+        after = [x for x in samples if x[0] >= end] or samples[-1:]
+        if not before or not after:
+            return 1.0
+        ran, waited = after[0][1] - before[-1][1], after[0][2] - before[-1][2]
+        return ran / (ran + waited) if ran > 0 else 1.0
 
     def share(self, start, end):
         """The share of the time Redis wanted a CPU that it had, between ``start`` and ``end``
@@ -273,12 +292,26 @@ class RedisStalls:
             samples.append(self._read())
         except OSError:
             pass
-        before = [x for x in samples if x[0] <= start] or samples[:1]
-        after = [x for x in samples if x[0] >= end] or samples[-1:]
-        if not before or not after:
+        return self._span(samples, start, end)
+
+    def share_of(self, entry):
+        """The share of CPU Redis had while the SLOWLOG ``entry`` ran: from the sample before its
+        end less its duration to the first sample that saw it (its end as SLOWLOG stamps it, to
+        the second, when no sample saw it)."""
+        if not self.path:
             return 1.0
-        ran, waited = after[0][1] - before[-1][1], after[0][2] - before[-1][2]
-        return ran / (ran + waited) if ran > 0 else 1.0
+        samples = list(self.samples)
+        try:
+            samples.append(self._read(self._newest_id()))
+        except OSError:
+            pass
+        took = entry["duration"] / 1e6
+        seen = next((i for i, x in enumerate(samples) if x[3] is not None and x[3] >= entry["id"]), None)
+        if seen is None:
+            return self._span(samples, entry["start_time"] - took, entry["start_time"] + 1)
+        end = samples[seen][0]
+        before = next((x[0] for x in reversed(samples[:seen]) if x[3] is not None), end - self.EVERY)
+        return self._span(samples, before - took, end)
 
 
 def slow_commands(client, over_us, stalls=None):
@@ -288,8 +321,8 @@ def slow_commands(client, over_us, stalls=None):
     script's time is its logged duration minus that of the constant-time commands inside it that
     were logged as slow (the machine stalling Redis meanwhile, not the script working); such
     commands are not reported themselves. With ``stalls`` (a RedisStalls running meanwhile) a
-    command's time is also at most its duration times the share of CPU time Redis had around it
-    (SLOWLOG stamps an entry to the second when the command ends), whichever is less: a loaded
+    command's time is also at most its duration times the share of CPU time Redis had while it
+    ran (RedisStalls.share_of), whichever is less: a loaded
     machine slows a bounded script down, it does not make it do more. A script call is named by
     its script."""
     entries = sorted(client.slowlog_get(10000), key=lambda e: e["id"])
@@ -298,13 +331,13 @@ def slow_commands(client, over_us, stalls=None):
     def own(entry, stalled=0):
         if stalls is None:
             return entry["duration"] - stalled
-        ended = entry["start_time"]
-        share = stalls.share(ended - entry["duration"] / 1e6, ended + 1)
-        return min(entry["duration"] - stalled, int(entry["duration"] * share))
+        return min(entry["duration"] - stalled, int(entry["duration"] * stalls.share_of(entry)))
 
     for entry in entries:
         text, words = _words(entry)
         name = words[0].upper()
+        if name == "SLOWLOG":  # a RedisStalls asking for the newest entry
+            continue
         if name in ("EVALSHA", "EVAL"):
             stalled = sum(e["duration"] for e in nested if _words(e)[1][0].upper() in CONSTANT_TIME)
             nested = []

@@ -1,6 +1,7 @@
 """Task lifecycle: retries with backoff, the failure history, delays, timeouts, a frozen worker,
 counters, pause/resume and drop."""
 
+import json
 import random
 import signal
 import time
@@ -209,12 +210,14 @@ def test_pause_stops_new_starts_on_all_workers_and_resume_restarts(client, worke
         wait_registered(client, name)
     wait_for(lambda: _idle(client, "t4") == {"p1", "p2"}, message="both workers idle")
     assert q.pause() is True and q.is_paused()
-    q.enqueue_many([str(i) for i in range(20)])  # wakes both idle workers
+    # each task takes 0.5 s, so one worker alone (2 at a time) would need 5 s for all 20: the
+    # other's share shows that the resume woke it, not that it happened to be quicker
+    q.enqueue_many([json.dumps({"sleep": 0.5, "n": i}) for i in range(20)])  # wakes both idle workers
     wait_for(lambda: _idle(client, "t4") == {"p1", "p2"}, message="both workers to look and go idle again")
     assert records(client, "t4") == [] and q.counts()["pending"] == 20
     resumed_at = time.time()
     assert q.resume() is True
-    wait_for(lambda: q.counts()["completed"] == 20, timeout=10, message="work after resume")
+    wait_for(lambda: q.counts()["completed"] == 20, timeout=30, message="work after resume")
     assert min(r["start"] for r in records(client, "t4")) >= resumed_at
     assert {r["pid"] for r in records(client, "t4")}.__len__() == 2
 
