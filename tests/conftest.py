@@ -14,6 +14,14 @@ import pytest
 from queues.testing import RedisServer
 from tests.stress import RedisStalls
 
+# A test run started in the background by a shell without job control (`cmd &` in a script, some
+# CI runners) inherits SIGINT ignored, and so would every process the tests start. The worker and
+# the demo rightly keep an ignored SIGINT (a supervisor's workers are started so), so a test's
+# Ctrl-C would reach nothing there. The tests start their processes as a terminal would: SIGINT
+# handled here, so not ignored in the children.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "test-artifacts"
 
@@ -199,7 +207,7 @@ def slowlog(client):
         return samplers[-1]
 
     yield arm
-    for sampler in samplers:
+    for sampler in reversed(samplers):  # each puts back the scripts.run it found
         sampler.stop()
     for key, value in saved.items():
         client.config_set(key, value)

@@ -232,12 +232,17 @@ class RedisStalls:
     sample that saw its id places its end to within one sampling interval. Over the stretch from
     its start to that sample Redis ran for ``share`` of the time it wanted a CPU; a command that
     took ``d`` of wall time did about ``d * share`` of its own work. Without /proc (or a local pid)
-    the share is 1: wall time counts."""
+    the share is 1: wall time counts.
+
+    The scripts this process runs (``scripts.run``: a test's enqueue, purge, drop ...) are also
+    timed one by one: the server's CPU time from just before the call to just after its reply
+    bounds the work the script did, however long the machine kept it waiting (``explains``)."""
 
     EVERY = 0.05
 
     def __init__(self, client):
-        self.samples, self.path, self.client = [], None, client
+        self.samples, self.path, self.client, self.calls = [], None, client, []
+        self._unwrap = None
         try:
             pid = int(client.info("server")["process_id"])
             path = f"/proc/{pid}/task/{pid}/schedstat"
@@ -248,6 +253,43 @@ class RedisStalls:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._sample, daemon=True, name="redis-stalls")
         self._thread.start()
+        self._time_scripts()
+
+    def _ran_ns(self):
+        return int(open(self.path).read().split()[0])
+
+    def _time_scripts(self):
+        from queues.engine import scripts
+
+        real = scripts.run
+
+        def timed(client, name, *args, **kwargs):
+            ran, began = self._ran_ns(), time.perf_counter()
+            try:
+                return real(client, name, *args, **kwargs)
+            finally:
+                wall = time.perf_counter() - began
+                self.calls.append((name, time.time(), int(wall * 1e6), (self._ran_ns() - ran) // 1000))
+
+        scripts.run = timed
+        self._unwrap = lambda: setattr(scripts, "run", real)
+
+    def explains(self, name, entry, over_us, used):
+        """True if a call of script ``name`` from this process (one not in ``used``, then added to
+        it) can hold the SLOWLOG ``entry``: its reply came after the entry was logged, it waited
+        at least the entry's duration, and the server spent at most ``over_us`` of CPU time on
+        anything meanwhile. That execution of the script then did at most ``over_us`` of work."""
+        for i, (called, ended, wall_us, ran_us) in enumerate(self.calls):
+            if (
+                i not in used
+                and called == name
+                and wall_us >= entry["duration"]
+                and ran_us <= over_us
+                and entry["start_time"] <= ended <= entry["start_time"] + 1 + wall_us / 1e6
+            ):
+                used.add(i)
+                return True
+        return False
 
     def _newest_id(self):
         try:
@@ -270,6 +312,9 @@ class RedisStalls:
             self._stop.wait(self.EVERY)
 
     def stop(self):
+        if self._unwrap is not None:
+            self._unwrap()
+            self._unwrap = None
         if self.path:
             self._stop.set()
             self._thread.join(timeout=5)
@@ -322,11 +367,11 @@ def slow_commands(client, over_us, stalls=None):
     were logged as slow (the machine stalling Redis meanwhile, not the script working); such
     commands are not reported themselves. With ``stalls`` (a RedisStalls running meanwhile) a
     command's time is also at most its duration times the share of CPU time Redis had while it
-    ran (RedisStalls.share_of), whichever is less: a loaded
-    machine slows a bounded script down, it does not make it do more. A script call is named by
-    its script."""
+    ran (RedisStalls.share_of), whichever is less, and a script this process ran counts no more
+    than the server's CPU time over the call (RedisStalls.explains): a loaded machine slows a
+    bounded script down, it does not make it do more. A script call is named by its script."""
     entries = sorted(client.slowlog_get(10000), key=lambda e: e["id"])
-    out, nested = [], []
+    out, nested, used = [], [], set()
 
     def own(entry, stalled=0):
         if stalls is None:
@@ -342,8 +387,11 @@ def slow_commands(client, over_us, stalls=None):
             stalled = sum(e["duration"] for e in nested if _words(e)[1][0].upper() in CONSTANT_TIME)
             nested = []
             if (took := own(entry, stalled)) > over_us:
-                if len(words) > 1:
-                    text = f"script {_script_names().get(words[1], words[1])}"
+                script = _script_names().get(words[1], words[1]) if len(words) > 1 else None
+                if script and stalls is not None and stalls.explains(script, entry, over_us, used):
+                    continue  # the server's CPU time over the call bounds its work
+                if script:
+                    text = f"script {script}"
                 out.append((took, text[:120]))
         else:
             nested.append(entry)

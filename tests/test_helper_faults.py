@@ -4,6 +4,7 @@ and the helper is started again, so its job still gets done."""
 
 import json
 import re
+import signal
 import time
 
 import pytest
@@ -70,3 +71,17 @@ def test_the_one_backoff_doubles_to_its_cap_and_stops_short_of_a_deadline():
     before = time.monotonic()
     assert not retries.sleep(before + 0.1)  # the next pause (200 ms) would end after the deadline
     assert time.monotonic() - before < 0.05 and retries.delay == 0.2
+
+
+def test_a_helper_that_swallows_its_cancel_is_named_and_the_stop_goes_on(client, workers):
+    """The linker swallows its cancel (WORQR_FAULT=linker-deaf): SIGTERM still ends the worker."""
+    # after the 5 s it gives its helpers, and it names the one that held it up (what
+    # test_worker_crash's many stops look for).
+    w = workers(["t1"], name="deaf", grace=0, env={"WORQR_FAULT": "linker-deaf"})
+    wait_for(lambda: "fault injected at linker-deaf" in w.output(), timeout=20, message=lambda: w.output())
+    t0 = time.monotonic()
+    w.signal(signal.SIGTERM)
+    assert w.wait(30) == 0
+    took = time.monotonic() - t0
+    assert "worqr: worker deaf: linker did not end within 5 s of its cancel" in w.output()
+    assert took >= 5, f"the worker exited {took:.1f} s after SIGTERM, before its helpers' 5 s were up"

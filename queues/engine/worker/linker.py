@@ -12,7 +12,7 @@ The drains use the synchronous client, in a thread, so the event loop never wait
 import asyncio
 import logging
 
-from .. import workflows
+from .. import faults, workflows
 from ..backoff import wait_event
 from ..connection import NETWORK_ERRORS
 
@@ -33,6 +33,7 @@ class Linker:
 
     async def run(self):
         failing = False
+        await faults.deaf("linker-deaf")
         while True:
             await wait_event(self.event, self.retry_after if self.wanted else None)
             self.event.clear()
