@@ -229,7 +229,7 @@ class Rig:
         self.acked, self.unacked = [], 0
         self.unsure = []  # (Queue, id, payload, lock) whose enqueue's reply was lost
         self.unsure_seen = 0
-        self.reaped = []  # (name, when) of the workers in 'worker_failed' events
+        self.reaped = []  # (name, when heard, deadline missed in ms) of the 'worker_failed' events
         self.faults, self.threads = [], []
         self.generation = 0
         self.direct = _rig_client(self.url, "reader")
@@ -386,7 +386,7 @@ class Rig:
                     if msg and msg["type"] == "message":
                         event = json.loads(msg["data"])
                         if event.get("e") == "worker_failed":
-                            self.reaped.append((event["w"], time.time()))
+                            self.reaped.append((event["w"], time.time(), event.get("dl")))
                     if self.stop_producing.is_set() and not self._unfinished():
                         return
             except (redis.RedisError, OSError):
@@ -462,8 +462,10 @@ class Rig:
                 (f.overlaps_after_freeze if ", frozen)" in overlap else f.overlaps).append(overlap)
         f.reaped_live = [
             name
-            for name, at in self.reaped
-            if name in self.procs and name not in killed_names and not self._froze_at(self.procs[name].pid, at)
+            for name, at, missed in self.reaped
+            if name in self.procs
+            and name not in killed_names
+            and not self._froze_at(self.procs[name].pid, at, missed)
         ]
         f.reaped_logged = sum(
             w.output().count("presumed dead")
@@ -492,9 +494,16 @@ class Rig:
         end = run.end if run.end is not None else float("inf")
         return any(began <= end + 2.0 and run.start <= thawed for began, thawed in self.frozen.get(run.pid, ()))
 
-    def _froze_at(self, pid, at):
-        """Whether worker ``pid`` was frozen at ``at``, or thawed at most a TTL + 2 s before."""
-        return any(began <= at <= thawed + self.ttl + 2.0 for began, thawed in self.frozen.get(pid, ()))
+    def _froze_at(self, pid, at, missed=None):
+        """Whether worker ``pid`` was reaped for a freeze: the deadline it missed (``missed``, ms,
+        from the event) fell between its SIGSTOP and its SIGCONT, so it had not beaten since it
+        thawed (on a loaded machine, with its connections cut, that can be seconds after the thaw);
+        without it, whether the reap was heard (at ``at``) while frozen or at most a TTL + 2 s
+        after the thaw."""
+        spans = self.frozen.get(pid, ())
+        if missed is not None:
+            return any(began - 0.5 <= missed / 1000 <= thawed + 0.5 for began, thawed in spans)
+        return any(began <= at <= thawed + self.ttl + 2.0 for began, thawed in spans)
 
     def report(self, name, findings):
         """Write the findings as JSON to test-artifacts/faults-<name>.json."""

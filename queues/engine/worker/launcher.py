@@ -76,18 +76,25 @@ HELPERS_END = 5.0
 
 
 def _run_abandoning(main):
-    """Run ``main`` in a new event loop, as ``asyncio.run`` does, but leave the tasks still
-    pending when it returns: ``main`` waited for its helpers as long as it should and named the
-    ones that outlived their cancel; ``asyncio.run`` would cancel them again and wait for them
-    for ever (a helper that swallows cancels never ends)."""
+    """Run ``main`` in a new event loop as ``asyncio.run`` does (the tasks left are cancelled and
+    waited for, async generators and the default executor shut down), except that a task left
+    that does not end within a second of its cancel is abandoned: ``main`` already waited for
+    its helpers and named the ones that outlived their cancel, and ``asyncio.run`` would wait for
+    such a task for ever."""
     loop = asyncio.new_event_loop()
     try:
         asyncio.set_event_loop(loop)
         loop.run_until_complete(main)
+        left = asyncio.all_tasks(loop)
+        for task in left:
+            task.cancel()
+        if left:
+            loop.run_until_complete(asyncio.wait(left, timeout=1.0))
         loop.run_until_complete(loop.shutdown_asyncgens())
+        loop.run_until_complete(loop.shutdown_default_executor())
     finally:
         for task in asyncio.all_tasks(loop):
-            task.cancel()  # never run again: the loop closes
+            task.cancel()  # abandoned: never run again, the loop closes
         asyncio.set_event_loop(None)
         loop.close()
 

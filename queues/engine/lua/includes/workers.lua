@@ -28,8 +28,9 @@ local function fail_worker(w, reason, now)
   end
   release_held(w, nil, now)
   rcall('DEL', wk)
+  local deadline = rcall('ZSCORE', K.workers, w)  -- the deadline it missed (ms), in the event
   rcall('ZREM', K.workers, w)
-  publish({e = reason, w = w, ids = requeued, n = #requeued})
+  publish({e = reason, w = w, ids = requeued, n = #requeued, dl = tonumber(deadline)})
   wake(#requeued)
   return #requeued
 end
