@@ -463,9 +463,7 @@ class Rig:
         f.reaped_live = [
             name
             for name, at, missed in self.reaped
-            if name in self.procs
-            and name not in killed_names
-            and not self._froze_at(self.procs[name].pid, at, missed)
+            if name in self.procs and name not in killed_names and not self._froze_at(self.procs[name].pid, at, missed)
         ]
         f.reaped_logged = sum(
             w.output().count("presumed dead")
