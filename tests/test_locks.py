@@ -127,5 +127,6 @@ def test_unique_tasks(client, workers):
     workers(["retries"])
     wait_for(lambda: Queue("retries").counts()["failed"] == 1, message="failure")
     assert Queue("retries").enqueue('{"fail": "always"}', unique=True, retries=0) != f1
-    custom = q.enqueue("x", unique="job-7")
-    assert q.enqueue("y", unique="job-7") == custom
+    idle = Queue("t1-nobody")  # no worker: t1's could finish "x" before "y" comes on a loaded machine
+    custom = idle.enqueue("x", unique="job-7")
+    assert idle.enqueue("y", unique="job-7") == custom
