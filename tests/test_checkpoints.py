@@ -340,8 +340,11 @@ def test_with_no_grace_the_last_yield_is_saved_before_the_task_goes_back(client,
     first.wait(timeout=30)
     task = q.get(tid)
     done = client.llen(log)
-    assert (task.state, task.attempt, task.checkpoint) == ("pending", 0, done)
+    # the last yield is saved: the step logged last, or (a stop landing between a step's log line
+    # and its yield, on a loaded machine) the one before it, which then runs again
+    assert (task.state, task.attempt) == ("pending", 0) and task.checkpoint in (done, done - 1), (task, done)
+    saved = task.checkpoint
     workers(["ck-rare"])
     wait_for(lambda: q.counts()["completed"] == 1, timeout=60, message="the task to complete")
-    assert [s for s, _ in steps_of(client, log)] == list(range(12))
-    assert [r["from"] for r in runs_of(client, log)] == [0, done]
+    assert [s for s, _ in steps_of(client, log)] == list(range(done)) + list(range(saved, 12))
+    assert [r["from"] for r in runs_of(client, log)] == [0, saved]
