@@ -256,7 +256,7 @@ class RedisStalls:
         self._time_scripts()
 
     def _ran_ns(self):
-        return int(open(self.path).read().split()[0])
+        return self._read()[1]
 
     def _time_scripts(self):
         from queues.engine import scripts
@@ -327,29 +327,22 @@ class RedisStalls:
         ran, waited = after[0][1] - before[-1][1], after[0][2] - before[-1][2]
         return ran / (ran + waited) if ran > 0 else 1.0
 
-    def share(self, start, end):
-        """The share of the time Redis wanted a CPU that it had, between ``start`` and ``end``
-        (Unix seconds, widened to the samples around them); 1 when unknown."""
-        if not self.path:
-            return 1.0
+    def snapshot(self):
+        """The samples so far and one taken now: what share_of reads (take it once per SLOWLOG read)."""
         samples = list(self.samples)
-        try:
-            samples.append(self._read())
-        except OSError:
-            pass
-        return self._span(samples, start, end)
+        if self.path:
+            try:
+                samples.append(self._read(self._newest_id()))
+            except OSError:
+                pass
+        return samples
 
-    def share_of(self, entry):
-        """The share of CPU Redis had while the SLOWLOG ``entry`` ran: from the sample before its
-        end less its duration to the first sample that saw it (its end as SLOWLOG stamps it, to
-        the second, when no sample saw it)."""
+    def share_of(self, entry, samples):
+        """The share of CPU Redis had while the SLOWLOG ``entry`` ran, from ``samples`` (a
+        snapshot): from the sample before its end less its duration to the first sample that saw
+        it (its end as SLOWLOG stamps it, to the second, when no sample saw it)."""
         if not self.path:
             return 1.0
-        samples = list(self.samples)
-        try:
-            samples.append(self._read(self._newest_id()))
-        except OSError:
-            pass
         took = entry["duration"] / 1e6
         seen = next((i for i, x in enumerate(samples) if x[3] is not None and x[3] >= entry["id"]), None)
         if seen is None:
@@ -371,12 +364,13 @@ def slow_commands(client, over_us, stalls=None):
     than the server's CPU time over the call (RedisStalls.explains): a loaded machine slows a
     bounded script down, it does not make it do more. A script call is named by its script."""
     entries = sorted(client.slowlog_get(10000), key=lambda e: e["id"])
+    samples = stalls.snapshot() if stalls is not None else []
     out, nested, used = [], [], set()
 
     def own(entry, stalled=0):
         if stalls is None:
             return entry["duration"] - stalled
-        return min(entry["duration"] - stalled, int(entry["duration"] * stalls.share_of(entry)))
+        return min(entry["duration"] - stalled, int(entry["duration"] * stalls.share_of(entry, samples)))
 
     for entry in entries:
         text, words = _words(entry)

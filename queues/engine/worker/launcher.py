@@ -326,18 +326,16 @@ class Worker:
         finally:
             for h in helpers:
                 h.cancel()
-            names = {h: h.get_name() for h in helpers}
             duties = self.duties.cancel()  # the heartbeat's duties under way
             if duties is not None:
                 helpers.append(duties)
-                names[duties] = "heartbeat duties"
             if helpers:  # cancelled helpers end at once; never let one hold the exit up
                 _, late = await asyncio.wait(helpers, timeout=HELPERS_END)
                 if late:
                     log.warning(
                         "worqr: worker %s: %s did not end within %.0f s of its cancel",
                         self.name,
-                        ", ".join(sorted(names.get(t, "a helper") for t in late)),
+                        ", ".join(sorted(t.get_name() for t in late)),
                         HELPERS_END,
                     )
             self.pool.shutdown()

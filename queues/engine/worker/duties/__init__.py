@@ -31,7 +31,7 @@ class Duties:
     def start(self, beat_client):
         """After a beat that got through: start a round unless one is under way."""
         if self.round is None or self.round.done():
-            self.round = asyncio.ensure_future(self.run(beat_client))
+            self.round = asyncio.get_running_loop().create_task(self.run(beat_client), name="heartbeat duties")
 
     async def run(self, beat_client):
         """One round: every duty that is due, in order."""
