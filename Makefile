@@ -123,5 +123,6 @@ lint: deps
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 
+# var/trixie: where older checkouts built the Debian root (now /var/cache/worqr/trixie, kept)
 clean:
-	rm -rf $(VENV) var/*.sqlite3 test-artifacts dist build var/conformance
+	rm -rf $(VENV) var/*.sqlite3 test-artifacts dist build var/conformance var/trixie
