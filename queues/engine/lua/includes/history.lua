@@ -15,22 +15,17 @@ local HISTORY_INDEX = {
   completed = HISTORY_KEYS[1], cancelled = HISTORY_KEYS[2], expired = HISTORY_KEYS[2], failed = HISTORY_KEYS[3],
 }
 
--- Keep the record of task id (its hash tk still there) that ended with `outcome` at `now`, by
--- `worker` (if known), for `reason` (if given). A task deleted leaves none; a failed task that is
--- cancelled or deleted later keeps its record as failed. The call for i38's batched finish path
--- and every other end: keep_history(id, tk, outcome, now, worker, reason).
-local function keep_history(id, tk, outcome, now, worker, reason)
-  local index = HISTORY_INDEX[outcome]
-  if not index then return end
-  local h = rcall('HGETALL', tk)
-  if #h == 0 then return end
+-- The record of task id (h: its hash, as HGETALL gives it) that ended with `outcome` at `now`,
+-- by `worker` (if known), for `reason` (if given), as JSON; nil when none is kept (a task that
+-- had ended already as failed keeps that record).
+local function history_entry(id, h, outcome, now, worker, reason)
   local rec, pieces = {}, {}
   for i = 1, #h, 2 do
     local k, v = h[i], h[i + 1]
     local piece = tonumber(k)
     if piece then pieces[piece] = v else rec[k] = v end
   end
-  if outcome ~= 'failed' and rec.s == 'failed' then return end  -- it ended already
+  if outcome ~= 'failed' and rec.s == 'failed' then return nil end  -- it ended already
   if not rec.p and pieces[1] then rec.p = table.concat(pieces) end
   if rec.p and #rec.p > @@history_payload_max@@ then
     rec.ps = #rec.p
@@ -45,8 +40,40 @@ local function keep_history(id, tk, outcome, now, worker, reason)
     rec.log = log
     rec.ln = rcall('LLEN', log_key(id))
   end
-  rcall('HSET', HISTORY, id, cjson.encode(rec))
+  return cjson.encode(rec)
+end
+
+-- Keep the record of task id (its hash tk still there) that ended with `outcome` at `now`, by
+-- `worker` (if known), for `reason` (if given). A task deleted leaves none; a failed task that is
+-- cancelled or deleted later keeps its record as failed.
+local function keep_history(id, tk, outcome, now, worker, reason)
+  local index = HISTORY_INDEX[outcome]
+  if not index then return end
+  local h = rcall('HGETALL', tk)
+  if #h == 0 then return end
+  local entry = history_entry(id, h, outcome, now, worker, reason)
+  if not entry then return end
+  rcall('HSET', HISTORY, id, entry)
   for _, key in ipairs(HISTORY_KEYS) do
     if key == index then rcall('ZADD', key, now, id) else rcall('ZREM', key, id) end
+  end
+end
+
+-- keep_history for many tasks of one outcome at once: `entries` is {id, JSON, id, JSON, ...}
+-- (history_entry's), written with one command per key.
+local function keep_histories(entries, outcome, now)
+  local index = HISTORY_INDEX[outcome]
+  if not index or #entries == 0 then return end
+  for s = 1, #entries, 1000 do
+    local last = math.min(s + 999, #entries)
+    rcall('HSET', HISTORY, unpack(entries, s, last))
+    local scored, ids = {}, {}
+    for i = s, last, 2 do
+      scored[#scored + 1], scored[#scored + 2] = now, entries[i]
+      ids[#ids + 1] = entries[i]
+    end
+    for _, key in ipairs(HISTORY_KEYS) do
+      if key == index then rcall('ZADD', key, unpack(scored)) else rcall('ZREM', key, unpack(ids)) end
+    end
   end
 end

@@ -5,6 +5,10 @@
 -- of 'front', as the lock frees. Nothing is re-scanned, and every step here is O(1) (a wait list
 -- holding removed tasks is skipped through at most 1000 at a time, the heartbeat going on).
 
+-- Set when a task goes on 'front' in this call: take_tasks (take.lua) takes from pending in
+-- batches while front is empty, and looks at front again once this is set.
+local front_pushed = false
+
 -- When the heartbeat's safety net should look at a lock's waiters if nothing frees them:
 -- just after the lock's expiry, or in a second.
 local function recheck_at(lk, now)
@@ -41,7 +45,12 @@ local function make_runnable(id, tk, lk, where, now, ready)
   rcall('HSET', tk, 's', 'pending', 'rd', ready or now)
   local pk = rcall('HGET', tk, 'pk')
   if pk then return list_in_partition(id, pk, where == 'front') end
-  if where == 'front' then rcall('LPUSH', K.front, id) else rcall('RPUSH', K.pending, id) end
+  if where == 'front' then
+    rcall('LPUSH', K.front, id)
+    front_pushed = true
+  else
+    rcall('RPUSH', K.pending, id)
+  end
   return true
 end
 
@@ -61,7 +70,12 @@ local function promote_waiter(lk, now)
       rcall('HSET', tk, 's', 'pending')
       local pk = rcall('HGET', tk, 'pk')
       local runnable = true
-      if pk then runnable = list_in_partition(id, pk, true) else rcall('RPUSH', K.front, id) end
+      if pk then
+        runnable = list_in_partition(id, pk, true)
+      else
+        rcall('RPUSH', K.front, id)
+        front_pushed = true
+      end
       if rcall('LLEN', wk) == 0 then rcall('ZREM', K.lockwaits, lk) end
       if runnable then wake(1) end
       return 1

@@ -29,8 +29,9 @@ end
 
 -- Start task `id` (taken off its list) for `worker` unless it was removed since it was listed
 -- (or, never expected, its lock is held: it waits). Appends its fields to `out`; returns
--- true if it started.
-local function start_task(worker, wk, id, nth, out, now, opts)
+-- true if it started. Its entries in the active set, its holder's set and the deadlines are
+-- left to `started` (the caller writes them for all the call's tasks at once: flush_started).
+local function start_task(worker, id, nth, out, now, opts, started)
   local tk = task_key(id)
   local f = rcall('HMGET', tk, 'lk', 't', 'cb', 'm', 'r', 'y', 's', 'tc', 'pk', 'a', 'bt', 'bc', @@payload_fields@@, 'ex')
   if state_of(f[7], f[13] or f[14]) ~= 'pending' then  -- the payload's fields: it exists
@@ -51,16 +52,31 @@ local function start_task(worker, wk, id, nth, out, now, opts)
   rcall('HSET', tk, 'l', lease_s, 'a', attempt_s, 's', 'active', 'w', worker, 'st', now)
   count_start(f[9], lease, now)
   -- the fraction keeps the start order of one batch (a requeue restores it)
-  rcall('ZADD', K.active, now + math.min(nth, 999) / 1000, id)
-  rcall('SADD', wk, id)
+  local a = started.active
+  a[#a + 1], a[#a + 2] = now + math.min(nth, 999) / 1000, id
   if f[11] then rcall('HINCRBY', K.batchruns, f[11], 1) end
   local timeout = tonumber(f[2] or opts.default_timeout)
-  if timeout > 0 then rcall('ZADD', K.deadlines, now + timeout * 1000 + opts.grace, id) end
+  if timeout > 0 then
+    local d = started.deadlines
+    d[#d + 1], d[#d + 2] = now + timeout * 1000 + opts.grace, id
+  end
   local i = #out
   out[i + 1], out[i + 2], out[i + 3], out[i + 4] = id, joined_payload(f, 13, tk), lease_s, attempt_s
   out[i + 5], out[i + 6], out[i + 7], out[i + 8] = tostring(timeout), f[3] or '', f[4] or '', f[5] or ''
   out[i + 9], out[i + 10], out[i + 11] = f[6] or '', f[8] or '', f[11] or f[12] or ''
   return true
+end
+
+-- Write the set entries of the tasks started (start_task's `started`): a few commands per call,
+-- not three per task. Nothing the taking reads in between looks at these sets.
+local function flush_started(wk, taken, started)
+  for s = 1, #started.active, 1000 do
+    rcall('ZADD', K.active, unpack(started.active, s, math.min(s + 999, #started.active)))
+  end
+  for s = 1, #started.deadlines, 1000 do
+    rcall('ZADD', K.deadlines, unpack(started.deadlines, s, math.min(s + 999, #started.deadlines)))
+  end
+  for s = 1, #taken, 1000 do rcall('SADD', wk, unpack(taken, s, math.min(s + 999, #taken))) end
 end
 
 -- Take up to `count` runnable tasks, from the head of front, then pending, then the ring of
@@ -71,23 +87,58 @@ end
 -- default_timeout (s).
 -- Returns the ids taken, and true if it stopped at TAKE_SCAN_MAX with more to look at.
 local function take_tasks(worker, count, out, now, opts)
-  local taken = {}
+  local taken, started = {}, {active = {}, deadlines = {}}
   local wk = worker_tasks_key(worker)
   local looked = 0
   local room, opens = queue_room(now)
   note_rate_hold(opens, now)
   if room < count then count = room end
-  while #taken < count do
-    if looked >= TAKE_SCAN_MAX then return taken, true end
-    local id = rcall('LPOP', K.front)
-    if not id then id = rcall('LPOP', K.pending) end
-    if not id then id = next_partitioned(now) end  -- false: a partition held back (or a stale entry)
-    if id == nil then break end
+  local function try(id)
     looked = looked + 1
-    if id and start_task(worker, wk, id, #taken, out, now, opts) then taken[#taken + 1] = id end
+    if id and start_task(worker, id, #taken, out, now, opts, started) then taken[#taken + 1] = id end
   end
+  -- front is looked at until it is found empty, then again only if a task went on it since;
+  -- pending's head is read as many at once as are wanted (LRANGE, then one LTRIM of those
+  -- looked at: nothing puts a task at pending's head), and the reading stops when a task goes on
+  -- front, so the order is as if each were popped in turn. (LPOP with a count would need 6.2.)
+  local front_empty, more = false, false
+  while #taken < count do
+    if looked >= TAKE_SCAN_MAX then
+      more = true
+      break
+    end
+    local id = nil
+    if front_pushed or not front_empty then
+      front_pushed = false
+      id = rcall('LPOP', K.front)
+      front_empty = not id
+    end
+    if id then
+      try(id)
+    else
+      local ids = rcall('LRANGE', K.pending, 0, math.min(count - #taken, TAKE_SCAN_MAX - looked) - 1)
+      if #ids > 0 then
+        reserve_leases(#ids)
+        local seen = #ids
+        for i, pid in ipairs(ids) do
+          try(pid)
+          if front_pushed then
+            seen = i
+            break
+          end
+        end
+        rcall('LTRIM', K.pending, seen, -1)
+      else
+        id = next_partitioned(now)  -- false: a partition held back (or a stale entry)
+        if id == nil then break end
+        try(id)
+      end
+    end
+  end
+  settle_leases()
+  flush_started(wk, taken, started)
   if #taken > 0 then publish({e = 'started', w = worker, ids = taken, n = #taken}) end
-  return taken, false
+  return taken, more
 end
 
 -- An idle worker to hand a task to (SPOP), or nil when none is left. One whose deadline has
