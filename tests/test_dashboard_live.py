@@ -20,6 +20,11 @@ from worqr_site.asgi import application
 ORIGIN = (b"origin", b"http://localhost")
 HOST = (b"host", b"localhost")
 
+#: How long a socket's handshake (or a message known to be there) may take: the consumer reads
+#: Redis before it accepts, which under a CPU hog on a Cluster took over the library's 1 s default.
+#: A bound on a hang, not a measure of speed.
+CONNECT_TIMEOUT = 30
+
 
 def session_cookie(username, staff=True, perms=("view_dashboard",)):
     user = User.objects.create_user(username, password="pw", is_staff=staff)
@@ -56,7 +61,7 @@ def values(message, section, attribute):
     return re.findall(rf'{attribute}="([^"]*)"', message["sections"][section])
 
 
-async def receive(comm, timeout=5):
+async def receive(comm, timeout=CONNECT_TIMEOUT):
     return json.loads(await comm.receive_from(timeout=timeout))
 
 
@@ -67,16 +72,16 @@ async def drain(comm, seconds, quiet=None):
     last = time.monotonic()
     while time.monotonic() < deadline and (quiet is None or time.monotonic() - last < quiet):
         if not await comm.receive_nothing(timeout=0.05, interval=0.01):
-            out.append(json.loads(await comm.receive_from()))
+            out.append(json.loads(await comm.receive_from(timeout=CONNECT_TIMEOUT)))
             last = time.monotonic()
     return out
 
 
 async def closed_with(comm):
     """The close code of a socket that was accepted and then closed before sending anything."""
-    connected, _ = await comm.connect()
+    connected, _ = await comm.connect(timeout=CONNECT_TIMEOUT)
     assert connected
-    message = await comm.receive_output(timeout=5)
+    message = await comm.receive_output(timeout=CONNECT_TIMEOUT)
     assert message["type"] == "websocket.close", message
     return message["code"]
 
@@ -94,7 +99,7 @@ async def test_refused_without_login_without_staff_and_from_a_foreign_origin(sta
         (staff,),
     ]:
         comm = communicator("/ws/queues/overview/", *headers)
-        connected, _ = await comm.connect()
+        connected, _ = await comm.connect(timeout=CONNECT_TIMEOUT)
         assert not connected, headers
         await comm.disconnect()
     for headers in [(ORIGIN,), (ORIGIN, plain), (ORIGIN, noperm)]:
@@ -131,9 +136,9 @@ async def test_an_unknown_path_is_404_not_a_server_error(staff_cookie):
     }
     denial = ApplicationCommunicator(application, scope)
     await denial.send_input({"type": "websocket.connect"})
-    start = await denial.receive_output(timeout=5)
+    start = await denial.receive_output(timeout=CONNECT_TIMEOUT)
     assert (start["type"], start["status"]) == ("websocket.http.response.start", 404)
-    assert (await denial.receive_output(timeout=5))["type"] == "websocket.http.response.body"
+    assert (await denial.receive_output(timeout=CONNECT_TIMEOUT))["type"] == "websocket.http.response.body"
     assert await closed_with(communicator("/ws/nothing/here/", ORIGIN, staff_cookie)) == 4404
 
 
@@ -143,7 +148,7 @@ async def test_an_enqueue_elsewhere_updates_the_queue_view(staff_cookie):
     q = Queue("t1")
     q.enqueue("first")
     comm = communicator("/ws/queues/queue/t1/", ORIGIN, staff_cookie)
-    assert (await comm.connect())[0]
+    assert (await comm.connect(timeout=CONNECT_TIMEOUT))[0]
     first = await receive(comm)
     assert first["type"] == "update" and first["full"] is True
     assert card(first, "counts", "pending") == 1 and "/queues/task/t1-" in first["sections"]["pending"]
@@ -162,7 +167,7 @@ async def test_overview_hears_every_queue_and_task_view_only_its_task(staff_cook
     mine = Queue("t2").enqueue("mine")
     overview = communicator("/ws/queues/overview/", ORIGIN, staff_cookie)
     task = communicator(f"/ws/queues/task/{mine}/", ORIGIN, staff_cookie)
-    assert (await overview.connect())[0] and (await task.connect())[0]
+    assert (await overview.connect(timeout=CONNECT_TIMEOUT))[0] and (await task.connect(timeout=CONNECT_TIMEOUT))[0]
     assert values(await receive(overview), "queues", "data-queue") == ["t2"]
     assert 'data-field="state">pending<' in (await receive(task))["sections"]["task"]
     await asyncio.to_thread(Queue("t5").enqueue, "other")
@@ -182,7 +187,7 @@ async def test_a_burst_of_5000_events_is_coalesced_into_a_few_messages(staff_coo
     q.enqueue("seed")
     views = [communicator(p, ORIGIN, staff_cookie) for p in ("/ws/queues/queue/t1/", "/ws/queues/overview/")]
     for comm in views:
-        assert (await comm.connect())[0]
+        assert (await comm.connect(timeout=CONNECT_TIMEOUT))[0]
         await receive(comm)
 
     def burst():
@@ -211,7 +216,7 @@ async def test_an_idle_view_sends_no_redis_commands(staff_cookie, client, redis_
     """Once its snapshot is sent, an idle view issues no Redis command at all."""
     Queue("t1").enqueue("x")
     comm = communicator("/ws/queues/queue/t1/", ORIGIN, staff_cookie)
-    assert (await comm.connect())[0]
+    assert (await comm.connect(timeout=CONNECT_TIMEOUT))[0]
     await receive(comm)
     await asyncio.sleep(0.5)
     before = client.info("stats")["total_commands_processed"]
@@ -230,7 +235,7 @@ async def test_a_redis_restart_is_followed_by_a_full_resync(staff_cookie, redis_
     q = Queue("t1")
     q.enqueue("before")
     comm = communicator("/ws/queues/queue/t1/", ORIGIN, staff_cookie)
-    assert (await comm.connect())[0]
+    assert (await comm.connect(timeout=CONNECT_TIMEOUT))[0]
     assert card(await receive(comm), "counts", "pending") == 1
     await asyncio.to_thread(redis_server.restart, 1.0)
     deadline = time.monotonic() + 15
@@ -257,11 +262,11 @@ async def test_a_logged_out_user_stops_receiving_updates(staff_cookie, monkeypat
     monkeypatch.setattr(DashboardConsumer, "recheck_every", 0.0)
     Queue("t1").enqueue("x")
     comm = communicator("/ws/queues/queue/t1/", ORIGIN, staff_cookie)
-    assert (await comm.connect())[0]
+    assert (await comm.connect(timeout=CONNECT_TIMEOUT))[0]
     await receive(comm)
     await sync_to_async(lambda: Session.objects.all().delete())()
     await asyncio.to_thread(Queue("t1").enqueue, "y")
-    assert await comm.receive_output(timeout=5) == {"type": "websocket.close", "code": 4403}
+    assert await comm.receive_output(timeout=CONNECT_TIMEOUT) == {"type": "websocket.close", "code": 4403}
 
 
 async def test_workers_view_shows_workers_joining_and_a_dead_one_leaving(staff_cookie, workers, client):
@@ -270,7 +275,7 @@ async def test_workers_view_shows_workers_joining_and_a_dead_one_leaving(staff_c
     import signal
 
     comm = communicator("/ws/queues/workers/", ORIGIN, staff_cookie)
-    assert (await comm.connect())[0]
+    assert (await comm.connect(timeout=CONNECT_TIMEOUT))[0]
     assert values(await receive(comm), "workers", "data-worker") == []
 
     async def until(predicate, timeout):
@@ -280,7 +285,7 @@ async def test_workers_view_shows_workers_joining_and_a_dead_one_leaving(staff_c
             assert left > 0, "timed out waiting for the workers view"
             if await comm.receive_nothing(timeout=min(left, 0.2), interval=0.02):
                 continue
-            msg = json.loads(await comm.receive_from())
+            msg = json.loads(await comm.receive_from(timeout=CONNECT_TIMEOUT))
             names = sorted(values(msg, "workers", "data-worker")) if "workers" in msg["sections"] else ["?"]
             if predicate(names):
                 return msg
@@ -311,7 +316,7 @@ async def test_access_changes_missed_while_redis_was_down_are_caught_up(staff_co
     from django.contrib.sessions.models import Session
 
     comm = communicator("/ws/queues/overview/", ORIGIN, staff_cookie)
-    assert (await comm.connect())[0]
+    assert (await comm.connect(timeout=CONNECT_TIMEOUT))[0]
     await receive(comm)
     await asyncio.to_thread(redis_server.stop)
     await sync_to_async(lambda: Session.objects.all().delete())()
@@ -369,7 +374,7 @@ async def test_200_open_dashboards_cost_redis_one_subscriber(staff_cookie, clien
     comms = []
     for i in range(200):
         comm = communicator(paths[i % len(paths)], ORIGIN, staff_cookie)
-        assert (await comm.connect())[0]
+        assert (await comm.connect(timeout=CONNECT_TIMEOUT))[0]
         await receive(comm)  # the first snapshot
         comms.append(comm)
     assert len(await asyncio.to_thread(subscribers, client)) == 1
@@ -394,13 +399,13 @@ async def test_sockets_on_the_same_page_share_one_snapshot(staff_cookie, client)
     comms = []
     for _ in range(40):
         comm = communicator("/ws/queues/queue/t1/", ORIGIN, staff_cookie)
-        assert (await comm.connect())[0]
+        assert (await comm.connect(timeout=CONNECT_TIMEOUT))[0]
         await receive(comm)  # the first snapshot
         comms.append(comm)
     await asyncio.sleep(0.3)
     alone = communicator("/ws/queues/queue/t1/", ORIGIN, staff_cookie)  # what one refresh costs
     before = client.info("stats")["total_commands_processed"]
-    assert (await alone.connect())[0]
+    assert (await alone.connect(timeout=CONNECT_TIMEOUT))[0]
     await receive(alone)
     one = client.info("stats")["total_commands_processed"] - before - 1
     await asyncio.sleep(0.3)
@@ -426,7 +431,7 @@ async def test_batch_views_update_live_as_tasks_end(staff_cookie):
     await asyncio.to_thread(b.enqueue_many, "t1", ["a", "b"])
     listing = communicator("/ws/queues/batches/", ORIGIN, staff_cookie)
     one = communicator(f"/ws/queues/batch/{b.id}/", ORIGIN, staff_cookie)
-    assert (await listing.connect())[0] and (await one.connect())[0]
+    assert (await listing.connect(timeout=CONNECT_TIMEOUT))[0] and (await one.connect(timeout=CONNECT_TIMEOUT))[0]
     assert "0 / 2" in (await receive(listing))["sections"]["batches"]
     assert "0 of 2 ended" in (await receive(one))["sections"]["batch"]
     client = connection.get_default().client
