@@ -260,8 +260,9 @@ def test_drop_stops_running_tasks(client, workers):
     """Dropping a queue tells the worker running its task to stop it."""
     q = Queue("t5")
     workers(["t5"])
-    q.enqueue('{"sleep": 600}')
-    wait_for(lambda: q.counts()["active"] == 1, message="start")
+    q.enqueue('{"sleep": 600, "started": "test:started:drop"}')
+    # the handler says it runs (a drop before its launch would rightly keep it from running)
+    wait_for(lambda: client.exists("test:started:drop"), timeout=60, message="the handler to start")
     q.drop()
     # a ceiling far under the task's 600 s: only the drop's stop ends it this soon
     wait_for(lambda: records(client, "t5"), timeout=60, message="the handler to stop")

@@ -84,7 +84,11 @@ def test_worker_says_it_waits_for_redis_and_stops_without_claims(workers, client
     wait_registered(client, "waits")
     redis_server.stop()
     try:
-        wait_for(lambda: "waiting for Redis" in w.output(), timeout=30, message="the worker to say it waits for Redis")
+        wait_for(
+            lambda: "waiting for Redis" in w.output(),
+            timeout=60,
+            message=lambda: f"the worker to say it waits for Redis; its output:\n{w.output()[-3000:]}",
+        )
         time.sleep(3)  # a few more rounds of retries: still one line
         w.signal(signal.SIGTERM)
         assert w.wait(60) == 0
@@ -105,7 +109,11 @@ def test_worker_stopped_with_a_task_in_hand_says_it_runs_again(workers, client, 
     wait_for(lambda: Queue("t1").counts()["active"] == 1, timeout=30, message="the task to start")
     redis_server.stop()
     try:
-        wait_for(lambda: "waiting for Redis" in w.output(), timeout=30, message="the worker to say it waits for Redis")
+        wait_for(
+            lambda: "waiting for Redis" in w.output(),
+            timeout=60,
+            message=lambda: f"the worker to say it waits for Redis; its output:\n{w.output()[-3000:]}",
+        )
         w.signal(signal.SIGTERM)
         assert w.wait(180) == 0
     finally:

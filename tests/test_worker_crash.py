@@ -1,6 +1,7 @@
 """Faults for real: kill -9 of a worker, SIGTERM with tasks running, Redis restarted under an
 idle worker, and stops that are prompt every time."""
 
+import json
 import random
 import signal
 import subprocess
@@ -167,8 +168,10 @@ def test_cancel_active_stops_it_and_does_not_requeue(client, workers, queue):
     # can miss: a handler the cancel did not reach would run its 600 s to the end.
     q = Queue(queue)
     workers([queue], concurrency=1)
-    tid = q.enqueue('{"sleep": 600}')
-    wait_for(lambda: q.counts()["active"] == 1, message="the task to start")
+    # The handler itself says it runs: "active" in Redis comes before the worker launches it, and a
+    # cancel landing in between rightly keeps it from ever running (so it would leave no record).
+    tid = q.enqueue(json.dumps({"sleep": 600, "started": f"test:started:{queue}"}))
+    wait_for(lambda: client.exists(f"test:started:{queue}"), timeout=60, message="the handler to start")
     asked = time.monotonic()
     assert q.cancel(tid) is True
     wait_for(lambda: q.get(tid) is None, timeout=60, message="the task to leave")

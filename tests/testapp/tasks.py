@@ -7,6 +7,7 @@ Payloads are JSON objects of directives (any other payload is just recorded):
   log    Redis list to RPUSH a record to: id, payload, attempt, pid, start, end (time.time())
   defer  seconds: raise RetryLater on the first attempt
   limited  seconds: raise RateLimited(retry_after=seconds) the first time the task runs
+  started  a Redis key the handler SETs as it starts (a test waits for it: the handler runs)
   block  seconds an async handler blocks its worker's event loop for as it starts (a handler
          that calls blocking code: the tasks taken with it start that much later)
 Every handler also RPUSHes the record to "test:log:<queue>" (with the task's meta: a scheduled
@@ -69,9 +70,15 @@ def _fail_if_asked(task, d):
         raise RetryLater(d["defer"])
 
 
+def _say_started(d):
+    if d.get("started"):
+        get_default().client.set(d["started"], 1)
+
+
 def run_sync(task):
     start = time.time()
     d = _directives(task.payload) if isinstance(task.payload, str) else {}
+    _say_started(d)
     end = start + float(d.get("sleep", 0))
     while time.time() < end:
         if task.cancelled and not d.get("deaf"):
@@ -89,6 +96,7 @@ def run_sync(task):
 async def run_async(task):
     start = time.time()
     d = _directives(task.payload) if isinstance(task.payload, str) else {}
+    _say_started(d)
     if d.get("block"):
         time.sleep(float(d["block"]))  # blocks the event loop, as blocking code in a coroutine does
     try:
