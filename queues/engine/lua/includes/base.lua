@@ -24,11 +24,14 @@ local function log_key(id) return PREFIX .. '@@log@@:' .. id end
 -- Remove what hangs off a task besides its hash: its entries in the tag index (tags are kept
 -- in its field 'tg', one per line) and its log. Called wherever a task is deleted, cancelled or
 -- completes, so neither ever outlives the task.
-local function forget(id, tk)
-  local tg = rcall('HGET', tk, 'tg')
+local function forget_tags(id, tg)
   if tg then
     for t in string.gmatch(tg, '[^\n]+') do rcall('ZREM', tag_key(t), id) end
   end
+end
+
+local function forget(id, tk)
+  forget_tags(id, rcall('HGET', tk, 'tg'))
   rcall('DEL', log_key(id))
 end
 

@@ -11,9 +11,9 @@ local function flush_plain(plain, now)
   local ids = plain.ids
   if #ids == 0 then return end
   for s = 1, #ids, 1000 do
-    local part = {unpack(ids, s, math.min(s + 999, #ids))}
-    rcall('ZREM', K.active, unpack(part))
-    rcall('ZREM', K.deadlines, unpack(part))
+    local last = math.min(s + 999, #ids)
+    rcall('ZREM', K.active, unpack(ids, s, last))
+    rcall('ZREM', K.deadlines, unpack(ids, s, last))
   end
   for w, held in pairs(plain.held) do
     for s = 1, #held, 1000 do rcall('SREM', worker_tasks_key(w), unpack(held, s, math.min(s + 999, #held))) end
@@ -21,6 +21,13 @@ local function flush_plain(plain, now)
   record_ends(ids, 'completed', now)
   keep_histories(plain.history, 'completed', now)
   for s = 1, #plain.gone, 1000 do rcall('DEL', unpack(plain.gone, s, math.min(s + 999, #plain.gone))) end
+end
+
+-- Keep a completed task's result (its hash stays for result_ttl ms, listed in `results`).
+local function keep_result(id, tk, result, result_ttl, now)
+  rcall('HSET', tk, 's', 'completed', 'res', result, 'fin', now)
+  rcall('PEXPIRE', tk, result_ttl)
+  rcall('ZADD', K.results, now + result_ttl, id)
 end
 
 -- Complete plain task id (t: its fields; h: its hash as HGETALL gave it) held by t.w.
@@ -42,15 +49,11 @@ local function complete_plain(id, tk, t, h, result, result_ttl, now, worker, pla
     hs[#hs + 1], hs[#hs + 2] = id, entry
   end
   tell_ended(id, 'completed', nil, t.np, now, worker)
-  if t.tg then
-    for tag in string.gmatch(t.tg, '[^\n]+') do rcall('ZREM', tag_key(tag), id) end
-  end
+  forget_tags(id, t.tg)
   local gone = plain.gone
   gone[#gone + 1] = log_key(id)
   if result ~= '' then
-    rcall('HSET', tk, 's', 'completed', 'res', result, 'fin', now)
-    rcall('PEXPIRE', tk, result_ttl)
-    rcall('ZADD', K.results, now + result_ttl, id)
+    keep_result(id, tk, result, result_ttl, now)
     return true
   end
   gone[#gone + 1] = tk
@@ -119,9 +122,7 @@ local function finish_tasks(worker, n, result_ttl, base, now)
           task_ended(id, tk, 'completed', now, worker)
           forget(id, tk)
           if result ~= '' then
-            rcall('HSET', tk, 's', 'completed', 'res', result, 'fin', now)
-            rcall('PEXPIRE', tk, result_ttl)
-            rcall('ZADD', K.results, now + result_ttl, id)
+            keep_result(id, tk, result, result_ttl, now)
             kept = true
           else
             rcall('DEL', tk)
