@@ -129,7 +129,29 @@ def under_load(name, url, replicas, disrupt, tmp_path, admin):
             c = readmodel.queue_counts(admin(), "fo")
             return c["pending"] + c["active"] + c["delayed"] == 0
 
-        wait_for(drained, 60, 0.2, "the queue to drain")
+        def what_is_left():
+            c = admin()
+            left = {}
+            for kind in ("front", "pending"):
+                left[kind] = [i.decode() for i in c.lrange(keys.queue_key("fo", kind), 0, 9)]
+            for kind in ("active", "delayed"):
+                left[kind] = [(i.decode(), s) for i, s in c.zrange(keys.queue_key("fo", kind), 0, 9, withscores=True)]
+            tasks = {
+                i: {k.decode(): v.decode() for k, v in c.hgetall(keys.task_key("fo", i)).items() if k.decode() != "p"}
+                for i, *_ in left["active"] + left["delayed"]
+            }
+            workers = c.zrange(keys.queue_key("fo", "workers"), 0, -1, withscores=True)
+            held = {
+                w.decode(): sorted(m.decode() for m in c.smembers(keys.worker_tasks_key("fo", w.decode())))
+                for w, _ in workers
+            }
+            return (
+                f"the queue to drain: counts {readmodel.queue_counts(c, 'fo')}, first left {left}, their hashes {tasks}, "
+                f"workers (deadline ms) {workers}, held {held}, now ms {int(time.time() * 1000)}; "
+                + "; ".join(f"{w.name} said: {_not_completed(w.output())}" for w in ws)
+            )
+
+        wait_for(drained, 60, 0.2, what_is_left)
     finally:
         producer.done.set()
         for w in ws:
@@ -162,6 +184,11 @@ def under_load(name, url, replicas, disrupt, tmp_path, admin):
     print(json.dumps(figures))
     assert figures["producer_gap_s"] < CARRY_ON_S and figures["worker_gap_s"] < CARRY_ON_S, figures
     return figures
+
+
+def _not_completed(output):
+    """A worker's last 20 lines that are not a completed task's."""
+    return "\n".join([line for line in output.splitlines() if "outcome=completed" not in line][-20:])
 
 
 def _longest_gap(times, since):

@@ -82,3 +82,38 @@ def test_worker_orders_need_the_right_and_csrf(client, workers):
     assert _controller().post(reverse("queues:worker-quiet", args=["no-such-w"]), **JSON).status_code == 404
     time.sleep(0.5)
     assert not readmodel.worker(client, "kept-w")["quiet"] and not AuditLog.objects.exists()
+
+
+def test_a_worker_gone_quiet_tells_its_queues_dashboards(client, workers):
+    """Going quiet is no transition of a queue, so the beat that records it also publishes a
+    ``worker_quiet`` event on each of the worker's queues: the pages that show the worker (which
+    refresh on their queues' events) show it quiet without a reload, once."""
+    from queues.engine import keys, orders
+
+    w = workers(["t5", "t6"], name="quiet-tell")
+    wait_registered(client, "quiet-tell")
+    sub = client.pubsub()
+    sub.subscribe(keys.queue_events_channel("t5"), keys.queue_events_channel("t6"))
+    wait_for(lambda: sub.get_message(timeout=0.1) is None and sub.subscribed, 10, message="the subscription")
+    orders.tell_worker(client, "quiet-tell", "quiet")
+    heard = []
+
+    def told():
+        m = sub.get_message(timeout=0.2)
+        if m and m["type"] == "message":
+            event = json.loads(m["data"])
+            if event["e"] == "worker_quiet":
+                heard.append((m["channel"].decode(), event))
+        return len(heard) >= 2
+
+    wait_for(told, 15, message=lambda: f"a worker_quiet event on both queues (heard {heard})")
+    assert sorted((c, e["q"], e["w"]) for c, e in heard) == [
+        (keys.queue_events_channel("t5"), "t5", "quiet-tell"),
+        (keys.queue_events_channel("t6"), "t6", "quiet-tell"),
+    ]
+    assert readmodel.worker(client, "quiet-tell")["quiet"]  # the record said quiet before the event
+    time.sleep(2.5)  # two more beats: told once, not at every beat
+    later = [json.loads(m["data"]) for m in iter(lambda: sub.get_message(timeout=0.1), None) if m["type"] == "message"]
+    assert not [e for e in later if e["e"] == "worker_quiet"], later
+    sub.close()
+    assert w.proc.poll() is None

@@ -65,6 +65,7 @@ class Heart:
         self._cpu_mark = (time.monotonic(), _cpu_seconds())
         self.wake = asyncio.Event()  # beat now (``beat_soon``)
         self.asked = False  # a beat was asked for: tell the worker when one got through
+        self.told_quiet = False  # whether a beat has told the dashboards that we went quiet
 
     @property
     def ttl(self):
@@ -267,7 +268,10 @@ class Heart:
         """One beat: the heartbeat key, then each queue's deadline (and housekeeping). Returns
         whether the key was still there, and the queues where we were reaped."""
         cap, c = self.capsule, self.config
+        quiet = self.status.quiet  # as the record written now says
         key_alive = await r.set(keys.heartbeat_key(cap.name), self._info(), px=int(self.ttl * 1000), xx=True)
+        if key_alive and quiet and not self.told_quiet:
+            await self._tell_quiet(r)
         reaped = []
         for q in cap.queues:
             spec = cap.specs[q]
@@ -289,6 +293,15 @@ class Heart:
         if not reaped:
             self.last_beat = time.monotonic()
         return key_alive, reaped
+
+    async def _tell_quiet(self, r):
+        """The record now says quiet: an event on each of the worker's queues (``worker_quiet``),
+        so the dashboard pages that show the worker refresh (they refresh on their queues'
+        events, and going quiet is none of a queue's transitions)."""
+        cap = self.capsule
+        for q in cap.queues:  # (one by one: a Cluster client sends a keyless command to any node)
+            await r.publish(keys.queue_events_channel(q), json.dumps({"e": "worker_quiet", "w": cap.name, "q": q}))
+        self.told_quiet = True
 
     async def leave(self, entry):
         """Take this worker off the registry and add ``entry`` to the list of gone workers, at
