@@ -317,6 +317,66 @@ def test_cluster_master_kill(cluster, tmp_path, how, replicas):
         assert f["ran"] > 0
 
 
+def test_a_cluster_down_for_seconds_is_waited_out_by_a_worker(cluster, tmp_path):
+    """A master and its replica both stopped: every node answers CLUSTERDOWN until they are back
+    (a restarted master's cluster says so too, for a moment). The worker waits it out as it waits
+    out an outage (it once died of it, both workers of a restart test at once), then runs the
+    tasks queued before and after."""
+    env = {"WORQR_REDIS_URL": cluster.url, "WORQR_TEST_MIN_REPLICAS_ACK": "0", "WORQR_TEST_RUNS_DIR": str(tmp_path)}
+    w = WorkerProcess(["fo"], concurrency=2, name="down-w", env=env, grace=1)
+    queue = Queue("fo", Connection(cluster.url))
+    admin = _admin(cluster.url)
+
+    def down():
+        return all(
+            b"cluster_state:fail" in n.client().execute_command("CLUSTER", "INFO") for n in cluster.nodes if n.alive
+        )
+
+    def enqueued(payload):
+        try:
+            return queue.enqueue(payload)
+        except Exception:  # the client's view of the slots may lag the cluster's for a moment
+            return None
+
+    try:
+        wait_for(lambda: "down-w" in {x["name"] for x in readmodel.workers(admin())}, 20, message="the worker")
+        queue.enqueue("before")
+        wait_for(lambda: "before" in ran(tmp_path), 20, message="a task run before")
+        master = cluster.node_at(_master_port(cluster, keys.queue_key("fo", "pending")))
+        replica = next(
+            n
+            for n in cluster.nodes
+            if n.alive and n is not master and n.client().info("replication").get("master_port") == master.port
+        )
+        replica.stop()  # first, so that it is not made master meanwhile
+        master.stop()
+        wait_for(down, 20, 0.1, "every node left to say the cluster is down")
+        time.sleep(4)  # past the heartbeat's TTL: its beats and the fetcher's calls meet CLUSTERDOWN
+        assert w.proc.poll() is None, w.output()[-3000:]
+        master.start()
+        replica.start()
+        cluster.wait_ok()
+        wait_for(lambda: enqueued("after"), 20, 0.2, "an enqueue once the cluster is back")
+        wait_for(
+            lambda: "after" in ran(tmp_path), 30, message=lambda: f"the task queued after to run: {w.output()[-3000:]}"
+        )
+        assert w.proc.poll() is None, w.output()[-3000:]
+        assert "waiting for Redis" in w.output()
+    finally:
+        w.close()
+
+
+def _master_port(cluster, key):
+    """The port of the master that serves ``key``'s slot now."""
+    for n in cluster.nodes:
+        if n.alive:
+            slot = n.client().cluster("keyslot", key)
+            for start, end, master, *_ in n.client().execute_command("CLUSTER", "SLOTS"):
+                if start <= slot <= end:
+                    return int(master[1])
+    return None
+
+
 def test_frozen_sentinels_never_hold_a_workers_heartbeat_up(sentinels_two_replicas, tmp_path):
     """Every Sentinel frozen (SIGSTOP) 8 s, MIN_REPLICAS_ACK=1: the worker's heartbeat never lapses."""
     # The worker asks the Sentinels where the master is at every beat, and each ask now waits a

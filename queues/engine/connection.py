@@ -27,9 +27,15 @@ _default = None
 _lock = threading.Lock()
 
 #: What a lost, refused or timed-out Redis link raises: callers retry with backoff on these.
+#: A Redis Cluster also answers for a while, after a node failed or restarted, that it is down
+#: (CLUSTERDOWN, and MASTERDOWN from a replica cut off from its master), that it moves a slot
+#: (TRYAGAIN), or the client finds no node for a slot: those pass as an outage does.
 NETWORK_ERRORS = (
     redis.exceptions.ConnectionError,
     redis.exceptions.TimeoutError,
+    redis.exceptions.ClusterDownError,
+    redis.exceptions.TryAgainError,
+    redis.exceptions.SlotNotCoveredError,
     ConnectionError,
     OSError,
     asyncio.TimeoutError,
