@@ -318,10 +318,10 @@ def test_cluster_master_kill(cluster, tmp_path, how, replicas):
 
 
 def test_a_cluster_down_for_seconds_is_waited_out_by_a_worker(cluster, tmp_path):
-    """A master and its replica both stopped: every node answers CLUSTERDOWN until they are back
-    (a restarted master's cluster says so too, for a moment). The worker waits it out as it waits
-    out an outage (it once died of it, both workers of a restart test at once), then runs the
-    tasks queued before and after."""
+    """A master and its replica stopped past the heartbeat TTL (CLUSTERDOWN everywhere): the worker lives on, then runs what is queued."""
+    # Every node answers CLUSTERDOWN until they are back (a restarted master's cluster says so
+    # too, for a moment). The worker must wait it out as it waits out an outage: it once died of
+    # it, both workers of a restart test at once.
     env = {"WORQR_REDIS_URL": cluster.url, "WORQR_TEST_MIN_REPLICAS_ACK": "0", "WORQR_TEST_RUNS_DIR": str(tmp_path)}
     w = WorkerProcess(["fo"], concurrency=2, name="down-w", env=env, grace=1)
     queue = Queue("fo", Connection(cluster.url))

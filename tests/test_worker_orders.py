@@ -85,9 +85,9 @@ def test_worker_orders_need_the_right_and_csrf(client, workers):
 
 
 def test_a_worker_gone_quiet_tells_its_queues_dashboards(client, workers):
-    """Going quiet is no transition of a queue, so the beat that records it also publishes a
-    ``worker_quiet`` event on each of the worker's queues: the pages that show the worker (which
-    refresh on their queues' events) show it quiet without a reload, once."""
+    """The beat that records quiet publishes worker_quiet once on each of its queues: its pages refresh without a reload."""
+    # Going quiet is no transition of a queue, and the pages that show a worker refresh on its
+    # queues' events.
     from queues.engine import keys, orders
 
     w = workers(["t5", "t6"], name="quiet-tell")
