@@ -102,6 +102,31 @@ def test_worker_says_it_waits_for_redis_and_stops_without_claims(workers, client
     assert "reaper" not in out, out
 
 
+def test_a_worker_started_while_redis_is_down_says_once_that_it_waits_then_serves(workers, client, redis_server):
+    """Redis down from the start: one line says the worker waits to register; once Redis is back it registers and runs tasks."""
+    # (Also what a worker meets when Redis goes away between the steps of its registration.)
+    redis_server.stop()
+    try:
+        w = workers(["t1"], name="waits-first")
+        wait_for(
+            lambda: "waiting for Redis" in w.output(),
+            timeout=60,
+            message=lambda: f"the worker to say it waits for Redis; its output:\n{w.output()[-3000:]}",
+        )
+        time.sleep(3)  # a few more tries: still one line
+        assert w.output().count("waiting for Redis") == 1 and "cannot register" in w.output(), w.output()
+    finally:
+        redis_server.start()
+    wait_for(lambda: "Redis is back: registered after" in w.output(), timeout=60, message=lambda: w.output()[-3000:])
+    wait_registered(client, "waits-first")
+    done = Queue("t1").counts()["completed"]
+    Queue("t1").enqueue('{"sleep": 0}')
+    wait_for(lambda: Queue("t1").counts()["completed"] == done + 1, timeout=30, message="the task to run")
+    w.signal(signal.SIGTERM)
+    assert w.wait(60) == 0
+    assert w.output().count("waiting for Redis") == 1, w.output()
+
+
 def test_worker_stopped_with_a_task_in_hand_says_it_runs_again(workers, client, redis_server):
     """SIGTERM with Redis down and a task running: the worker says that task runs again later."""
     Queue("t1").enqueue('{"sleep": 60}')

@@ -121,15 +121,26 @@ class Heart:
     # -- registration ----------------------------------------------------------------------
 
     async def register_until_done(self):
-        backoff = Backoff()
+        """Register, retrying through an outage, which is said once (then every
+        STILL_WAITING_EVERY), as the heartbeat says it: not one line per try."""
+        backoff, failing_since, told = Backoff(), None, 0.0
         while not self.status.stopping:
             try:
                 await self._register()
-                return
             except NETWORK_ERRORS as exc:
                 raise_if_cancelling()
-                log.warning("worqr: cannot register (%s); retrying", exc)
-                await backoff.wait()
+                now = time.monotonic()
+                if failing_since is None:
+                    failing_since = told = now
+                    log.warning("worqr: cannot register (%s); waiting for Redis", exc)
+                elif now - told >= STILL_WAITING_EVERY:
+                    told = now
+                    log.warning("worqr: still waiting for Redis (%.0f s so far: %s)", now - failing_since, exc)
+                await backoff.wait(self.status.stopped)
+                continue
+            if failing_since is not None:
+                log.warning("worqr: Redis is back: registered after %.1f s", time.monotonic() - failing_since)
+            return
 
     async def _claim_name(self):
         """Set the heartbeat key if the name is free or ours. A name whose holder died is free
