@@ -314,7 +314,7 @@ def test_a_tight_loop_writes_at_most_one_checkpoint_per_interval(client, workers
     # written, ms) consecutive saves are at least 0.2 s apart (load only spaces them further),
     # and each saved value is a step it had yielded.
     q = Queue("ck")
-    log, n = "steps:tight", 6000
+    log, n = "steps:tight", 30000  # several intervals' worth, even on a fast machine
     q.enqueue(json.dumps({"n": n, "log": log, "watch": True}))
     workers(["ck"])
     wait_for(lambda: q.counts()["completed"] == 1, timeout=120, message="the task to complete")
