@@ -287,16 +287,9 @@ def test_cluster_master_kill(cluster, tmp_path, how, replicas):
     # kill_master: its replica takes over; restart_master: it comes back with its append-only
     # file. With MIN_REPLICAS_ACK=0 what was lost is only measured and reported.
     admin = _admin(cluster.url)
-    slot_key = keys.queue_key("fo", "pending")
 
     def master_port():
-        for n in cluster.nodes:
-            if n.alive:
-                slot = n.client().cluster("keyslot", slot_key)
-                for start, end, master, *_ in n.client().execute_command("CLUSTER", "SLOTS"):
-                    if start <= slot <= end:
-                        return int(master[1])
-        return None
+        return _master_port(cluster, keys.queue_key("fo", "pending"))
 
     def disrupt():
         old = cluster.node_at(master_port())
