@@ -1,5 +1,8 @@
 """Schedules made at run time: bad settings refused with nothing written, a settings' schedule
-not changed or deleted here, a worker's sync leaving live ones alone, and the Python API."""
+not changed or deleted here, a worker's sync leaving live ones alone (also those made while it
+runs), and the Python API."""
+
+import threading
 
 import pytest
 
@@ -51,6 +54,36 @@ def test_update_and_delete_of_live_and_settings_schedules(client):
     live_schedules.create(client, "both", queue="ls", every=60)
     schedules.sync(client, parse_all({"both": {"queue": "ls", "every": 10}}))
     assert schedules.get(client, "both").every == 10 and live_schedules.live_names(client) == {}
+
+
+def test_syncs_racing_creates_and_moves_lose_no_live_schedule(client):
+    """Workers' syncs run without a break while 150 live schedules are made and 50 moved: every one is still there, in its queue."""
+    declared = parse_all({"declared": {"queue": "ls", "every": 60}})
+    stop, syncs = threading.Event(), []
+
+    def sync_on():
+        while not stop.is_set():
+            schedules.sync(client, declared)
+            syncs.append(1)
+
+    syncers = [threading.Thread(target=sync_on) for _ in range(2)]
+    for t in syncers:
+        t.start()
+    try:
+        for i in range(150):
+            live_schedules.create(client, f"race-{i}", queue="ls", every=60)
+            if i % 3 == 0:
+                live_schedules.update(client, f"race-{i}", queue="ls2")
+    finally:
+        stop.set()
+        for t in syncers:
+            t.join()
+    assert len(syncs) > 50  # the syncs ran all along
+    for i in range(150):
+        queue = "ls2" if i % 3 == 0 else "ls"
+        assert client.zscore(keys.queue_key(queue, "schedules"), f"race-{i}") is not None, (i, queue)
+        assert schedules.get(client, f"race-{i}").queue == queue
+    assert client.zcard(keys.queue_key("ls", "schedules")) == 101  # 100 + declared: no copy left behind
 
 
 def test_the_python_api(client):

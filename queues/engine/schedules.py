@@ -324,7 +324,9 @@ def sync(client, specs):
     for queue in sorted(q.decode() for q in client.smembers(keys.SCHEDULE_QUEUES)):
         for raw in client.zrange(keys.queue_key(queue, "schedules"), 0, -1):
             name = raw.decode()
-            if wanted.get(name) != queue and commands.schedule_remove(queue, name).run(client):
+            if wanted.get(name) == queue or (name not in declared and _live_queue(client, name) == queue):
+                continue  # (the second: made or moved at run time since ``live`` was read)
+            if commands.schedule_remove(queue, name).run(client):
                 if name not in wanted:
                     done["removed"].append(name)
     gone = [name for name in index if name not in wanted]  # (live ones are wanted)
@@ -332,6 +334,14 @@ def sync(client, specs):
         client.hdel(keys.SCHEDULES, *gone)
     notify(client)
     return done
+
+
+def _live_queue(client, name):
+    """The queue of live schedule ``name`` as Redis has it now (None: not a live one). A create or
+    move writes its ``LIVE_SCHEDULES`` entry before its schedule, so a schedule found in a queue
+    that this says it belongs to was made there at run time, whatever ``sync`` read before."""
+    raw = client.hget(keys.LIVE_SCHEDULES, name)
+    return json.loads(raw).get("queue") if raw else None
 
 
 def spec_of(schedule_hash):
