@@ -166,8 +166,10 @@ def workers():
         w.close()
 
 
-def wait_for(predicate, timeout=10.0, interval=0.02, message="condition"):
-    """Poll ``predicate`` until it returns a truthy value; fail the test after ``timeout``."""
+def wait_for(predicate, timeout=30.0, interval=0.02, message="condition"):
+    """Poll ``predicate`` until it returns a truthy value; fail the test after ``timeout``. The
+    default is generous: a wait often includes a worker process starting (Python, Django, the
+    handlers' imports), which takes seconds on a loaded machine; a passing test never waits it out."""
     deadline = time.monotonic() + timeout
     while True:
         value = predicate()
@@ -182,7 +184,7 @@ def records(client, queue):
     return [json.loads(r) for r in client.lrange(f"test:log:{queue}", 0, -1)]
 
 
-def wait_registered(client, name, timeout=15.0):
+def wait_registered(client, name, timeout=30.0):
     from queues.engine import readmodel
 
     return wait_for(

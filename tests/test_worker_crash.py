@@ -59,6 +59,7 @@ def test_sigterm_lets_tasks_finish_within_grace_then_requeues_the_rest(client, w
     # ... period, the worker deregisters and exits 0.
     q = Queue(queue)
     w = workers([queue], concurrency=2, name=f"term-{queue}", grace=1.5)
+    wait_registered(client, w.name)
     short, long = q.enqueue_many(['{"sleep": 0.5}', '{"sleep": 60}'])
     wait_for(lambda: q.counts()["active"] == 2, message="both running")
     waiting = q.enqueue("never started")

@@ -52,6 +52,30 @@ RETRY_FIRST, RETRY_MAX = 0.05, 0.5
 STILL_WAITING_EVERY = 30.0
 
 
+class Outage:
+    """What a retry loop says of an outage: its first failure once, that it still waits every
+    STILL_WAITING_EVERY, and how long it took once a call went through (not one line per try)."""
+
+    def __init__(self):
+        self.since = self.told = None
+
+    def failed(self, exc, first):
+        """A call failed with ``exc``; ``first`` is the line said when an outage begins."""
+        now = time.monotonic()
+        if self.since is None:
+            self.since = self.told = now
+            log.warning("worqr: %s", first)
+        elif now - self.told >= STILL_WAITING_EVERY:
+            self.told = now
+            log.warning("worqr: still waiting for Redis (%.0f s so far: %s)", now - self.since, exc)
+
+    def over(self, what):
+        """A call went through: says ``Redis is back: <what> after N s`` if it ends an outage."""
+        if self.since is not None:
+            log.warning("worqr: Redis is back: %s after %.1f s", what, time.monotonic() - self.since)
+            self.since = None
+
+
 class Heart:
     def __init__(self, capsule, connection, redis, status, *, duties, gone, counts, on_registered, on_lost, fatal):
         """``gone``: the duty that notes gone workers (told of the workers each beat reaped)."""
@@ -123,23 +147,16 @@ class Heart:
     async def register_until_done(self):
         """Register, retrying through an outage, which is said once (then every
         STILL_WAITING_EVERY), as the heartbeat says it: not one line per try."""
-        backoff, failing_since, told = Backoff(), None, 0.0
+        backoff, outage = Backoff(), Outage()
         while not self.status.stopping:
             try:
                 await self._register()
             except NETWORK_ERRORS as exc:
                 raise_if_cancelling()
-                now = time.monotonic()
-                if failing_since is None:
-                    failing_since = told = now
-                    log.warning("worqr: cannot register (%s); waiting for Redis", exc)
-                elif now - told >= STILL_WAITING_EVERY:
-                    told = now
-                    log.warning("worqr: still waiting for Redis (%.0f s so far: %s)", now - failing_since, exc)
+                outage.failed(exc, f"cannot register ({exc}); waiting for Redis")
                 await backoff.wait(self.status.stopped)
                 continue
-            if failing_since is not None:
-                log.warning("worqr: Redis is back: registered after %.1f s", time.monotonic() - failing_since)
+            outage.over("registered")
             return
 
     async def _claim_name(self):
@@ -230,7 +247,7 @@ class Heart:
         to RETRY_MAX while Redis stays out of reach, so the worker beats again as soon as it can."""
         c, status = self.config, self.status
         retry = Backoff(RETRY_FIRST, RETRY_MAX, immediate=True)
-        pause, failing_since = c.heartbeat_interval, None
+        pause, outage = c.heartbeat_interval, Outage()
         while True:
             await wait_event(self.wake, pause)
             self.wake.clear()
@@ -243,22 +260,13 @@ class Heart:
                 key_alive, reaped = await self._beat_once(r)
             except NETWORK_ERRORS as exc:
                 raise_if_cancelling()
-                now = time.monotonic()
-                if failing_since is None:
-                    failing_since = told = now
-                    log.warning(
-                        "worqr: heartbeat failed (%s); waiting for Redis: running tasks go on, "
-                        "new ones are taken once it answers",
-                        exc,
-                    )
-                elif now - told >= STILL_WAITING_EVERY:
-                    told = now
-                    log.warning("worqr: still waiting for Redis (%.0f s so far: %s)", now - failing_since, exc)
+                outage.failed(
+                    exc,
+                    f"heartbeat failed ({exc}); waiting for Redis: running tasks go on, new ones are taken once it answers",
+                )
                 pause = retry.next()
                 continue
-            if failing_since is not None:
-                log.warning("worqr: Redis is back: heartbeat back after %.1f s", time.monotonic() - failing_since)
-                failing_since = None
+            outage.over("heartbeat back")
             retry.reset()
             self.duties.start(r)
             if reaped:
