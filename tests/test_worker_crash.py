@@ -232,6 +232,27 @@ def test_a_worker_restarted_under_its_name_after_kill_9_takes_over_at_once(clien
     )
 
 
+def test_a_worker_killed_half_way_through_registering_strands_nothing(client, workers):
+    """kill -9 once registered on the first of its two queues: another worker serves both, reaps it, and the name is free at once."""
+    half = workers(["t1", "t2"], name="halfway", env={"WORQR_FAULT": "register-kill"})
+    assert half.wait(timeout=60) == -signal.SIGKILL
+    assert client.zscore(keys.queue_key("t1", "workers"), "halfway") is not None  # it got as far as t1
+    assert client.zscore(keys.queue_key("t2", "workers"), "halfway") is None
+    one, two = Queue("t1").enqueue("one"), Queue("t2").enqueue("two")
+    workers(["t1", "t2"], name="other")
+    wait_for(lambda: Queue("t1").get(one) is None and Queue("t2").get(two) is None, message="both tasks to run")
+    assert {r["id"] for r in records(client, "t1") + records(client, "t2") if r["outcome"] == "ok"} == {one, two}
+    wait_for(
+        lambda: client.zscore(keys.queue_key("t1", "workers"), "halfway") is None,
+        message="the half-registered worker to be reaped from t1",
+    )
+    wait_for(lambda: not any(w["name"] == "halfway" for w in readmodel.workers(client)), message="it to leave the list")
+    again = workers(["t1", "t2"], name="halfway")
+    wait_for(lambda: "serving t1, t2" in again.output(), message="the name to be claimed again")
+    wait_registered(client, "halfway")
+    assert "already running" not in again.output()
+
+
 def test_an_idle_worker_dropped_from_the_idle_set_behind_its_back_still_gets_work(client, workers):
     """An idle worker that Redis no longer lists as idle (its last write lost in a failover) notices and takes work."""
     # A master that is failed over loses the writes its replica had not received: among them, a

@@ -214,6 +214,7 @@ class Heart:
             if back:
                 log.warning("worqr: %d task(s) of an earlier worker named %s went back to %s", back, cap.name, q)
             await r.sadd(keys.KNOWN_QUEUES, q)
+            faults.kill("register-kill")  # registered on its first queue only
         self.registered_once = True
         self.last_beat = time.monotonic()
         self.on_registered()
