@@ -155,7 +155,9 @@ async def test_an_enqueue_elsewhere_updates_the_queue_view(staff_cookie):
     started = time.monotonic()
     tid = await asyncio.to_thread(q.enqueue, "second")
     update = await receive(comm)
-    assert time.monotonic() - started < 1.0
+    # nothing in the live view runs on a timer, so any update is the enqueue's event; its bound
+    # (MAX_INTERVAL coalescing, plus a loaded machine's rendering) only says it is not held back
+    assert time.monotonic() - started < 5.0
     assert update["full"] is False and card(update, "counts", "pending") == 2
     assert values(update, "pending", "data-id")[-1] == tid
     assert "failure_groups" not in update["sections"] and "locks" not in update["sections"]
