@@ -288,3 +288,29 @@ def test_goals_fail_a_busy_pickup_whose_rate_was_not_held_and_read_only_this_run
     lines = goals(tmp_path)
     assert "| 300 B | ≤ 263 B | FAIL |" in lines["Redis memory per pending task (100-byte payload)"]
     assert "| 50.0 MiB | ≤ 60.0 MiB | PASS |" in lines["idle worker resident memory"]
+
+
+def test_the_peers_environment_can_import_the_engine():
+    """Every library queues.engine imports at module level is in bench/requirements.txt (its producer imports the engine there)."""
+    import ast
+
+    pinned = {
+        line.split("==")[0].strip().lower().replace("-", "_")
+        for line in (ROOT / "bench" / "requirements.txt").read_text().splitlines()
+        if line and not line.startswith("#")
+    }
+    needed = {}
+    for path in (ROOT / "queues" / "engine").rglob("*.py"):
+        for node in ast.parse(path.read_text()).body:  # module level only, not inside a try
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level:
+                names = [node.module]
+            for name in names:
+                top = name.split(".")[0]
+                if top not in sys.stdlib_module_names and top != "queues":
+                    needed.setdefault(top, path.relative_to(ROOT))
+    assert needed, "no library found: the walk is broken"
+    missing = {top: str(where) for top, where in needed.items() if top.lower() not in pinned}
+    assert not missing, f"imported by the engine but not in bench/requirements.txt: {missing}"

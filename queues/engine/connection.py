@@ -17,8 +17,12 @@ import redis.asyncio.sentinel
 import redis.cluster
 import redis.sentinel
 from redis.backoff import NoBackoff
-from redis.maint_notifications import MaintNotificationsConfig
 from redis.retry import Retry
+
+try:
+    from redis.maint_notifications import MaintNotificationsConfig
+except ImportError:  # an older redis-py (5.x): no maintenance notifications, nothing to turn off
+    MaintNotificationsConfig = None
 
 from .config import ENQUEUE_CONNECT_TIMEOUT, Config
 from .errors import ConfigurationError
@@ -113,7 +117,7 @@ class _Cluster(redis.asyncio.RedisCluster):
 #: the check that a pooled connection is still open before handing it out: every command sent
 #: on a connection the server had closed while it was idle (CLIENT KILL, a client timeout, a
 #: restart) failed with "Connection closed by server". worqr uses no such notifications.
-NO_MAINTENANCE_NOTIFICATIONS = MaintNotificationsConfig(enabled=False)
+NO_MAINTENANCE_NOTIFICATIONS = MaintNotificationsConfig and MaintNotificationsConfig(enabled=False)
 
 #: URL schemes of a Redis Cluster (``rediss+``: TLS) and of a Sentinel-managed master.
 CLUSTER_SCHEMES = ("redis+cluster", "rediss+cluster")
@@ -311,7 +315,7 @@ class Connection:
         connections per node as needed). ``timeout``: seconds a connect or a reply may take
         (None: redis-py's 5 s, unless the URL says)."""
         t = self.target
-        extra = {"maint_notifications_config": NO_MAINTENANCE_NOTIFICATIONS}
+        extra = {"maint_notifications_config": NO_MAINTENANCE_NOTIFICATIONS} if NO_MAINTENANCE_NOTIFICATIONS else {}
         if timeout is not None:
             extra.update(socket_timeout=timeout, socket_connect_timeout=timeout)
         if t.kind == "cluster":
