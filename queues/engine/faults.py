@@ -1,7 +1,7 @@
 """Fault injection for tests: ``WORQR_FAULT`` names the points (comma-separated) where a process
 fails on purpose. Points that kill (``kill``): ``drain-kill``, ``drain-kill-after``
-(``workflows.drain``), ``register-kill`` (a worker, once registered on its first queue only). Points that raise an unexpected error once per process (``raise_once``):
-``heartbeat-raise``, ``scheduler-raise`` (the worker's helpers), ``relay-raise`` (the outbox
+(``workflows.drain``), ``register-kill`` (a worker, once registered on its first queue only).
+Points that raise an unexpected error once per process (``raise_once``): ``heartbeat-raise``, ``scheduler-raise`` (the worker's helpers), ``relay-raise`` (the outbox
 relay), to see a helper's failure logged and the helper started again, and
 ``procpool-link-raise`` (the link to a handler process: the process is ended and replaced). A
 point that signals: ``fetch-yield-sigterm`` (``sigterm_once``: a stop signal lands while the
