@@ -144,10 +144,11 @@ class Heart:
 
     # -- registration ----------------------------------------------------------------------
 
-    async def register_until_done(self):
+    async def register_until_done(self, backoff=None):
         """Register, retrying through an outage, which is said once (then every
-        STILL_WAITING_EVERY), as the heartbeat says it: not one line per try."""
-        backoff, outage = Backoff(), Outage()
+        STILL_WAITING_EVERY), as the heartbeat says it: not one line per try. ``backoff``: the
+        pauses between tries (by default 50 ms doubling to 2 s)."""
+        backoff, outage = backoff or Backoff(), Outage()
         while not self.status.stopping:
             try:
                 await self._register()
@@ -334,8 +335,11 @@ class Heart:
             await p.execute()
 
     async def _reregister(self):
+        """Register again from the beat loop, which does not beat meanwhile: tries are paced as
+        beats are (RETRY_MAX at most), for the queues' deadlines run out a TTL after the last beat
+        and other workers then reap this one (2 s pauses under connection resets did that)."""
         try:
-            await self.register_until_done()
+            await self.register_until_done(Backoff(RETRY_FIRST, RETRY_MAX, immediate=True))
         except WorkerNameTaken as exc:
             log.error("worqr: %s; stopping", exc)
             self.fatal(exc)
