@@ -10,3 +10,7 @@ project's ``manage.py help`` and in no project that installs worqr."""
 QUEUE = "worqr-chaos"
 #: Its ledger: one row per task id whose transaction committed (written in that transaction).
 LEDGER = "worqr_chaos_ledger"
+#: A one-row table each producer's batch writes first: the write lock it takes (a row lock in
+#: PostgreSQL, the database's in SQLite) makes the count of the ledger and the batch one step, so
+#: two producers never both fill the same remainder.
+LEDGER_TURN = "worqr_chaos_ledger_turn"

@@ -1,5 +1,6 @@
 """A chaos soak producer (``manage.py chaos --produce``): commits batches of tasks until the
-ledger holds ``target`` ids. Each batch is one transaction that enqueues with
+ledger holds ``target`` ids. Each batch is one transaction that takes the ledger's turn (so
+no two producers count the same remainder), then enqueues with
 ``on_commit=True`` (the outbox) and writes the ids to the ledger. On SIGUSR1 the next batch
 registers ``os._exit`` on commit *before* its enqueue: the process dies between the commit and
 the push (after writing the batch's ids to ``$WORQR_CHAOS_DIR/stranded-<pid>.ids``)."""
@@ -13,7 +14,7 @@ from django.db import OperationalError, connections, transaction
 
 from queues import Queue
 
-from . import LEDGER, QUEUE
+from . import LEDGER, LEDGER_TURN, QUEUE
 
 #: Exit status of a producer that died between a commit and its push, as asked.
 DIED_AFTER_COMMIT = 3
@@ -42,11 +43,14 @@ def produce(target, batch, sleep_ms, using="default", rate=None):
         if rate:
             time.sleep(max(0.0, started + made / rate - time.monotonic()))
         try:
-            left = target - ledger_count(using)
-            if left <= 0:
-                return 0
-            n = min(batch, left)
             with transaction.atomic(using=using):
+                with connections[using].cursor() as cur:
+                    # The turn first: until this transaction ends, no other producer counts.
+                    cur.execute(f"UPDATE {LEDGER_TURN} SET n = n + 1")
+                left = target - ledger_count(using)
+                if left <= 0:
+                    return 0
+                n = min(batch, left)
                 if _die:
                     transaction.on_commit(lambda: os._exit(DIED_AFTER_COMMIT), using=using)
                 ids = queue.enqueue_many([str(rng.randint(0, sleep_ms)) for _ in range(n)], on_commit=True, using=using)

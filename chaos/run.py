@@ -43,7 +43,7 @@ from queues.engine import readmodel
 from queues.models import OutboxTask
 from queues.testing import RedisServer
 
-from . import LEDGER, QUEUE
+from . import LEDGER, LEDGER_TURN, QUEUE
 from .producer import DIED_AFTER_COMMIT
 from .proxy import Proxy
 
@@ -179,6 +179,9 @@ class Chaos:
         with connections[self.database].cursor() as cur:
             cur.execute(f"DROP TABLE IF EXISTS {LEDGER}")
             cur.execute(f"CREATE TABLE {LEDGER} (task_id varchar(220) PRIMARY KEY)")
+            cur.execute(f"DROP TABLE IF EXISTS {LEDGER_TURN}")
+            cur.execute(f"CREATE TABLE {LEDGER_TURN} (n integer NOT NULL)")
+            cur.execute(f"INSERT INTO {LEDGER_TURN} (n) VALUES (0)")
         OutboxTask.objects.using(self.database).filter(queue=QUEUE).delete()
 
     def _ledger(self):
@@ -189,6 +192,7 @@ class Chaos:
     def _ledger_drop(self):
         with connections[self.database].cursor() as cur:
             cur.execute(f"DROP TABLE IF EXISTS {LEDGER}")
+            cur.execute(f"DROP TABLE IF EXISTS {LEDGER_TURN}")
 
     # -- runs --------------------------------------------------------------------------------
 

@@ -10,6 +10,7 @@ import time
 import pytest
 
 from chaos.proxy import Proxy
+from queues.engine import keys
 from tests.conftest import wait_for
 from tests.fault_rig import Rig
 
@@ -98,6 +99,44 @@ def test_a_worker_cut_off_while_another_reaches_redis_is_reaped_and_stops_its_ta
     assert "was presumed dead in sf" in r.procs["sfw-1"].output()
     wait_for(lambda: q.counts()["completed"] == 1, timeout=30, message="the task to complete")
     assert [x.outcome for x in _runs_of(r, tid)] == ["cancelled", "ok"]
+
+
+def test_a_worker_whose_registering_again_is_reset_seven_times_is_not_reaped(rig):
+    """Redis lost a worker's heartbeat key (it registers again) and its connection is reset on each of 7 tries: ..."""
+    # ... it retries as a beat does (0.5 s apart at most), so it is registered again before its queue's deadline
+    # (a TTL after its last beat) and the other worker does not reap it: its task runs once. With start-up's pauses
+    # (50 ms doubling to 2 s) the 7 tries took 5 s and it was reaped.
+    r = rig()
+    q = r.producer("sf")
+    proxy = Proxy(r.server.port).start()
+    try:
+        r.add_worker(url=proxy.url, concurrency=1)
+        r.wait_serving()
+        tid = q.enqueue(json.dumps({"sleep": 8}))
+        _running_on(r, "sfw-1", tid)
+        r.add_worker(concurrency=1)
+        r.wait_serving()
+        events = r.direct.pubsub()
+        events.subscribe(keys.queue_events_channel("sf"))
+        # Each try of the registration adds the worker to the registry first: that reply is lost, 7 times.
+        registry_add = f"{keys.WORKER_REGISTRY}\r\n$5\r\nsfw-1\r\n".encode()
+        proxy.lose_replies(every=1, match=registry_add, limit=7)
+        r.direct.delete(keys.heartbeat_key("sfw-1"))
+        wait_for(lambda: proxy.lost == 7, timeout=30, message="the 7 tries to be reset")
+        worker = r.procs["sfw-1"]
+        wait_for(lambda: r.direct.exists(keys.heartbeat_key("sfw-1")), message="the worker to register again")
+        wait_for(lambda: q.counts()["completed"] == 1, timeout=30, message="the task to complete")
+        failed = []
+        while (msg := events.get_message(timeout=0.1)) is not None:
+            if msg["type"] == "message" and json.loads(msg["data"]).get("e") == "worker_failed":
+                failed.append(json.loads(msg["data"])["w"])
+        events.close()
+        assert "registering again" in worker.output()
+        assert failed == [], f"workers reaped: {failed}"
+        assert [x.outcome for x in _runs_of(r, tid)] == ["ok"], _runs_of(r, tid)
+        assert "presumed dead" not in worker.output()
+    finally:
+        proxy.stop()
 
 
 def test_a_15_s_restart_reruns_nothing_and_keeps_locks(rig):
