@@ -3,6 +3,8 @@ ciphertext bound to its queue and task, the worker's delivery opens it, older ke
 rotation re-seals with the newest key in bounded steps, and bad keys are refused."""
 
 import os
+import subprocess
+import sys
 
 import pytest
 
@@ -150,3 +152,21 @@ def test_an_ended_tasks_record_keeps_the_ciphertext_and_opens_for_the_keeper(sea
     assert "needs the permission" in pages["viewer2"][0]
     assert short in pages["keeper2"][0]
     assert "keeps only part of its" in pages["keeper2"][1] and "5500-0000" not in pages["keeper2"][1]
+
+
+def test_a_worker_that_encrypts_nothing_does_not_load_the_cryptography_library():
+    """cryptography's Rust library (about 10 MiB of resident memory) is loaded by the first keyring with a key: ..."""
+    # ... a worker process (the settings as ``manage.py worker`` sees them) with the worker command, the engine and
+    # an empty keyring imported has not loaded it,
+    # and one keyring with a key loads it (so the check can fail).
+    probe = (
+        "import sys, django; sys.argv = ['manage.py', 'worker']; django.setup();"
+        "import queues.management.commands.worker, queues.engine.worker.processor;"
+        "from queues.engine import crypto; crypto.Keyring([]);"
+        "before = 'cryptography.hazmat.bindings._rust' in sys.modules;"
+        "crypto.Keyring([crypto.new_key()]);"
+        "print(before, 'cryptography.hazmat.bindings._rust' in sys.modules)"
+    )
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "tests.settings"}
+    out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=120)
+    assert out.stdout.split() == ["False", "True"], out.stdout + out.stderr

@@ -12,15 +12,15 @@ key decrypts (a payload names its key by id), so keys rotate without downtime: a
 first, run ``manage.py encryption rotate <queue>``, then drop the old one. Payloads are opened
 only in the worker (before the handler runs), in the Tasks backend and, for users with
 ``queues.view_encrypted_payload``, on the dashboard: everywhere else they read ``Sealed``.
+
+``cryptography`` is imported by the first keyring with a key: its Rust library is 10 MiB of every
+process's memory, which a project that encrypts nothing does not pay.
 """
 
 import base64
 import binascii
 import hashlib
 import os
-
-from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from .errors import ConfigurationError, WorqrError
 
@@ -72,9 +72,14 @@ class Keyring:
     def __init__(self, texts):
         self.keys = [parse_key(t) for t in texts]
         self.by_id = {}
+        if not self.keys:
+            self.newest = None
+            return
+        from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
         for key in self.keys:
             self.by_id.setdefault(key_id(key), AESGCM(key))
-        self.newest = key_id(self.keys[0]) if self.keys else None
+        self.newest = key_id(self.keys[0])
 
     def seal(self, queue, task_id, raw, kind):
         """``raw`` (the producer's bytes; ``kind`` '' text or 'b' bytes) sealed for that task."""
@@ -91,6 +96,8 @@ class Keyring:
                 f"task {task_id} of queue {queue}: its payload was sealed with a key not in "
                 f"WORQR['ENCRYPTION_KEYS'] (or is not a sealed payload)"
             )
+        from cryptography.exceptions import InvalidTag  # loaded with the keyring's AESGCM
+
         try:
             plain = aead.decrypt(blob[8:20], blob[20:], _aad(queue, task_id))
         except InvalidTag:
