@@ -60,7 +60,17 @@ $PY -m sample.demo --once
 $PY -m sample.demo --trickle >"$LOGS/demo-trickle.log" 2>&1 &
 TRICKLE=$!
 
-cat <<MSG
+# The server; the address is printed once it answers. If it cannot start (the port is taken),
+# its log says why.
+$PY -m daphne -b 127.0.0.1 -p "$PORT" worqr_site.asgi:application >"$LOGS/demo-web.log" 2>&1 &
+WEB=$!
+for _ in $(seq 1 600); do
+  if (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null; then break; fi
+  if ! kill -0 "$WEB" 2>/dev/null; then break; fi
+  sleep 0.2
+done
+if kill -0 "$WEB" 2>/dev/null; then
+  cat <<MSG
 
   worqr demo is running.
   Dashboard:  http://127.0.0.1:$PORT/queues/
@@ -70,9 +80,7 @@ cat <<MSG
   Stop with Ctrl-C.
 
 MSG
-# The server; if it cannot start (the port is taken), its log says why.
-$PY -m daphne -b 127.0.0.1 -p "$PORT" worqr_site.asgi:application >"$LOGS/demo-web.log" 2>&1 &
-WEB=$!
+fi
 status=0
 wait "$WEB" || status=$?
 WEB=

@@ -21,9 +21,9 @@ ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.timeout(900)
 
 
-def _answers(url):
+def _answers(url, timeout=1):
     try:
-        with urllib.request.urlopen(url, timeout=1) as r:
+        with urllib.request.urlopen(url, timeout=timeout) as r:
             return r.status == 200
     except OSError:
         return False
@@ -45,12 +45,15 @@ def _run_demo(var, port):
 
 
 def _wait_started(proc, port):
-    """Until the demo's dashboard answers; an exit of the demo fails at once, with its output. The
-    start-up (migrate, collectstatic, a worker, five enqueue commands) is slow on a loaded
-    machine, so the bound is generous: the demo's exit is the signal that it will not start."""
+    """Until the demo prints its address, which must then answer at once; an exit of the demo
+    fails at once, with its output. The start-up (migrate, collectstatic, a worker, five enqueue
+    commands) is slow on a loaded machine, so the bound is generous: the demo's exit is the
+    signal that it will not start."""
     url = f"http://127.0.0.1:{port}/admin/login/"
-    wait_for(lambda: proc.poll() is not None or _answers(url), 600, 0.3, "the demo's dashboard")
+    wait_for(lambda: proc.poll() is not None or "Dashboard:" in proc.output(), 600, 0.1, "the demo's address")
     assert proc.poll() is None, f"the demo exited ({proc.returncode}):\n{proc.output()}"
+    # (the first request imports the dashboard: slow on a loaded machine, but no refusal)
+    assert _answers(url, timeout=60), f"the demo printed its address before its dashboard answered:\n{proc.output()}"
 
 
 def _ctrl_c(proc):
