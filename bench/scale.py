@@ -374,7 +374,8 @@ def run(a, r, url, workdir, results):
 
     # Idle worker RSS.
     note("idle worker RSS")
-    wenv = {**os.environ, "PYTHONPATH": str(BENCH), "WORQR_BENCH_ASYNC": "0"}
+    # (with the outbox relay on, as a deployed worker has it)
+    wenv = {**os.environ, "PYTHONPATH": str(BENCH), "WORQR_BENCH_ASYNC": "0", "WORQR_BENCH_RELAY": "1"}
     wenv.pop("WORQR_BENCH_DB", None)
     worker_argv = [
         sys.executable,
