@@ -21,7 +21,7 @@ from redis.retry import Retry
 
 try:
     from redis.maint_notifications import MaintNotificationsConfig
-except ImportError:  # an older redis-py (5.x): no maintenance notifications, nothing to turn off
+except ImportError:  # redis-py 5.x (the benchmark's producer only; worqr needs 8.1): nothing to turn off
     MaintNotificationsConfig = None
 
 from .config import ENQUEUE_CONNECT_TIMEOUT, Config
