@@ -13,7 +13,7 @@ first, run ``manage.py encryption rotate <queue>``, then drop the old one. Paylo
 only in the worker (before the handler runs), in the Tasks backend and, for users with
 ``queues.view_encrypted_payload``, on the dashboard: everywhere else they read ``Sealed``.
 
-``cryptography`` is imported by the first keyring with a key: its Rust library is 10 MiB of every
+``cryptography`` is imported by the first keyring with a key: its Rust library is about 9 MiB of every
 process's memory, which a project that encrypts nothing does not pay.
 """
 
