@@ -5,17 +5,15 @@ that returns at once, and one that only reads the clock (as every worqr script d
 The difference between the empty call and the clock-only script is the script's fixed cost: its
 prelude, which makes the script's helper functions anew on every call.
 
-    .venv/bin/python bench/call_cost.py [--calls 500] [--port 6397]
+    .venv/bin/python bench/call_cost.py [--calls 500] [--port PORT]
 
-Runs on a private ``redis-server`` (``--port``), with worqr's engine straight (no worker).
+Runs on a private ``redis-server`` (``--port``, a free one by default), with worqr's engine
+straight (no worker).
 """
 
 import argparse
 import shutil
-import subprocess
 import sys
-import tempfile
-import time
 from pathlib import Path
 
 import redis
@@ -23,6 +21,7 @@ import redis
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from queues.engine import Connection, Queue, commands  # noqa: E402
+from queues.testing import RedisServer  # noqa: E402
 
 QUEUE, WORKER = "call-cost", "call-cost-worker"
 
@@ -45,24 +44,13 @@ def _measure(r, call, calls):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--calls", type=int, default=500, help="calls per case (500)")
-    ap.add_argument("--port", type=int, default=6397, help="the private redis-server's port (6397)")
+    ap.add_argument("--port", type=int, help="the private redis-server's port (a free one)")
     a = ap.parse_args()
-    workdir = tempfile.mkdtemp()
-    server = subprocess.Popen(
-        ["redis-server", "--port", str(a.port), "--save", "", "--appendonly", "no", "--dir", workdir],
-        stdout=subprocess.DEVNULL,
-    )
+    server = RedisServer(port=a.port).start()
     try:
-        r = redis.Redis(port=a.port)
-        for _ in range(100):
-            try:
-                r.ping()
-                break
-            except redis.ConnectionError:
-                time.sleep(0.05)
+        r = redis.Redis(port=server.port)
         commands.register(QUEUE, WORKER, ttl=600, lock_ttl=35, grace=1, default_timeout=0, fresh=True).run(r)
-        queue = Queue(QUEUE, Connection(f"redis://127.0.0.1:{a.port}/0"))
-        queue.enqueue_many(["x"] * (a.calls * 10 + 100))
+        Queue(QUEUE, Connection(server.url)).enqueue_many(["x"] * (a.calls * 10 + 100))
 
         def start(n):
             return lambda: commands.start(QUEUE, WORKER, n, lock_ttl=35, grace=1, default_timeout=0, result_ttl=60).run(
@@ -87,9 +75,8 @@ def main():
         for label, usec, per_call in rows:
             print(f"| {label} | {usec:.1f} | {per_call:.1f} |")
     finally:
-        server.terminate()
-        server.wait()
-        shutil.rmtree(workdir, ignore_errors=True)
+        server.stop()
+        shutil.rmtree(server.dir, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -43,6 +43,20 @@ def _running_on(rig, name, task_id, timeout=20):
     )
 
 
+def _a_task_behind_a_proxy(rig, sleep):
+    """sfw-1, behind a proxy, runs a task of ``sleep`` s; then sfw-2 serves the queue straight.
+    Returns (the queue, the proxy, the task's id)."""
+    q = rig.producer("sf")
+    proxy = Proxy(rig.server.port).start()
+    rig.add_worker(url=proxy.url, concurrency=1)
+    rig.wait_serving()
+    tid = q.enqueue(json.dumps({"sleep": sleep}))
+    _running_on(rig, "sfw-1", tid)
+    rig.add_worker(concurrency=1)
+    rig.wait_serving()
+    return q, proxy, tid
+
+
 def test_a_worker_killed_while_redis_is_down_has_its_task_back_within_the_bound(rig):
     """Redis down 4 s, a worker killed -9 meanwhile: its task runs again on the other within TTL + 2 intervals of ..."""
     # ... Redis answering again (the first beat after the gap gives every worker a TTL), and the other worker's own
@@ -76,14 +90,7 @@ def test_a_worker_cut_off_while_another_reaches_redis_is_reaped_and_stops_its_ta
     # ... again on the other worker, and once it reaches Redis again it stops its own run (cancelled): the task
     # completes once. (While it is cut off both runs go on: the documented limit of a partition.)
     r = rig()
-    q = r.producer("sf")
-    proxy = Proxy(r.server.port).start()
-    r.add_worker(url=proxy.url, concurrency=1)
-    r.wait_serving()
-    tid = q.enqueue(json.dumps({"sleep": 12}))
-    _running_on(r, "sfw-1", tid)
-    r.add_worker(concurrency=1)
-    r.wait_serving()
+    q, proxy, tid = _a_task_behind_a_proxy(r, 12)
     cut_at = time.time()
     proxy.cut(refuse_for=TTL + 4)
     again = _running_on(r, "sfw-2", tid, timeout=30)[0]
@@ -107,15 +114,8 @@ def test_a_worker_whose_registering_again_is_reset_seven_times_is_not_reaped(rig
     # (a TTL after its last beat) and the other worker does not reap it: its task runs once. With start-up's pauses
     # (50 ms doubling to 2 s) the 7 tries took 5 s and it was reaped.
     r = rig()
-    q = r.producer("sf")
-    proxy = Proxy(r.server.port).start()
+    q, proxy, tid = _a_task_behind_a_proxy(r, 8)
     try:
-        r.add_worker(url=proxy.url, concurrency=1)
-        r.wait_serving()
-        tid = q.enqueue(json.dumps({"sleep": 8}))
-        _running_on(r, "sfw-1", tid)
-        r.add_worker(concurrency=1)
-        r.wait_serving()
         events = r.direct.pubsub()
         events.subscribe(keys.queue_events_channel("sf"))
         # Each try of the registration adds the worker to the registry first: that reply is lost, 7 times.
