@@ -422,3 +422,26 @@ def test_a_task_that_expires_before_it_starts_records_an_expired_span_and_no_run
     wait_for(lambda: traced.named("worqr run t1"), timeout=20, message="the next task's run")
     assert all(r["attributes"]["messaging.message.id"] != task_id for r in traced.named("worqr run t1"))
     assert q.counts()["expired"] == 1
+
+
+def test_without_an_sdk_a_run_with_no_stored_context_makes_no_span_and_one_with_a_context_keeps_it():
+    """With the API alone, a task without a trace context runs under the invalid span (nothing built
+    per run), one with a context under that context; once an SDK is set up, each run is a span."""
+    code = """
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from queues.engine import Task, tracing
+plain = Task(id="t1", queue="q", attempt=1)
+parent = "00-" + "ab" * 16 + "-" + "cd" * 8 + "-01"
+carried = Task(id="t2", queue="q", attempt=1, trace_context=parent)
+assert tracing.start_run(plain, "w") is trace.INVALID_SPAN
+span = tracing.start_run(carried, "w")
+assert not span.is_recording() and tracing.traceparent(span) == parent, span
+trace.set_tracer_provider(TracerProvider())
+span = tracing.start_run(plain, "w")
+assert span.is_recording() and tracing.traceparent(span) != "", span
+tracing.end_run(span, "completed")
+print("ok")
+"""
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip() == "ok", out.stderr

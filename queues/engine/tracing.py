@@ -200,9 +200,19 @@ def enqueued(span, ids):
 # -- a run in the worker -----------------------------------------------------------------------
 
 
+def _no_sdk():
+    """Whether no tracer provider is set up (the API's proxy, or its no-op one): every span is then
+    a no-op, and one without a stored context is the invalid span."""
+    return isinstance(_trace.get_tracer_provider(), (_trace.ProxyTracerProvider, _trace.NoOpTracerProvider))
+
+
 def start_run(task, worker):
     """Start the CONSUMER span of one attempt of ``task``: a child of its enqueue's span, linked
-    to the runs of the parents whose end released it (``after=``, a chain's step before)."""
+    to the runs of the parents whose end released it (``after=``, a chain's step before). With no
+    SDK set up and no stored context, the invalid span, without building a span that is one."""
+    tc = task.trace_context
+    if not tc and _no_sdk():
+        return _trace.INVALID_SPAN
     attributes = {
         "messaging.system": SYSTEM,
         "messaging.destination.name": task.queue,
@@ -217,7 +227,6 @@ def start_run(task, worker):
             attributes["worqr.schedule"] = json.loads(task.meta)["schedule"]
         except (ValueError, KeyError, TypeError):
             pass
-    tc = task.trace_context
     return tracer().start_span(
         f"worqr run {task.queue}",
         context=_decode(tc),
