@@ -66,6 +66,119 @@ def test_a_partial_chunk_runs_after_chunk_wait(client, workers):
     assert recs[0]["start"] - enqueued >= 0.9  # it waited for the chunk to fill
 
 
+def test_a_task_waiting_for_its_chunk_is_not_timed_out_before_the_call(client, workers):
+    """chunk_wait=6 past timeout=1 + grace 2: the task's timeout counts from its chunk's call, in Redis too (completed)."""
+    workers(["chunk-waitlong"], concurrency=1, name="cwl0")
+    wait_registered(client, "cwl0")
+    enqueued = time.time()
+    (task_id,) = Queue("chunk-waitlong").enqueue_many([json.dumps({"n": 0})])
+    counts = wait_for(lambda: ended("chunk-waitlong", 1), timeout=30, message="the task to end")
+    assert counts["completed"] == 1 and counts["failed"] == 0, counts  # not failed as timed out (retries=0)
+    recs = chunks(client, "chunk-waitlong")
+    assert [r["ids"] for r in recs] == [[task_id]] and recs[0]["cancelled"] == []
+    assert recs[0]["start"] - enqueued >= 5.5  # it did wait for its chunk to fill
+
+
+def test_a_rate_limited_chunk_queue_runs_its_partial_chunks(client, workers):
+    """chunk=10, rate=5/s, chunk_wait 1 s (past the rate's start grace): 20 tasks run, in partial chunks, each once."""
+    q = Queue("chunk-rate")
+    ids = q.enqueue_many([json.dumps({"n": n}) for n in range(20)])
+    workers(["chunk-rate"], concurrency=2, name="crt0")
+    counts = wait_for(lambda: ended("chunk-rate", 20), timeout=60, message="20 tasks to end")
+    assert counts["completed"] == 20 and counts["failed"] == 0, counts
+    seen = [task_id for r in chunks(client, "chunk-rate") for task_id in r["ids"]]
+    assert sorted(seen) == sorted(ids)  # each once
+
+
+@pytest.mark.parametrize("how", ["timeout", "cancel"])
+def test_a_task_stopped_during_an_async_chunk_s_call_keeps_its_lock_till_the_call_returns(client, workers, how):
+    """Async chunk, a 3 s call: task A times out at 1 s (or is cancelled), the call goes on for B; the next task of
+    A's lock (A's retry, or a new one) starts only once the call has returned."""
+    q = Queue("chunk-lock-async")
+    a = q.enqueue(json.dumps({"n": 0, "k": "A", "sleep": 3}), **({"timeout": 1} if how == "timeout" else {}))
+    q.enqueue(json.dumps({"n": 1, "k": "B", "sleep": 3}))
+    workers(["chunk-lock-async"], concurrency=2, name=f"cla-{how}")
+    wait_for(lambda: q.counts()["active"] == 2, timeout=30, message="the chunk's call")
+    if how == "cancel":
+        time.sleep(0.5)
+        assert q.cancel(a) is True
+        next_id = q.enqueue(json.dumps({"n": 2, "k": "A"}))  # A's lock, free once the first call returns
+    else:
+        next_id = a  # its retry
+    calls = wait_for(
+        lambda: len(c := client.lrange("test:chunk-calls:chunk-lock-async", 0, -1)) >= 2 and [json.loads(x) for x in c],
+        timeout=30,
+        message="the next call of A's lock",
+    )
+    first = wait_for(
+        lambda: next((r for r in chunks(client, "chunk-lock-async") if a in r["ids"]), None),
+        timeout=30,
+        message="the first call's end",
+    )
+    assert a in first["ids"] and a in calls[0]["ids"] and next_id in calls[1]["ids"], calls
+    assert calls[1]["start"] >= first["end"] - 0.05, (first, calls)  # never two tasks of lock A at once
+
+
+def test_a_partial_chunk_keeps_its_slot_from_another_queue_s_tasks(client, workers):
+    """--concurrency 1 on a chunk queue and a plain one: a partial chunk waiting to fill keeps the slot, so
+    its call and the plain task's never run at once."""
+    workers(["chunk-slot", "plain-slot"], concurrency=1, name="cs0")
+    wait_registered(client, "cs0")
+    Queue("chunk-slot").enqueue_many([json.dumps({"n": n, "sleep": 1}) for n in range(3)])  # waits 0.5 s to fill
+    time.sleep(0.1)
+    Queue("plain-slot").enqueue(json.dumps({"n": 3, "sleep": 1}))
+    wait_for(lambda: ended("chunk-slot", 3) and ended("plain-slot", 1), timeout=30, message="4 tasks")
+    runs = []
+    for queue in ("chunk-slot", "plain-slot"):
+        starts = [json.loads(x) for x in client.lrange(f"test:chunk-calls:{queue}", 0, -1)]
+        ends = chunks(client, queue)
+        assert len(starts) == len(ends) == 1, (starts, ends)
+        runs.append((starts[0]["start"], ends[0]["end"]))
+    (s1, e1), (s2, e2) = sorted(runs)
+    assert s2 >= e1 - 0.05, runs  # one after the other: one slot
+
+
+def test_chunk_failed_naming_ids_not_in_the_chunk_fails_the_chunk_saying_so(client, workers):
+    """ChunkFailed keyed by payloads (not task ids): every task fails with an error naming the mistake, none completes."""
+    q = Queue("chunk-wrong-ids")
+    q.enqueue_many(["p0", "p1", "p2"])
+    workers(["chunk-wrong-ids"], name="cwi0")
+    counts = wait_for(lambda: ended("chunk-wrong-ids", 3), timeout=30, message="3 tasks to end")
+    assert counts["failed"] == 3 and counts["completed"] == 0, counts
+    errors = set(errors_of_failed(client, "chunk-wrong-ids").values())
+    assert len(errors) == 1 and errors.pop().startswith(
+        "ValueError: ChunkFailed names 3 task id(s) not in its chunk of 3"
+    )
+
+
+def test_an_isolated_chunk_s_retry_later_defers_its_task(client, workers):
+    """isolation="process", retries=0: a RetryLater among ChunkFailed's defers that task (as on a thread), which then completes."""
+    q = Queue("chunk-defer-proc")
+    ids = q.enqueue_many([json.dumps({"n": 0, "defer": True}), json.dumps({"n": 1}), json.dumps({"n": 2})])
+    workers(["chunk-defer-proc"], name="cdp0")
+    counts = wait_for(lambda: ended("chunk-defer-proc", 3), timeout=60, message="3 tasks to end")
+    assert counts["completed"] == 3 and counts["failed"] == 0, counts
+    assert sum(ids[0] in r["ids"] for r in chunks(client, "chunk-defer-proc")) == 2  # deferred once, run again
+
+
+def test_each_task_of_an_isolated_chunk_keeps_its_own_progress_and_log(client, workers):
+    """isolation="process": task.progress() and task.log() of each task of the chunk land on that task."""
+    q = Queue("chunk-progress-proc")
+    ids = q.enqueue_many([json.dumps({"n": n}) for n in range(3)])
+    workers(["chunk-progress-proc"], name="cpp0")
+
+    def reported():
+        tasks = [q.get(i) for i in ids]
+        return all(t is not None and t.progress_message == f"mine is {n}" for n, t in enumerate(tasks))
+
+    wait_for(reported, timeout=30, message="each task's own progress")
+    logs = [client.lrange(keys.task_log_key("chunk-progress-proc", i), 0, -1) for i in ids]
+    client.set("test:seen:chunk-progress-proc", 1)
+    assert [[line.decode().endswith(f"line of {n}") for line in lines] for n, lines in enumerate(logs)] == [[True]] * 3
+    counts = wait_for(lambda: ended("chunk-progress-proc", 3), timeout=60, message="3 tasks to end")
+    assert counts["completed"] == 3, counts
+
+
 @pytest.mark.parametrize("queue", ["chunk-async", "chunk-proc"])
 def test_async_and_isolated_chunk_handlers(client, workers, queue):
     """Async and isolated chunk handlers: every task once, chunks up to their size, ChunkFailed's tasks with own messages."""
@@ -155,6 +268,15 @@ def test_bad_chunk_options_are_refused(options, message):
     with pytest.raises(ConfigurationError, match=message) as caught:
         handler("chunk-bad", **options)(lambda tasks: None)
     assert "'chunk-bad'" in str(caught.value)
+
+
+def test_chunk_failed_says_its_first_failure():
+    """Raised by a one-task handler (not a chunk's), its message still says what failed."""
+    assert (
+        str(ChunkFailed({"t1": ValueError("bad row")}))
+        == "1 task(s) of the chunk failed (the first, t1: ValueError: bad row)"
+    )
+    assert str(ChunkFailed({})) == "0 task(s) of the chunk failed"
 
 
 def test_chunk_failed_takes_a_dict_of_ids_to_exceptions():

@@ -145,7 +145,9 @@ class ChunkFailed(WorqrError):
             isinstance(k, str) and isinstance(v, BaseException) for k, v in failures.items()
         ):
             raise TypeError("ChunkFailed takes a dict of task id (str) -> exception")
-        super().__init__(f"{len(failures)} task(s) of the chunk failed")
+        first = next(iter(failures.items()), None)
+        why = f" (the first, {first[0]}: {type(first[1]).__name__}: {first[1]})" if first else ""
+        super().__init__(f"{len(failures)} task(s) of the chunk failed{why}")
         self.failures = failures
 
 

@@ -201,8 +201,11 @@ def enqueued(span, ids):
 
 
 def _no_sdk():
-    """Whether no tracer provider is set up (the API's proxy, or its no-op one): every span is then
-    a no-op, and one without a stored context is the invalid span."""
+    """Whether worqr's tracer is the API's own and no tracer provider is set up (the API's proxy,
+    or its no-op one): every span is then a no-op, and one without a stored context is the
+    invalid span."""
+    if _tracer is not None and not isinstance(_tracer, (_trace.ProxyTracer, _trace.NoOpTracer)):
+        return False  # a tracer given to worqr itself
     return isinstance(_trace.get_tracer_provider(), (_trace.ProxyTracerProvider, _trace.NoOpTracerProvider))
 
 

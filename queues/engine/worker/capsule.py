@@ -24,6 +24,14 @@ class Capsule:
     started_at: str  # ISO 8601, UTC
     callback_handler: Any = None  # the HandlerSpec of tasks that carry a callback URL
 
+    def timeout_grace(self, queue):
+        """How long past its timeout a task of ``queue`` may run before Redis takes it back (the
+        deadline ``start`` sets when it is taken): ``TIMEOUT_GRACE``, plus a chunk queue's
+        ``chunk_wait``, for its timeout counts from its chunk's call, which starts at most that
+        long after it is taken."""
+        spec = self.specs[queue]
+        return self.config.timeout_grace + (spec.chunk_wait if spec.chunk else 0)
+
     def spec_for(self, queue, task):
         """The handler of a task: the queue's, or the webhook deliverer for a callback task."""
         return self.callback_handler if task.callback and self.callback_handler else self.specs[queue]

@@ -129,7 +129,7 @@ class _Reports:
         self.sock, self.lock = sock, threading.Lock()
 
     def put(self, task, fraction=None, message=None, lines=None):
-        data = frame(("report", fraction, message, lines))
+        data = frame(("report", fraction, message, lines, task.id))  # the id: which task of a chunk
         with self.lock:
             self.sock.sendall(data)
 
@@ -189,7 +189,7 @@ def _run(spec, task):
     except Stopped:
         raise
     except ChunkFailed as exc:  # a chunk handler's: each task named fails with its own error
-        return ("chunk", {task_id: _described(e) for task_id, e in exc.failures.items()})
+        return ("chunk", {task_id: _chunk_failure(e) for task_id, e in exc.failures.items()})
     except BaseException as exc:  # as on a thread: SystemExit from a handler is a failed attempt
         return ("error", *_described(exc))
     finally:
@@ -197,6 +197,14 @@ def _run(spec, task):
     if value is None or not spec.keep_result:
         return ("ok", None)
     return ("ok", value if isinstance(value, (str, bytes)) else str(value))
+
+
+def _chunk_failure(exc):
+    """One task's failure in a chunk's ChunkFailed, as the worker rebuilds it: a RetryLater (or
+    RateLimited) keeps its kind and delay, anything else is described."""
+    if isinstance(exc, RetryLater):
+        return ("limited" if isinstance(exc, RateLimited) else "retry", exc.seconds, str(exc))
+    return ("error", *_described(exc))
 
 
 def _described(exc):

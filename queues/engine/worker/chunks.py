@@ -57,23 +57,32 @@ class ChunkTasks(list):
 
 
 class Part(asyncio.Future):
-    """One task's share of a chunk's outcome, its delivery's ``handle``. Cancelling or stopping it
-    (its task's cancel or timeout) ends that task's run; the chunk's own call is stopped once
-    every part has ended. ``on_end(d, part)``: what reports its end (``Processor``'s, given by
-    ``report_with`` when it launches ``d``; None before)."""
+    """One task's share of a chunk's outcome, its delivery's ``handle``. Its task's cancel or
+    timeout, or the worker's stop, ask it to stop (``ask_stop``): the chunk's call goes on for
+    the others, and the part ends when the call does (its task's lock and slots held till
+    then, as for any handler still running); the call is stopped once every part asked.
+    ``on_end(d, part)``: what reports its end (``Processor``'s, given by ``report_with`` when it
+    launches ``d``; None before)."""
 
     def __init__(self, chunk, d, *, loop):
         super().__init__(loop=loop)
         self.chunk, self.d, self.on_end = chunk, d, None
+        self.stop_asked = False
 
     def cancel(self, msg=None):
+        """Cancelled itself (only the loop's own shutdown does that): it ends now."""
         if not super().cancel(msg):
             return False
         self.get_loop().call_soon(self.chunk.part_done, self)
         return True
 
-    def stop(self, now=False):
-        self.cancel()
+    def ask_stop(self, now=False):
+        """Its task is to stop: the call is stopped (``now``: an isolated one's process killed at
+        once) if every part asked, or has ended."""
+        if self.done():
+            return
+        self.stop_asked = True
+        self.chunk.stop_if_all_asked(now)
 
     def report_with(self, on_end):
         """Its delivery was launched: ``on_end(d, part)`` reports its end."""
@@ -120,6 +129,11 @@ class Chunk:
         cancelled = handle.cancelled()
         exc = None if cancelled else handle.exception()
         failures = exc.failures if isinstance(exc, ChunkFailed) else None
+        if failures is not None:
+            ids = {key[0] for key in self.parts}
+            unknown = [task_id for task_id in failures if task_id not in ids]
+            if unknown:  # a mistake (a payload for an id?): failing none would complete them all
+                exc, failures = _not_in_chunk(unknown, len(ids)), None
         for key, part in self.parts.items():
             if part.done():
                 continue
@@ -134,18 +148,38 @@ class Chunk:
             except Exception:  # one task's report must not keep the others' from theirs
                 log.exception("worqr: error while running task %s", key[0])
 
+    def stop_if_all_asked(self, now=False):
+        """Stop the call if every part asked to stop (``Part.ask_stop``) or has ended."""
+        if all(p.done() or p.stop_asked for p in self.parts.values()):
+            self._stop_call(now)
+
+    def _stop_call(self, now=False):
+        """Stop the call, if it can be: an async one is cancelled, an isolated one's process
+        ended (a sync one runs on: its tasks see ``task.cancelled``)."""
+        handle = self.handle
+        if handle is None or handle.done():
+            return
+        if isinstance(handle, asyncio.Task):
+            handle.cancel()
+        elif hasattr(handle, "stop"):
+            handle.stop(now=now)
+
     def part_done(self, part):
-        """``part`` is done. Once every part has ended (cancelled, timed out, stopped), stop the
-        call too, if it can be (an async one is cancelled, an isolated one's process ended). Then
-        report the part, if its delivery was launched (else its launch does: ``Processor._go``)."""
+        """``part`` is done. Once every part has ended, stop the call too. Then report the part,
+        if its delivery was launched (else its launch does: ``Processor._go``)."""
         self.running -= 1
-        if self.running == 0 and self.handle is not None and not self.handle.done():
-            if isinstance(self.handle, asyncio.Task):
-                self.handle.cancel()
-            elif hasattr(self.handle, "stop"):
-                self.handle.stop()
+        if self.running == 0:
+            self._stop_call()
         if part.on_end is not None:
             part.on_end(part.d, part)
+
+
+def _not_in_chunk(unknown, size):
+    """The error every task of a chunk fails with when its ChunkFailed names ids not in it."""
+    return ValueError(
+        f"ChunkFailed names {len(unknown)} task id(s) not in its chunk of {size} (such as {unknown[0]!r}): "
+        "it takes the ids of the tasks that failed (task.id), so every task of the chunk fails"
+    )
 
 
 def _gated(func, start_by, is_async):
@@ -196,6 +230,15 @@ class Chunker:
             return 0
         return size * max(1, min(free, 1000 // size))
 
+    def partials(self, but=None):
+        """Partial chunks waiting to fill, of queues other than ``but``: each takes a slot when it
+        runs, so the other queues' tasks leave one to it (``Deliveries.free_slots`` counts none)."""
+        return sum(1 for queue, buf in self.buffers.items() if buf and queue != but)
+
+    def filling(self, queue):
+        """Whether ``queue`` has a partial chunk that a task of it would join."""
+        return bool(self.buffers.get(queue))
+
     def slots_for(self, queue, n):
         """The slots ``n`` more tasks of ``queue`` take (a partial chunk holds one already)."""
         size = self.specs[queue].chunk
@@ -203,7 +246,10 @@ class Chunker:
         return math.ceil((buffered + n) / size) - math.ceil(buffered / size)
 
     def add(self, d):
-        """A delivery of a chunk queue: into its queue's buffer, and any full chunk started."""
+        """A delivery of a chunk queue: into its queue's buffer, and any full chunk started. A
+        partial chunk runs ``chunk_wait`` after its first task came, or sooner for a rate-limited
+        queue's: halfway through the start grace left to its earliest task (a chunk that
+        started later would only be handed back, and taken again, for ever)."""
         queue, size = d.task.queue, d.spec.chunk
         self.members += 1
         buf = self.buffers.setdefault(queue, [])
@@ -213,8 +259,15 @@ class Chunker:
             del buf[:size]
         if not buf:
             self._stop_timer(queue)
-        elif queue not in self.timers:
-            self.timers[queue] = self.loop.call_later(d.spec.chunk_wait, self._due, queue)
+            return
+        due = self.loop.time() + d.spec.chunk_wait
+        if d.start_by is not None:
+            due = min(due, self.loop.time() + max(0.0, d.start_by - time.monotonic()) / 2)
+        timer = self.timers.get(queue)
+        if timer is None or due < timer.when():
+            if timer is not None:
+                timer.cancel()
+            self.timers[queue] = self.loop.call_at(due, self._due, queue)
 
     def _due(self, queue):
         self.timers.pop(queue, None)

@@ -30,6 +30,8 @@ import enum
 import logging
 import time
 
+from .chunks import Part
+
 log = logging.getLogger("worqr.worker")
 
 #: Seconds a cancel for a task this worker does not know (yet) is kept: a cancel can overtake the
@@ -190,14 +192,18 @@ class Delivery:
         """Ask the handler to stop: cancels an async one, ends an isolated one's process (SIGTERM,
         then SIGKILL after KILL_GRACE), flags a sync one."""
         self.task.set_cancelled()
-        if self.handle is not None and self.is_async:
+        if isinstance(self.handle, Part):  # its chunk's call, shared: stopped once every part asks
+            self.handle.ask_stop()
+        elif self.handle is not None and self.is_async:
             self.handle.cancel()
         elif self.handle is not None and self.isolated:
             self.handle.stop()
 
     def stop_now(self):
         """The grace is over: cancel an async handler, kill an isolated one's process at once."""
-        if self.handle is not None and self.is_async:
+        if isinstance(self.handle, Part):
+            self.handle.ask_stop(now=True)
+        elif self.handle is not None and self.is_async:
             self.handle.cancel()
         elif self.handle is not None and self.isolated:
             self.handle.stop(now=True)

@@ -182,8 +182,9 @@ class Fetcher:
         used = 0  # slots filled: one per task, or per chunk of a chunk queue
         for q in cap.queues:
             chunked = bool(cap.specs[q].chunk)
-            want = self.chunks.want(q, free - used) if chunked else min(free - used, MAX_TAKE)
-            more = more or (not chunked and free - used > MAX_TAKE)
+            room = free - used - self.chunks.partials(but=q)  # a partial chunk of another queue keeps its slot
+            want = self.chunks.want(q, room) if chunked else min(room, MAX_TAKE)
+            more = more or (not chunked and room > MAX_TAKE)
             batch = acks.pop(q, [])
             if want <= 0 and not batch:
                 continue
@@ -193,7 +194,7 @@ class Fetcher:
                 cap.name,
                 max(want, 0),
                 lock_ttl=c.lock_ttl,
-                grace=c.timeout_grace,
+                grace=cap.timeout_grace(q),
                 default_timeout=spec.timeout,
                 result_ttl=c.result_ttl,
                 acks=batch,
@@ -291,7 +292,7 @@ class Fetcher:
             or status.stopping
             or status.quiet
             or not status.registered
-            or self.deliveries.free_slots() <= 0
+            or not self._room_for(queue, task)
         ):
             self.given_back.append(key)
             asyncio.ensure_future(self._give_back(queue, task.id, task.lease))
@@ -299,6 +300,13 @@ class Fetcher:
         # handed: an idle worker's pickup, its start goes first (``Processor._launch``)
         self._start(Delivery(task, cap.spec_for(queue, task), handed=True))
         status.poke()  # still free slots? the fetcher looks for more (and goes idle again)
+
+    def _room_for(self, queue, task):
+        """Whether a task handed over has a slot: a free one not kept for another queue's partial
+        chunk, or its own queue's partial chunk to join."""
+        if self.capsule.spec_for(queue, task).chunk and self.chunks.filling(queue):
+            return True
+        return self.deliveries.free_slots() - self.chunks.partials(but=queue) > 0
 
     async def leave_idle_sets(self):
         """Gone quiet: leave every queue's idle set, so enqueues hand their tasks to other workers."""

@@ -206,7 +206,7 @@ class Heart:
                 cap.name,
                 ttl=c.heartbeat_ttl,
                 lock_ttl=c.lock_ttl,
-                grace=c.timeout_grace,
+                grace=cap.timeout_grace(q),
                 default_timeout=cap.specs[q].timeout,
                 fresh=not self.registered_once,
                 limits=cap.specs[q].limits,

@@ -151,7 +151,7 @@ class ProcessPool:
             elif kind == "limited":
                 run.set_exception(RateLimited(reply[1], reply[2]))
             elif kind == "chunk":  # a chunk handler's ChunkFailed, described in the process
-                run.set_exception(ChunkFailed({i: HandlerFailed(*failure) for i, failure in reply[1].items()}))
+                run.set_exception(ChunkFailed({i: _chunk_failure(failure) for i, failure in reply[1].items()}))
             elif kind == "late":
                 run.set_exception(StartedLate(f"task {run.task.id}: its handler could not start in time"))
             else:
@@ -197,8 +197,11 @@ class ProcessPool:
     def _said(self, p, message):
         if message[0] == "report":  # ("report", fraction, message, lines): task.progress / task.log
             if p.run is not None:
-                _, fraction, text, lines = message
-                p.run.task.pass_report(fraction=fraction, message=text, lines=lines)
+                fraction, text, lines = message[1:4]
+                task = p.run.task
+                if len(message) > 4 and isinstance(task, list):  # a chunk's tasks: the one that reported
+                    task = next((t for t in task if t.id == message[4]), task[0])
+                task.pass_report(fraction=fraction, message=text, lines=lines)
             return
         if p.pid is None:  # its first words: ("ready", pid)
             p.pid = message[1]
@@ -324,3 +327,13 @@ def for_worker(specs, size, config, *, max_tasks=None, max_memory=None, child_in
         child_init=child_init,
         on_broken=on_broken,
     )
+
+
+def _chunk_failure(failure):
+    """One task's failure of a chunk's ChunkFailed, as its process described it (child.py)."""
+    kind = failure[0]
+    if kind == "retry":
+        return RetryLater(failure[1], failure[2])
+    if kind == "limited":
+        return RateLimited(failure[1], failure[2])
+    return HandlerFailed(failure[1], failure[2])
