@@ -142,3 +142,20 @@ def chunk_noop(tasks):
 handler("batch-noop")(noop)
 handler("batch-anoop")(anoop)
 handler("batch-chunk", chunk=100, chunk_wait=0.2)(chunk_noop)
+
+
+# -- an async generator handler whose steps are marked (tests/test_checkpoint_cancel.py) ---------
+
+
+async def steps_marked(task):
+    """Steps that record their begin and end ("b <i>", "e <i>" on the payload's ``log``): a step cut
+    off midway has a begin and no end."""
+    d, client = json.loads(task.payload), get_default().client
+    for i in range(task.checkpoint or 0, d["n"]):
+        client.rpush(d["log"], f"b {i}")
+        await asyncio.sleep(d["sleep"])
+        client.rpush(d["log"], f"e {i}")
+        yield i + 1
+
+
+handler("ck-async-marked", checkpoint_every=0.2)(steps_marked)

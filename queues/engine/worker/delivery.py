@@ -26,6 +26,7 @@ taken from us) may have left them kept too, and can come after the end.
 cancel that overtook the delivery it is for, and ends deliveries.
 """
 
+import asyncio
 import enum
 import logging
 import time
@@ -219,6 +220,7 @@ class Deliveries:
         self.concurrency, self.status, self.reporter = concurrency, status, reporter
         self.chunks = chunks  # chunks.Chunker: a chunk takes one slot however many tasks it holds
         self.held = {}  # (id, lease) -> Delivery
+        self._stopping = set()  # the asyncio tasks of _cancel_at_yield under way
         #: (queue, id) -> when: cancels that arrived before the delivery they are for (its start
         #: reply still on its way): applied if it arrives within EARLY_CANCEL_S
         self.early_cancels = {}
@@ -270,8 +272,16 @@ class Deliveries:
     def cancel(self, d):
         """Stop a delivery that was cancelled (or taken back): an async handler is cancelled; a
         sync one can't be, so its cancel is reported now and its result discarded (its lock and
-        slot stay taken until its thread returns)."""
+        slot stay taken until its thread returns). An async generator handler (checkpoints) stops
+        at its next yield, as a sync one does, and is cancelled only if none comes within
+        KILL_GRACE (``_cancel_at_yield``)."""
         if d.reported:
+            return
+        if d.checkpoints is not None and d.is_async and d.still_running():
+            d.task.set_cancelled()  # what it looks at, at each yield
+            stopping = asyncio.ensure_future(_cancel_at_yield(d))
+            self._stopping.add(stopping)
+            stopping.add_done_callback(self._stopping.discard)
             return
         d.cancel_locally()
         if not d.is_async and d.handle is not None:
@@ -305,3 +315,15 @@ class Deliveries:
                 del self.early_cancels[key]
         if len(self.early_cancels) < EARLY_CANCELS_MAX:
             self.early_cancels[(queue, task_id)] = now
+
+
+async def _cancel_at_yield(d):
+    """Let ``d``'s async generator stop at its next yield (saving its checkpoint there), waiting up
+    to KILL_GRACE; then cancel it if it still runs (a step cut short is done again by whoever runs
+    the task next, from the checkpoint)."""
+    try:
+        await d.checkpoints.stop_at_yield()
+    except Exception:  # its checkpoint could not be saved: the cancel goes on
+        log.exception("worqr: error while stopping task %s at its next yield", d.task.id)
+    if d.still_running():
+        d.cancel_locally()
