@@ -71,6 +71,7 @@ def test_sigterm_lets_tasks_finish_within_grace_then_requeues_the_rest(client, w
     assert readmodel.workers(client) == []
     assert client.zcard(keys.queue_key(queue, "workers")) == 0
     assert "outcome=completed" in w.output() and "outcome=stopped" in w.output()
+    assert "outcome=error" not in w.output()  # a task given back is not the worker's failure
 
 
 def test_a_stop_signal_that_lands_while_the_fetcher_yields_still_stops_the_worker(client, workers):

@@ -37,6 +37,7 @@ async def shutdown(capsule, status, deliveries, reporter, progress, heart, redis
     left = deliveries.unreported()
     for d in left:
         d.report()
+        reporter.log_outcome(d, "stopped")  # before its end, which would log it as the worker's error
         d.stop_now()
     # Until stopped handlers really end (or, not started yet, their start's checks are over)
     ends = [d.handle or d.runner for d in left if d.stoppable and (d.handle or d.runner) is not None]
@@ -46,7 +47,6 @@ async def shutdown(capsule, status, deliveries, reporter, progress, heart, redis
     for d in left:
         keep = d.report_sent(d.still_running())
         by_queue[d.task.queue].append((d.task.id, d.task.lease, keep))
-        reporter.log_outcome(d, "stopped")
     for d in left:  # a generator handler's last yield, saved before its task goes back
         if d.checkpoints is not None:
             await d.checkpoints.save()
