@@ -2,11 +2,14 @@
 ``checkpoint_every``), a stop signal gives the task back at the next yield to resume from there,
 a crash resumes from the last saved one, a timeout or cancel stops it at the next yield."""
 
+import functools
 import html
 import json
 import re
 import signal
+import sys
 import time
+from types import SimpleNamespace
 
 import pytest
 from django.test import Client
@@ -14,7 +17,9 @@ from django.test import Client
 from queues import Queue, handler
 from queues.engine import commands, registry
 from queues.engine.codes import Code
-from queues.engine.errors import ConfigurationError
+from queues.engine.controls import LONGEST
+from queues.engine.errors import ConfigurationError, InvalidCheckpoint
+from queues.engine.worker.checkpoints import CHECKPOINT_DEPTH_MAX, encode
 from tests.conftest import ROOT, wait_for
 from tests.support.api import Api, make_token
 from tests.support.dashboard import make_user
@@ -196,6 +201,8 @@ def test_a_cancel_stops_a_sync_generator_at_its_next_yield(client, workers):
     [
         ("object", "a checkpoint must be JSON-serialisable; the handler yielded a object"),
         ("big", "a checkpoint is at most 65,536 bytes as JSON; the handler yielded 70,002"),
+        ("surrogate", "a checkpoint must be JSON-serialisable; the handler yielded a str ('utf-8' codec"),
+        ("deep", "a checkpoint's lists and dicts nest at most 100 levels deep; the handler yielded a list"),
     ],
 )
 def test_a_checkpoint_that_cannot_be_saved_fails_the_task_clearly(client, workers, kind, message):
@@ -348,3 +355,183 @@ def test_with_no_grace_the_last_yield_is_saved_before_the_task_goes_back(client,
     wait_for(lambda: q.counts()["completed"] == 1, timeout=60, message="the task to complete")
     assert [s for s, _ in steps_of(client, log)] == list(range(done)) + list(range(saved, 12))
     assert [r["from"] for r in runs_of(client, log)] == [0, saved]
+
+
+def _nested(depth, leaf=0):
+    """``leaf`` in lists (and a dict at every other level) nested ``depth`` levels deep."""
+    value = leaf
+    for level in range(depth):
+        value = {"k": value} if level % 2 else [value]
+    return value
+
+
+def test_encode_refuses_what_redis_or_json_loads_could_not_take_back():
+    """A lone surrogate, lists and dicts nested over 100 levels, or a RecursionError are InvalidCheckpoint."""
+    # A string with a lone surrogate passes json.dumps but isn't UTF-8 (redis-py can't send it);
+    # lists and dicts nested deeper than CHECKPOINT_DEPTH_MAX (100) are refused (json.loads would
+    # recurse as deep reading them back); a RecursionError of json.dumps itself (a deep value, or a
+    # deep stack) and a cycle are refused as not JSON-serialisable.
+    task = SimpleNamespace(id="t1", queue="q")
+    for value in ["\ud800", {"a\udc80": 1}, [1, {"k": ["x\udfff"]}]]:
+        with pytest.raises(InvalidCheckpoint, match=r"task t1 of queue 'q': a checkpoint must be JSON-serialisable"):
+            encode(task, value)
+    assert CHECKPOINT_DEPTH_MAX == 100
+    assert encode(task, _nested(100)) == json.dumps(_nested(100), separators=(",", ":"))
+    assert encode(task, ("é", "\U0001f600")) == '["é","\U0001f600"]'
+    for value in [_nested(101), [1, 2, _nested(101)], {"a": [_nested(100)]}]:
+        with pytest.raises(InvalidCheckpoint, match=r"task t1 of queue 'q': .* nest at most 100 levels deep"):
+            encode(task, value)
+    loop = []
+    loop += [loop, loop]  # walked level by level, 2**100 lists: json.dumps refuses it first
+    for value, why in [(_nested(5000), "maximum recursion depth"), (loop, "Circular reference")]:
+        with pytest.raises(InvalidCheckpoint, match=rf"task t1 of queue 'q': .* JSON-serialisable.*{why}"):
+            encode(task, value)
+    frame, depth = sys._getframe(), 0
+    while frame is not None:
+        frame, depth = frame.f_back, depth + 1
+    limit = sys.getrecursionlimit()
+    with pytest.raises(
+        InvalidCheckpoint, match=r"must be JSON-serialisable; the handler yielded a dict \(maximum recursion"
+    ):
+        sys.setrecursionlimit(depth + 25)  # json.dumps can't go 100 levels deep from here
+        try:
+            encode(task, _nested(100))
+        finally:
+            sys.setrecursionlimit(limit)
+
+
+def test_a_saved_checkpoint_too_deep_to_read_back_reads_as_its_text_and_fails_the_run_clearly(client, workers):
+    """A saved checkpoint json.loads can't read (an older worker's) is its text to Queue.get; a run fails with InvalidCheckpoint."""
+    # Saved (as a worker before the depth limit could) 3,000 levels deep, then given back:
+    # Queue.get (the HTTP API and the dashboard read the same) gives its text; the next run fails
+    # its attempt with InvalidCheckpoint naming the task, before the handler runs.
+    q, log, text = Queue("ck-fail"), "steps:unreadable", "[" * 3000 + "]" * 3000
+    tid = q.enqueue(json.dumps({"n": 5, "log": log}))
+    commands.register("ck-fail", "w1", ttl=60, lock_ttl=60, grace=1, default_timeout=0, fresh=True).run(client)
+    task = commands.start("ck-fail", "w1", 1, lock_ttl=60, grace=1, default_timeout=0, result_ttl=60).run(client)
+    lease = task.tasks[0].lease
+    assert commands.checkpoint_begin("ck-fail", tid, lease).run(client)[0] == Code.OK
+    assert commands.checkpoint("ck-fail", tid, lease, text).run(client) == Code.OK
+    assert commands.stop("ck-fail", "w1", [(tid, lease, False)]).run(client) == [Code.REQUEUED]
+    assert q.get(tid).checkpoint == text
+    workers(["ck-fail"])
+    wait_for(lambda: q.counts()["failed"] == 1, timeout=30, message="the task to fail")
+    got = q.get(tid)
+    assert got.error.startswith(f"InvalidCheckpoint: task {tid} of queue 'ck-fail': its saved checkpoint can't be read")
+    assert "RecursionError" in got.error and got.checkpoint == text
+    assert client.llen(log) == 0 and client.llen(log + ":runs") == 0
+
+
+@pytest.mark.parametrize("value", [10**400, float("inf"), 1e308, float("nan"), LONGEST + 1, -0.001])
+def test_checkpoint_every_is_a_finite_number_of_seconds_up_to_30_days(value):
+    """checkpoint_every over 30 days (or infinite, or too big for a float) is a ConfigurationError; 30 days is accepted."""
+    with pytest.raises(
+        ConfigurationError,
+        match=r"handler 'ck-bounds': checkpoint_every must be a number of seconds >= 0 and <= 2592000",
+    ):
+        handler("ck-bounds", checkpoint_every=value)
+    assert registry.get_handler("ck-bounds") is None
+
+    def gen(task):
+        yield 1
+
+    handler("ck-bounds", checkpoint_every=LONGEST)(gen)
+    assert registry.get_handler("ck-bounds").checkpoint_every == 2592000.0
+    registry._handlers.pop("ck-bounds")
+
+
+def test_a_generator_under_a_wraps_decorator_is_a_generator_handler():
+    """A sync or async generator under functools.wraps decorators is a generator handler (async for an async one)."""
+    # Seen through any number of decorators that keep the function as __wrapped__; an async def
+    # decorator is an async handler itself (it may consume the generator), not a generator one.
+
+    def passing_on(func):
+        @functools.wraps(func)
+        def call(task):
+            return func(task)
+
+        return call
+
+    def gen(task):
+        yield 1
+
+    async def agen(task):
+        yield 1
+
+    def collecting(func):
+        @functools.wraps(func)
+        async def call(task):
+            return [x async for x in func(task)]
+
+        return call
+
+    cases = [
+        ("ck-wr-sync", passing_on(gen), True, False),
+        ("ck-wr-twice", passing_on(passing_on(gen)), True, False),
+        ("ck-wr-async", passing_on(agen), True, True),
+        ("ck-wr-collect", collecting(agen), False, True),
+    ]
+    for queue, func, checkpointed, is_async in cases:
+        handler(queue)(func)
+        spec = registry._handlers.pop(queue)
+        assert (spec.checkpointed, spec.is_async) == (checkpointed, is_async), queue
+    handler("ck-wr-every", checkpoint_every=0.5)(passing_on(agen))
+    assert registry._handlers.pop("ck-wr-every").checkpoint_every == 0.5
+    with pytest.raises(ConfigurationError, match="a chunk handler can't be a generator"):
+        handler("ck-wr-chunk", chunk=5)(passing_on(gen))
+    with pytest.raises(ConfigurationError, match='not with isolation="process"'):
+        handler("ck-wr-iso", isolation="process")(passing_on(gen))
+    with pytest.raises(ConfigurationError, match="checkpoint_every is for a generator handler"):
+        handler("ck-wr-collect", checkpoint_every=1)(collecting(agen))
+
+
+@pytest.mark.parametrize("queue", ["ck-wrapped", "ck-async-wrapped"])
+def test_a_generator_handler_under_a_decorator_runs_its_steps(client, workers, queue):
+    """A generator handler under a functools.wraps decorator runs as one: every step once, its result kept."""
+    q = Queue(queue)
+    log = f"steps:{queue}"
+    tid = q.enqueue(json.dumps({"n": 20, "log": log}))
+    workers([queue])
+    wait_for(lambda: q.counts()["completed"] == 1, timeout=60, message="the task to complete")
+    assert [s for s, _ in steps_of(client, log)] == list(range(20))
+    assert [(r["from"], r["runs"]) for r in runs_of(client, log)] == [(0, 1)]
+    if queue == "ck-wrapped":
+        assert q.get(tid).result == b"20 steps"  # kept as the bytes it was stored as
+
+
+@pytest.mark.parametrize("queue", ["ck-final", "ck-async-final"])
+def test_a_generator_that_ends_while_its_worker_stops_completes(client, workers, queue):
+    """A stop signal while a generator runs its code after its last yield: it ends within the grace and completes."""
+    # SIGTERM arrives while the generator is past its last yield (a 2 s finalisation): there is
+    # no yield left to stop at, it ends within the grace (60 s), and its task is completed, not
+    # given back to do its finalisation again.
+    q = Queue(queue)
+    log = f"steps:{queue}"
+    tid = q.enqueue(json.dumps({"n": 3, "final": 2, "log": log}))
+    first = workers([queue], grace=60)
+    wait_for(lambda: b"final-begin" in client.lrange(log, 0, -1), timeout=30, message="the finalisation")
+    first.signal(signal.SIGTERM)
+    assert first.wait(timeout=30) == 0
+    assert q.get(tid) is None and q.counts()["completed"] == 1
+    assert client.lrange(log, -2, -1) == [b"final-begin", b"final-end"]
+    assert len(runs_of(client, log)) == 1
+
+
+@pytest.mark.parametrize("queue", ["ck-close-raises", "ck-async-close-raises"])
+def test_a_finally_that_raises_at_a_stop_still_saves_the_checkpoint(client, workers, queue):
+    """Closed at a stop, a generator whose finally raises still has its last yield saved; that error fails the attempt."""
+    # No save on the way (an hour's interval): only the stop's save writes the checkpoint. The
+    # generator's own ``except GeneratorExit`` raises as it is closed there: the checkpoint is
+    # saved all the same, and that error is the attempt's failure (no retries).
+    q = Queue(queue)
+    log = f"steps:{queue}"
+    tid = q.enqueue(json.dumps({"n": 100000, "sleep": 0.02, "log": log}))
+    first = workers([queue], grace=60)
+    wait_steps(client, log, 5)
+    first.signal(signal.SIGTERM)
+    first.wait(timeout=30)
+    task = q.get(tid)
+    done = client.llen(log)
+    assert (task.state, task.attempt) == ("failed", 1)
+    assert task.error.startswith("RuntimeError: its cleanup failed"), task.error
+    assert task.checkpoint in (done, done - 1), (task.checkpoint, done)

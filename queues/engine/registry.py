@@ -102,12 +102,19 @@ def handler(
         raise ConfigurationError(f'handler {queue!r}: isolation must be "thread" or "process", not {isolation!r}')
 
     every = DEFAULT_CHECKPOINT_EVERY if checkpoint_every is None else checkpoint_every
-    if isinstance(every, bool) or not isinstance(every, (int, float)) or not every >= 0:
-        raise ConfigurationError(f"handler {queue!r}: checkpoint_every must be a number of seconds >= 0")
+    if isinstance(every, bool) or not isinstance(every, (int, float)) or not 0 <= every <= LONGEST:
+        raise ConfigurationError(
+            f"handler {queue!r}: checkpoint_every must be a number of seconds >= 0 and <= {LONGEST} (30 days)"
+        )
 
     def register(func):
-        is_generator = inspect.isgeneratorfunction(func) or inspect.isasyncgenfunction(func)
-        is_async = inspect.iscoroutinefunction(func) or inspect.isasyncgenfunction(func)
+        # A plain function is looked at through the decorators that keep what they decorate as
+        # ``__wrapped__`` (functools.wraps): one that passes a generator function's call on is a
+        # generator handler; an ``async def`` (or generator) wrapper is what it is itself.
+        kind = func if _is_special(func) else _unwrap(func)
+        is_async_generator = inspect.isasyncgenfunction(kind)
+        is_generator = is_async_generator or inspect.isgeneratorfunction(kind)
+        is_async = inspect.iscoroutinefunction(kind) or is_async_generator
         if checkpoint_every is not None and not is_generator:
             raise ConfigurationError(
                 f"handler {queue!r}: checkpoint_every is for a generator handler (one that yields checkpoints)"
@@ -149,6 +156,19 @@ def handler(
         return func
 
     return register
+
+
+def _is_special(func):
+    """Whether ``func`` is itself a generator, async generator or coroutine function."""
+    return inspect.isgeneratorfunction(func) or inspect.isasyncgenfunction(func) or inspect.iscoroutinefunction(func)
+
+
+def _unwrap(func):
+    """``func`` under its ``functools.wraps`` decorators (itself if it has none, or a loop)."""
+    try:
+        return inspect.unwrap(func)
+    except ValueError:  # a cycle of __wrapped__
+        return func
 
 
 def _qualname(func):

@@ -118,7 +118,7 @@ def _json(value):
         return None
     try:
         return json.loads(value)
-    except ValueError:  # never written so by the worker; shown as the text it is
+    except (ValueError, RecursionError):  # never written so by the worker (or too deep); shown as the text it is
         return _text(value)
 
 

@@ -3,13 +3,15 @@
 Payloads are JSON objects: ``n`` steps (from ``task.checkpoint`` or 0), ``sleep`` seconds per
 step, ``log`` the Redis list each step RPUSHes ``"<step> <time.time()>"`` to (``<log>:runs``
 gets one JSON record per run: where it began, its run count, the worker's pid), ``yield`` a
-value to yield in place of the step (``"object"``: one that isn't JSON; ``"big"``: 70,000 bytes),
+value to yield in place of the step (``"object"``: one that isn't JSON; ``"big"``: 70,000 bytes;
+``"surrogate"``: a string that isn't UTF-8; ``"deep"``: lists nested 101 levels deep),
 ``watch`` true: before each step, read the task's saved checkpoint from Redis and RPUSH
 ``"<checkpoint> <when it was saved, ms>"`` to ``<log>:saves`` each time it changed (the
 generator waits for each save, so it sees them all).
 """
 
 import asyncio
+import functools
 import json
 import os
 import time
@@ -34,6 +36,13 @@ def _odd(d, i):
         return object()
     if kind == "big":
         return "x" * 70_000
+    if kind == "surrogate":
+        return f"step {i} \ud800"
+    if kind == "deep":
+        value = [i]
+        for _ in range(100):
+            value = [value]
+        return value
     return i
 
 
@@ -69,3 +78,75 @@ handler("ck-timeout", checkpoint_every=0.2, timeout=1.5, retries=3, backoff=0)(s
 handler("ck-async-timeout", checkpoint_every=0.2, timeout=1.5, retries=3, backoff=0)(steps_async)
 handler("ck-fail", checkpoint_every=0.2, retries=0)(steps)
 handler("ck-rare", checkpoint_every=3600)(steps)
+
+
+def _passing_on(func):
+    """An ordinary decorator (functools.wraps) that passes the call on."""
+
+    @functools.wraps(func)
+    def call(task):
+        return func(task)
+
+    return call
+
+
+handler("ck-wrapped", keep_result=True)(_passing_on(steps))
+handler("ck-async-wrapped")(_passing_on(steps_async))
+
+
+def finishing(task):
+    """``n`` steps (``steps``), then after its last yield a finalisation of ``final`` seconds
+    (``"final-begin"`` and ``"final-end"`` RPUSHed to ``log``)."""
+    d, client, start = _begin(task)
+    for i in range(start, d["n"]):
+        time.sleep(d.get("sleep", 0))
+        client.rpush(d["log"], f"{i} {time.time()}")
+        yield i + 1
+    client.rpush(d["log"], "final-begin")
+    time.sleep(d["final"])
+    client.rpush(d["log"], "final-end")
+
+
+async def finishing_async(task):
+    """``finishing`` as an async generator."""
+    d, client, start = _begin(task)
+    for i in range(start, d["n"]):
+        await asyncio.sleep(d.get("sleep", 0))
+        client.rpush(d["log"], f"{i} {time.time()}")
+        yield i + 1
+    client.rpush(d["log"], "final-begin")
+    await asyncio.sleep(d["final"])
+    client.rpush(d["log"], "final-end")
+
+
+handler("ck-final", checkpoint_every=0.2)(finishing)
+handler("ck-async-final", checkpoint_every=0.2)(finishing_async)
+
+
+def close_raises(task):
+    """``steps`` (no save on the way: an hour's interval) whose ``finally`` raises when it is
+    closed at a stop."""
+    d, client, start = _begin(task)
+    try:
+        for i in range(start, d["n"]):
+            time.sleep(d.get("sleep", 0))
+            client.rpush(d["log"], f"{i} {time.time()}")
+            yield i + 1
+    except GeneratorExit:
+        raise RuntimeError("its cleanup failed") from None
+
+
+async def close_raises_async(task):
+    """``close_raises`` as an async generator."""
+    d, client, start = _begin(task)
+    try:
+        for i in range(start, d["n"]):
+            await asyncio.sleep(d.get("sleep", 0))
+            client.rpush(d["log"], f"{i} {time.time()}")
+            yield i + 1
+    except GeneratorExit:
+        raise RuntimeError("its cleanup failed") from None
+
+
+handler("ck-close-raises", checkpoint_every=3600, retries=0)(close_raises)
+handler("ck-async-close-raises", checkpoint_every=3600, retries=0)(close_raises_async)

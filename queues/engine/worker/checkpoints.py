@@ -3,15 +3,17 @@
 1. Before the generator starts, ``checkpoint_begin`` counts the run and reads the task's last
    saved checkpoint into ``task.checkpoint`` (None on a first run). A holder whose lease is stale
    does not run it.
-2. Each yielded value is checked (JSON-serialisable, at most ``CHECKPOINT_MAX`` bytes as JSON;
-   else ``InvalidCheckpoint``: a failed attempt) and becomes the pending checkpoint. At most once
+2. Each yielded value is checked (JSON-serialisable as UTF-8 text, lists and dicts nested at most
+   ``CHECKPOINT_DEPTH_MAX`` levels deep, at most ``CHECKPOINT_MAX`` bytes as JSON; else
+   ``InvalidCheckpoint``: a failed attempt) and becomes the pending checkpoint. At most once
    per ``checkpoint_every`` seconds the pending one is saved (``checkpoint``, fenced by the
    lease); the generator waits for the save, so a crash loses at most the steps since the last
    save (one interval's worth).
 3. At each yield the run looks whether it must stop: the worker is stopping, or the
    task was cancelled or timed out (``task.cancelled``; a timeout's failure is recorded once it
-   stopped there, or after KILL_GRACE). It then saves the pending checkpoint,
-   closes the generator (its ``finally`` blocks run) and returns ``STOPPED``; the processor gives
+   stopped there, or after KILL_GRACE). It then closes the generator (its ``finally`` blocks
+   run), saves the pending checkpoint (also when closing it raised: that error then fails the
+   attempt) and returns ``STOPPED`` (the worker stopping, or a refused save); the processor gives
    a stopped task back to the front of its queue, its attempt not counted (``give_back``), and
    reports a cancelled or timed out one as usual. A refused save (the task was taken from this
    worker) stops it the same way.
@@ -23,6 +25,7 @@ pending value, so a checkpoint never moves back.
 """
 
 import asyncio
+import collections.abc
 import json
 import logging
 import threading
@@ -37,26 +40,52 @@ log = logging.getLogger("worqr.worker")
 
 #: A checkpoint's largest size, as JSON text (bytes of UTF-8).
 CHECKPOINT_MAX = 65536
+#: How deep a checkpoint's lists and dicts may nest (``[[1]]`` is 2 levels): a deeper one could
+#: be written but not read back (``json.loads`` recurses once per level).
+CHECKPOINT_DEPTH_MAX = 100
 #: What a generator handler's run returns when it stopped at a yield for the worker's shutdown
 #: (or because its lease went stale): its task is given back, not completed.
 STOPPED = object()
 _NOTHING = object()
 
 
+def _too_deep(value):
+    """Whether ``value``'s lists (tuples) and dicts nest more than CHECKPOINT_DEPTH_MAX levels
+    deep (iterative: no recursion; a scalar costs one isinstance)."""
+    if not isinstance(value, (list, tuple, dict)):
+        return False
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > CHECKPOINT_DEPTH_MAX:
+            return True
+        for child in item.values() if isinstance(item, dict) else item:
+            if isinstance(child, (list, tuple, dict)):
+                stack.append((child, depth + 1))
+    return False
+
+
 def encode(task, value):
-    """``value`` as the JSON text saved for ``task``; InvalidCheckpoint when it can't be."""
+    """``value`` as the JSON text saved for ``task``; InvalidCheckpoint when it can't be (not
+    JSON, not UTF-8, nested too deep, too big)."""
+    where = f"task {task.id} of queue {task.queue!r}"
     try:
         text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-    except (TypeError, ValueError) as exc:
+        data = text.encode("utf-8")  # strict: a lone surrogate ("\ud800") can't be sent to Redis
+    except (TypeError, ValueError, RecursionError) as exc:  # UnicodeEncodeError is a ValueError
         raise InvalidCheckpoint(
-            f"task {task.id} of queue {task.queue!r}: a checkpoint must be JSON-serialisable; "
-            f"the handler yielded a {type(value).__name__} ({exc})"
+            f"{where}: a checkpoint must be JSON-serialisable; the handler yielded a {type(value).__name__} ({exc})"
         ) from None
-    size = len(text.encode("utf-8", "surrogatepass"))
+    size = len(data)
     if size > CHECKPOINT_MAX:
         raise InvalidCheckpoint(
-            f"task {task.id} of queue {task.queue!r}: a checkpoint is at most {CHECKPOINT_MAX:,} bytes "
-            f"as JSON; the handler yielded {size:,}"
+            f"{where}: a checkpoint is at most {CHECKPOINT_MAX:,} bytes as JSON; the handler yielded {size:,}"
+        )
+    # after json.dumps (no cycle) and the size (so the walk is bounded by what was written)
+    if _too_deep(value):
+        raise InvalidCheckpoint(
+            f"{where}: a checkpoint's lists and dicts nest at most {CHECKPOINT_DEPTH_MAX} levels deep; "
+            f"the handler yielded a {type(value).__name__} nested deeper"
         )
     return text
 
@@ -98,7 +127,14 @@ class Run:
         if code != Code.OK:
             log.warning("worqr: task %s was taken from this worker before its run began; not running it", task.id)
             return False
-        task.begin_run(json.loads(text) if text is not None else None, runs)
+        try:
+            checkpoint = json.loads(text) if text is not None else None
+        except (ValueError, RecursionError) as exc:  # not written so by encode() (an older worker's)
+            raise InvalidCheckpoint(
+                f"task {task.id} of queue {task.queue!r}: its saved checkpoint can't be read back "
+                f"({type(exc).__name__}: {exc})"
+            ) from None
+        task.begin_run(checkpoint, runs)
         self.last_save = time.monotonic()
         return True
 
@@ -162,24 +198,29 @@ class Run:
             async def run_async(task):
                 if not await self.begin():
                     return STOPPED
-                agen = func(task)
+                agen, result = _generator(func(task), collections.abc.AsyncGenerator, self.d), None
                 try:
                     async for value in agen:
                         if self._yielded(value):
                             await self.save()
                         if self.must_stop():
+                            # given back only when it stopped here for the worker's stop (or a
+                            # refused save); one that ran to its end is done, as a sync one
+                            result = STOPPED if self.stopping or self.stale else None
                             break
                 finally:
-                    await agen.aclose()
-                    await self.save()
-                return STOPPED if self.stopping or self.stale else None
+                    try:
+                        await agen.aclose()
+                    finally:  # its own ``finally`` may raise: the pending checkpoint is saved first
+                        await self.save()
+                return result
 
             return run_async
 
         def run(task):
             if not self._on_loop(self.begin()):
                 return STOPPED
-            gen, result = func(task), None
+            gen, result = _generator(func(task), collections.abc.Generator, self.d), None
             try:
                 while True:
                     try:
@@ -193,11 +234,24 @@ class Run:
                         result = STOPPED if self.stopping or self.stale else None
                         break
             finally:
-                gen.close()
-                self._save_from_thread()
+                try:
+                    gen.close()
+                finally:  # its own ``finally`` may raise: the pending checkpoint is saved first
+                    self._save_from_thread()
             return result
 
         return run
+
+
+def _generator(made, kind, d):
+    """``made``, what the handler's call returned, if it is the generator (a decorator that
+    passes the call on returns it); TypeError if it is not."""
+    if not isinstance(made, kind):
+        raise TypeError(
+            f"handler {d.spec.queue!r} is a generator function, but calling it (through its decorators) "
+            f"returned a {type(made).__name__}, not a generator: a decorator must return the generator"
+        )
+    return made
 
 
 async def give_back(reporter, d):
