@@ -441,7 +441,8 @@ def test_checkpoint_every_is_a_finite_number_of_seconds_up_to_30_days(value):
 
 
 def test_a_generator_under_a_wraps_decorator_is_a_generator_handler():
-    """A sync or async generator under functools.wraps decorators is a generator handler (async for an async one)."""
+    """A sync or async generator under functools.wraps decorators is a generator handler (async for an async one);
+    an async def under a sync one is an async handler."""
     # Seen through any number of decorators that keep the function as __wrapped__; an async def
     # decorator is an async handler itself (it may consume the generator), not a generator one.
 
@@ -458,6 +459,9 @@ def test_a_generator_under_a_wraps_decorator_is_a_generator_handler():
     async def agen(task):
         yield 1
 
+    async def coroutine(task):
+        return None
+
     def collecting(func):
         @functools.wraps(func)
         async def call(task):
@@ -470,6 +474,7 @@ def test_a_generator_under_a_wraps_decorator_is_a_generator_handler():
         ("ck-wr-twice", passing_on(passing_on(gen)), True, False),
         ("ck-wr-async", passing_on(agen), True, True),
         ("ck-wr-collect", collecting(agen), False, True),
+        ("ck-wr-coroutine", passing_on(coroutine), False, True),  # awaited on the loop, not run on a thread
     ]
     for queue, func, checkpointed, is_async in cases:
         handler(queue)(func)
