@@ -441,8 +441,7 @@ def test_checkpoint_every_is_a_finite_number_of_seconds_up_to_30_days(value):
 
 
 def test_a_generator_under_a_wraps_decorator_is_a_generator_handler():
-    """A sync or async generator under functools.wraps decorators is a generator handler (async for an async one);
-    an async def under a sync one is an async handler."""
+    """A generator under functools.wraps decorators is a generator handler; an async def under a sync one is async."""
     # Seen through any number of decorators that keep the function as __wrapped__; an async def
     # decorator is an async handler itself (it may consume the generator), not a generator one.
 

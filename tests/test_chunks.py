@@ -92,8 +92,8 @@ def test_a_rate_limited_chunk_queue_runs_its_partial_chunks(client, workers):
 
 @pytest.mark.parametrize("how", ["timeout", "cancel"])
 def test_a_task_stopped_during_an_async_chunk_s_call_keeps_its_lock_till_the_call_returns(client, workers, how):
-    """Async chunk, a 3 s call: task A times out at 1 s (or is cancelled), the call goes on for B; the next task of
-    A's lock (A's retry, or a new one) starts only once the call has returned."""
+    """Async chunk, a 3 s call: A times out at 1 s (or is cancelled); the next task of A's lock starts after the call."""
+    # The call goes on for B; the next task of A's lock is A's retry (timeout) or a new task (cancel).
     q = Queue("chunk-lock-async")
     a = q.enqueue(json.dumps({"n": 0, "k": "A", "sleep": 3}), **({"timeout": 1} if how == "timeout" else {}))
     q.enqueue(json.dumps({"n": 1, "k": "B", "sleep": 3}))
@@ -120,8 +120,7 @@ def test_a_task_stopped_during_an_async_chunk_s_call_keeps_its_lock_till_the_cal
 
 
 def test_a_partial_chunk_keeps_its_slot_from_another_queue_s_tasks(client, workers):
-    """--concurrency 1 on a chunk queue and a plain one: a partial chunk waiting to fill keeps the slot, so
-    its call and the plain task's never run at once."""
+    """--concurrency 1, a chunk queue and a plain one: a partial chunk keeps its slot, the two calls never overlap."""
     workers(["chunk-slot", "plain-slot"], concurrency=1, name="cs0")
     wait_registered(client, "cs0")
     Queue("chunk-slot").enqueue_many([json.dumps({"n": n, "sleep": 1}) for n in range(3)])  # waits 0.5 s to fill

@@ -425,8 +425,7 @@ def test_a_task_that_expires_before_it_starts_records_an_expired_span_and_no_run
 
 
 def test_without_an_sdk_a_run_with_no_stored_context_makes_no_span_and_one_with_a_context_keeps_it():
-    """With the API alone, a task without a trace context runs under the invalid span (nothing built
-    per run), one with a context under that context; once an SDK is set up, each run is a span."""
+    """API alone: no context runs under the invalid span, a stored one under it; with an SDK each run is a span."""
     code = """
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
