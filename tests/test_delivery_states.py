@@ -214,3 +214,36 @@ def test_tasks_taken_back_from_a_worker_presumed_dead_are_stopped_in_those_queue
     table.taken_back(["ds"])
     assert (here.task.cancelled, elsewhere.task.cancelled) == (True, False)
     assert table.unreported() == [here, elsewhere]  # their outcomes are still theirs to report
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        [b"q-1", b"text \xc3\xa9", b"7", b"2", b"1.5", b"http://cb", b'{"m": 1}', b"4", b"", b"00-ab-cd-01", b"b1"],
+        [b"q-2", b"\x00\xff", b"1", b"1", b"0", b"", b"", b"", b"b", b"", b""],
+        [b"q-3", b"p", b"3", b"1", b"0", b"", b"", b"", b""],  # an older enqueue's hand-over: 9 fields
+    ],
+)
+def test_a_delivery_s_task_is_the_task_its_fields_describe(fields):
+    """task_from_fields builds the same Task as Task(...) with those fields (every other field its default)."""
+    from queues.engine.commands import task_from_fields
+
+    f = fields + [b""] * (11 - len(fields))
+    expected = Task(
+        id=f[0].decode(),
+        queue="q",
+        payload=f[1] if f[8] == b"b" else f[1].decode("utf-8", "surrogateescape"),
+        state="active",
+        attempt=int(f[3]),
+        lease=int(f[2]),
+        timeout=float(f[4]) if float(f[4]) > 0 else None,
+        callback=f[5].decode() or None,
+        meta=f[6].decode() or None,
+        retries=int(f[7]) if f[7] else None,
+        trace_context=f[9].decode() or None,
+        batch_id=f[10].decode() or None,
+    )
+    task = task_from_fields("q", fields)
+    assert task == expected and vars(task) == vars(expected)
+    task.progress_value = 0.5  # its own fields, not the defaults'
+    assert task_from_fields("q", fields).progress_value is None
