@@ -184,14 +184,12 @@ def _run(spec, task):
     _Serving.task = task
     try:
         value = spec.func(task)
-    except RetryLater as exc:
-        return ("limited" if isinstance(exc, RateLimited) else "retry", exc.seconds, str(exc))
     except Stopped:
         raise
     except ChunkFailed as exc:  # a chunk handler's: each task named fails with its own error
-        return ("chunk", {task_id: _chunk_failure(e) for task_id, e in exc.failures.items()})
+        return ("chunk", {task_id: _failure(e) for task_id, e in exc.failures.items()})
     except BaseException as exc:  # as on a thread: SystemExit from a handler is a failed attempt
-        return ("error", *_described(exc))
+        return _failure(exc)
     finally:
         _Serving.task = None
     if value is None or not spec.keep_result:
@@ -199,8 +197,8 @@ def _run(spec, task):
     return ("ok", value if isinstance(value, (str, bytes)) else str(value))
 
 
-def _chunk_failure(exc):
-    """One task's failure in a chunk's ChunkFailed, as the worker rebuilds it: a RetryLater (or
+def _failure(exc):
+    """A failed attempt as the worker rebuilds it (``procpool._failure``): a RetryLater (or
     RateLimited) keeps its kind and delay, anything else is described."""
     if isinstance(exc, RetryLater):
         return ("limited" if isinstance(exc, RateLimited) else "retry", exc.seconds, str(exc))

@@ -146,16 +146,12 @@ class ProcessPool:
         if run is not None and not run.done():
             if kind == "ok":
                 run.set_result(reply[1])
-            elif kind == "retry":
-                run.set_exception(RetryLater(reply[1], reply[2]))
-            elif kind == "limited":
-                run.set_exception(RateLimited(reply[1], reply[2]))
             elif kind == "chunk":  # a chunk handler's ChunkFailed, described in the process
-                run.set_exception(ChunkFailed({i: _chunk_failure(failure) for i, failure in reply[1].items()}))
+                run.set_exception(ChunkFailed({i: _failure(failure) for i, failure in reply[1].items()}))
             elif kind == "late":
                 run.set_exception(StartedLate(f"task {run.task.id}: its handler could not start in time"))
-            else:
-                run.set_exception(HandlerFailed(reply[1], reply[2]))
+            else:  # ("retry" | "limited" | "error", ..., rss)
+                run.set_exception(_failure(reply))
         if (self.max_tasks and p.tasks >= self.max_tasks) or (self.max_memory and rss > self.max_memory):
             log.debug("worqr: retiring handler process %s after %d task(s), %.0f MB", p.pid, p.tasks, rss)
             p.retiring = True
@@ -329,8 +325,9 @@ def for_worker(specs, size, config, *, max_tasks=None, max_memory=None, child_in
     )
 
 
-def _chunk_failure(failure):
-    """One task's failure of a chunk's ChunkFailed, as its process described it (child.py)."""
+def _failure(failure):
+    """The exception of a failed attempt as its process described it (``child._failure``):
+    (kind, delay or text, message or traceback)."""
     kind = failure[0]
     if kind == "retry":
         return RetryLater(failure[1], failure[2])
