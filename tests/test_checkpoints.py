@@ -503,18 +503,40 @@ def test_a_generator_handler_under_a_decorator_runs_its_steps(client, workers, q
         assert q.get(tid).result == b"20 steps"  # kept as the bytes it was stored as
 
 
+def test_a_decorator_that_does_not_return_the_generator_fails_the_task_saying_so(client, workers):
+    """A wraps decorator that returns the generator's values (a list): the attempt fails with an error naming it."""
+    q = Queue("ck-collected")
+    tid = q.enqueue(json.dumps({"n": 3, "log": "steps:ck-collected"}))
+    workers(["ck-collected"])
+    wait_for(lambda: q.counts()["failed"] == 1, timeout=30, message="the task to fail")
+    error = q.get(tid).error
+    assert error.startswith("TypeError: handler 'ck-collected' is a generator function, but calling it"), error
+    assert "returned a list, not a generator: a decorator must return the generator" in error
+
+
+def _stopped_while(workers, queue, payload, running):
+    """Enqueue ``payload`` (its log: ``steps:<queue>``), start a worker (grace 60 s), wait for
+    ``running(log)``, then SIGTERM it. Returns (the Queue, the task id, the log, the worker)."""
+    q, log = Queue(queue), f"steps:{queue}"
+    tid = q.enqueue(json.dumps({**payload, "log": log}))
+    worker = workers([queue], grace=60)
+    running(log)
+    worker.signal(signal.SIGTERM)
+    return q, tid, log, worker
+
+
 @pytest.mark.parametrize("queue", ["ck-final", "ck-async-final"])
 def test_a_generator_that_ends_while_its_worker_stops_completes(client, workers, queue):
     """A stop signal while a generator runs its code after its last yield: it ends within the grace and completes."""
     # SIGTERM arrives while the generator is past its last yield (a 2 s finalisation): there is
     # no yield left to stop at, it ends within the grace (60 s), and its task is completed, not
     # given back to do its finalisation again.
-    q = Queue(queue)
-    log = f"steps:{queue}"
-    tid = q.enqueue(json.dumps({"n": 3, "final": 2, "log": log}))
-    first = workers([queue], grace=60)
-    wait_for(lambda: b"final-begin" in client.lrange(log, 0, -1), timeout=30, message="the finalisation")
-    first.signal(signal.SIGTERM)
+    q, tid, log, first = _stopped_while(
+        workers,
+        queue,
+        {"n": 3, "final": 2},
+        lambda log: wait_for(lambda: b"final-begin" in client.lrange(log, 0, -1), message="the finalisation"),
+    )
     assert first.wait(timeout=30) == 0
     assert q.get(tid) is None and q.counts()["completed"] == 1
     assert client.lrange(log, -2, -1) == [b"final-begin", b"final-end"]
@@ -527,12 +549,9 @@ def test_a_finally_that_raises_at_a_stop_still_saves_the_checkpoint(client, work
     # No save on the way (an hour's interval): only the stop's save writes the checkpoint. The
     # generator's own ``except GeneratorExit`` raises as it is closed there: the checkpoint is
     # saved all the same, and that error is the attempt's failure (no retries).
-    q = Queue(queue)
-    log = f"steps:{queue}"
-    tid = q.enqueue(json.dumps({"n": 100000, "sleep": 0.02, "log": log}))
-    first = workers([queue], grace=60)
-    wait_steps(client, log, 5)
-    first.signal(signal.SIGTERM)
+    q, tid, log, first = _stopped_while(
+        workers, queue, {"n": 100000, "sleep": 0.02}, lambda log: wait_steps(client, log, 5)
+    )
     first.wait(timeout=30)
     task = q.get(tid)
     done = client.llen(log)

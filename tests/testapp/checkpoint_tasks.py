@@ -90,6 +90,17 @@ def _passing_on(func):
     return call
 
 
+def _collecting(func):
+    """A decorator that returns the generator's values as a list, not the generator."""
+
+    @functools.wraps(func)
+    def call(task):
+        return list(func(task))
+
+    return call
+
+
+handler("ck-collected", retries=0)(_collecting(steps))
 handler("ck-wrapped", keep_result=True)(_passing_on(steps))
 handler("ck-async-wrapped")(_passing_on(steps_async))
 
