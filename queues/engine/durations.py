@@ -76,6 +76,12 @@ def lua_bounds():
     return ", ".join(f"'{bound_text(b)}'" for b in BUCKETS)
 
 
+def lua_limits():
+    """The bounds as a Lua table body of numbers, in the order of ``lua_bounds``: what a duration
+    is compared with (a number literal is read once, when the script is compiled)."""
+    return ", ".join(bound_text(b) for b in BUCKETS)
+
+
 def lua_levels():
     """The levels as a Lua table body: ``{'m', 60000, 60}, ...`` (bucket width in ms)."""
     return ", ".join(f"{{'{tag}', {minutes * 60000}, {kept}}}" for tag, minutes, kept in TIMING_LEVELS)

@@ -71,6 +71,7 @@ def _placeholders():
         start_grace_max_ms=str(int(limits.START_GRACE_MAX * 1000)),
         control=keys.CONTROL_PREFIX,
         duration_bounds=durations.lua_bounds(),
+        duration_limits=durations.lua_limits(),
         timings="timings",
         timing_levels=durations.lua_levels(),
         timings_ttl_ms=str(durations.TIMINGS_TTL_MS),

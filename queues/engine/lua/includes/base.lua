@@ -13,6 +13,10 @@ local function now_ms()
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
+-- An integral number as text ('%d'): what Redis would be handed, or a string joined to, without
+-- the '%.17g' (or tostring's '%.14g') printf of a floating-point number.
+local function int_text(n) return string.format('%d', n) end
+
 local function task_key(id) return PREFIX .. '@@task@@:' .. id end
 local function lock_key(lk) return PREFIX .. '@@lock@@:' .. lk end
 local function lock_wait_key(lk) return PREFIX .. '@@lockwait@@:' .. lk end

@@ -22,8 +22,8 @@ local function history_entry(id, h, outcome, now, worker, reason)
   local rec, pieces = {}, {}
   for i = 1, #h, 2 do
     local k, v = h[i], h[i + 1]
-    local piece = tonumber(k)
-    if piece then pieces[piece] = v else rec[k] = v end
+    local b = string.byte(k)  -- a payload's piece: '1', '2'... (no other field starts with a digit)
+    if b >= 48 and b <= 57 then pieces[tonumber(k)] = v else rec[k] = v end
   end
   if outcome ~= 'failed' and rec.s == 'failed' then return nil end  -- it ended already
   if not rec.p and pieces[1] then rec.p = table.concat(pieces) end
@@ -32,10 +32,10 @@ local function history_entry(id, h, outcome, now, worker, reason)
     rec.p = string.sub(rec.p, 1, @@history_payload_max@@)
   end
   rec.tb = rec.tb and string.sub(rec.tb, -@@history_payload_max@@) or nil
-  rec.s, rec.fin = outcome, now
+  rec.s, rec.fin = outcome, int_text(now)
   if worker then rec.w = worker end
   if reason then rec.why = reason end
-  local log = rcall('LRANGE', log_key(id), -@@history_log_lines@@, -1)
+  local log = rcall('LRANGE', log_key(id), '-@@history_log_lines@@', '-1')
   if #log > 0 then
     rec.log = log
     rec.ln = rcall('LLEN', log_key(id))
@@ -64,12 +64,13 @@ end
 local function keep_histories(entries, outcome, now)
   local index = HISTORY_INDEX[outcome]
   if not index or #entries == 0 then return end
+  local now_s = int_text(now)
   for s = 1, #entries, 1000 do
     local last = math.min(s + 999, #entries)
     rcall('HSET', HISTORY, unpack(entries, s, last))
     local scored, ids = {}, {}
     for i = s, last, 2 do
-      scored[#scored + 1], scored[#scored + 2] = now, entries[i]
+      scored[#scored + 1], scored[#scored + 2] = now_s, entries[i]
       ids[#ids + 1] = entries[i]
     end
     for _, key in ipairs(HISTORY_KEYS) do

@@ -26,11 +26,12 @@ end
 -- Lateness of on-time runs, as a histogram in the schedule's hash: 'le:<bound s>' counts (not
 -- cumulative), 'late_count' and 'late_sum' (s). The bounds are those of run durations.
 local LATE_BOUNDS = {@@duration_bounds@@}
+local LATE_LIMITS = {@@duration_limits@@}
 local function record_lateness(sk, late_ms)
   local s = late_ms / 1000
   local f = 'le:+Inf'
-  for _, b in ipairs(LATE_BOUNDS) do
-    if s <= tonumber(b) then f = 'le:' .. b; break end
+  for i, b in ipairs(LATE_LIMITS) do
+    if s <= b then f = 'le:' .. LATE_BOUNDS[i]; break end
   end
   rcall('HINCRBY', sk, f, 1)
   rcall('HINCRBY', sk, 'late_count', 1)

@@ -23,8 +23,10 @@ local function count_minute(kind, now, n)
   end
 end
 
--- Run durations, as a histogram: bounds in seconds, as keys.py's DURATION_BOUNDS writes them.
+-- Run durations, as a histogram: bounds in seconds, as keys.py's DURATION_BOUNDS writes them
+-- (the fields' text), and as numbers (compared with: no string read per comparison).
 local DURATION_BOUNDS = {@@duration_bounds@@}
+local DURATION_LIMITS = {@@duration_limits@@}
 
 -- Add the runs (a list of durations in seconds) to the queue's histogram in a few commands.
 local function record_durations(runs)
@@ -32,8 +34,8 @@ local function record_durations(runs)
   local per, total = {}, 0
   for _, d in ipairs(runs) do
     local field = 'le:+Inf'
-    for _, b in ipairs(DURATION_BOUNDS) do
-      if d <= tonumber(b) then field = 'le:' .. b; break end
+    for i, b in ipairs(DURATION_LIMITS) do
+      if d <= b then field = 'le:' .. DURATION_BOUNDS[i]; break end
     end
     per[field] = (per[field] or 0) + 1
     total = total + d
@@ -59,8 +61,8 @@ local TIMING_LEVELS = {@@timing_levels@@}
 local HANDLERS_MAX = @@handlers_max@@
 
 local function timing_bin(d)
-  for i, b in ipairs(DURATION_BOUNDS) do
-    if d <= tonumber(b) then return i end
+  for i, b in ipairs(DURATION_LIMITS) do
+    if d <= b then return i end
   end
   return #DURATION_BOUNDS + 1
 end
@@ -117,16 +119,17 @@ local function add_timings(prefix, per, now)
   return true
 end
 
--- The bins of run times and wait times (seconds), as add_timings takes them.
+-- The bins of run times and wait times (seconds), as add_timings takes them. Counted by bin
+-- number, named once per bin (not a number joined to a string per duration).
 local function timing_bins(runs, waits)
   local per = {}
-  for _, d in ipairs(runs) do
-    local f = 'r' .. timing_bin(d)
-    per[f] = (per[f] or 0) + 1
-  end
-  for _, d in ipairs(waits) do
-    local f = 'w' .. timing_bin(d)
-    per[f] = (per[f] or 0) + 1
+  for kind, list in pairs({r = runs, w = waits}) do
+    local by = {}
+    for _, d in ipairs(list) do
+      local i = timing_bin(d)
+      by[i] = (by[i] or 0) + 1
+    end
+    for i, n in pairs(by) do per[kind .. i] = n end
   end
   return per
 end

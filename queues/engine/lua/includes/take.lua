@@ -47,22 +47,23 @@ local function start_task(worker, id, nth, out, now, opts, started)
   end
   local lease = new_lease()
   -- as strings once: each number handed to Redis (or joined to a string) costs a printf
-  local lease_s, attempt_s = tostring(lease), tostring((tonumber(f[10]) or 0) + 1)
+  local lease_s, attempt_s = int_text(lease), int_text((tonumber(f[10]) or 0) + 1)
   if lk then rcall('SET', lock_key(lk), id .. ':' .. lease_s, 'PX', opts.lock_ttl) end
-  rcall('HSET', tk, 'l', lease_s, 'a', attempt_s, 's', 'active', 'w', worker, 'st', now)
+  rcall('HSET', tk, 'l', lease_s, 'a', attempt_s, 's', 'active', 'w', worker, 'st', opts.now_s)
   count_start(f[9], lease, now)
   -- the fraction keeps the start order of one batch (a requeue restores it)
   local a = started.active
-  a[#a + 1], a[#a + 2] = now + math.min(nth, 999) / 1000, id
+  a[#a + 1], a[#a + 2] = opts.now_s .. string.format('.%03d', math.min(nth, 999)), id
   if f[11] then rcall('HINCRBY', K.batchruns, f[11], 1) end
-  local timeout = tonumber(f[2] or opts.default_timeout)
+  local timeout_s = f[2] or opts.default_timeout_s  -- as text: the reply's field, with no printf
+  local timeout = tonumber(timeout_s)
   if timeout > 0 then
     local d = started.deadlines
-    d[#d + 1], d[#d + 2] = now + timeout * 1000 + opts.grace, id
+    d[#d + 1], d[#d + 2] = int_text(math.ceil(now + timeout * 1000 + opts.grace)), id
   end
   local i = #out
   out[i + 1], out[i + 2], out[i + 3], out[i + 4] = id, joined_payload(f, 13, tk), lease_s, attempt_s
-  out[i + 5], out[i + 6], out[i + 7], out[i + 8] = tostring(timeout), f[3] or '', f[4] or '', f[5] or ''
+  out[i + 5], out[i + 6], out[i + 7], out[i + 8] = timeout_s, f[3] or '', f[4] or '', f[5] or ''
   out[i + 9], out[i + 10], out[i + 11] = f[6] or '', f[8] or '', f[11] or f[12] or ''
   return true
 end
@@ -88,6 +89,8 @@ end
 -- Returns the ids taken, and true if it stopped at TAKE_SCAN_MAX with more to look at.
 local function take_tasks(worker, count, out, now, opts)
   local taken, started = {}, {active = {}, deadlines = {}}
+  opts.now_s = int_text(now)
+  opts.default_timeout_s = tostring(opts.default_timeout)
   local wk = worker_tasks_key(worker)
   local looked = 0
   local room, opens = queue_room(now)
