@@ -62,7 +62,7 @@ ROUND_TRIP_PAYLOADS = [
 @pytest.mark.django_db
 @pytest.mark.parametrize("payload", ROUND_TRIP_PAYLOADS, ids=lambda p: f"{type(p).__name__}{len(p)}")
 def test_payload_round_trips_exactly_through_start_failure_retry_and_api(client, payload):
-    """Whatever its size or bytes, the handler, get, the failure history and the API see exactly the payload given."""
+    """Whatever its size or bytes, the handler, get, both histories and the API see exactly the payload given."""
     q = Queue("t1")
     tid = q.enqueue(payload)
     assert q.get(tid).payload == payload
@@ -78,6 +78,10 @@ def test_payload_round_trips_exactly_through_start_failure_retry_and_api(client,
     assert q.retry(tid) is True
     (again,) = take(client, "t1")
     assert again.id == tid and again.payload == payload
+    assert finish(client, again) == Code.COMPLETED
+    ended = readmodel.ended_task(client, tid)  # the completed record joins a payload kept in pieces
+    assert ended.task.state == "completed" and ended.task.payload == (raw[:4096] if len(raw) > 4096 else payload)
+    assert ended.payload_size == (len(raw) if len(raw) > 4096 else None)
 
 
 def test_payload_pieces_are_raw_bytes_in_order(client):

@@ -30,8 +30,8 @@ local function keep_result(id, tk, result, result_ttl, now)
   rcall('ZADD', K.results, now + result_ttl, id)
 end
 
--- Complete plain task id (t: its fields; h: its hash as HGETALL gave it) held by t.w.
-local function complete_plain(id, tk, t, h, result, result_ttl, now, worker, plain)
+-- Complete plain task id (t: its fields, taken over for its record) held by t.w.
+local function complete_plain(id, tk, t, result, result_ttl, now, worker, plain)
   local ids = plain.ids
   ids[#ids + 1] = id
   if t.w then
@@ -43,13 +43,14 @@ local function complete_plain(id, tk, t, h, result, result_ttl, now, worker, pla
     held[#held + 1] = id
   end
   clear_unique(id, t.u)
-  local entry = history_entry(id, h, 'completed', now, worker)
+  local np, tg = t.np, t.tg
+  local entry = history_record(id, t, 'completed', now, worker)
   if entry then
     local hs = plain.history
     hs[#hs + 1], hs[#hs + 2] = id, entry
   end
-  tell_ended(id, 'completed', nil, t.np, now, worker)
-  forget_tags(id, t.tg)
+  tell_ended(id, 'completed', nil, np, now, worker)
+  forget_tags(id, tg)
   local gone = plain.gone
   gone[#gone + 1] = log_key(id)
   if result ~= '' then
@@ -116,7 +117,7 @@ local function finish_tasks(worker, n, result_ttl, base, now)
         out[#out + 1] = @@CANCELLED@@
       else
         if simple then
-          if complete_plain(id, tk, t, raw, result, result_ttl, now, worker, plain) then kept = true end
+          if complete_plain(id, tk, t, result, result_ttl, now, worker, plain) then kept = true end
         else
           clear_unique(id, t.u)
           task_ended(id, tk, 'completed', now, worker)

@@ -15,18 +15,24 @@ local HISTORY_INDEX = {
   completed = HISTORY_KEYS[1], cancelled = HISTORY_KEYS[2], expired = HISTORY_KEYS[2], failed = HISTORY_KEYS[3],
 }
 
--- The record of task id (h: its hash, as HGETALL gives it) that ended with `outcome` at `now`,
--- by `worker` (if known), for `reason` (if given), as JSON; nil when none is kept (a task that
--- had ended already as failed keeps that record).
-local function history_entry(id, h, outcome, now, worker, reason)
-  local rec, pieces = {}, {}
-  for i = 1, #h, 2 do
-    local k, v = h[i], h[i + 1]
-    local b = string.byte(k)  -- a payload's piece: '1', '2'... (no other field starts with a digit)
-    if b >= 48 and b <= 57 then pieces[tonumber(k)] = v else rec[k] = v end
-  end
+-- A payload's fields: 'p', or its pieces '1', '2'... (base.lua's add_payload).
+local PAYLOAD_FIELDS = {@@payload_fields@@, @@payload_more_fields@@}
+
+-- The record of task id (rec: its hash as a table of field -> value, which this takes over and
+-- changes) that ended with `outcome` at `now`, by `worker` (if known), for `reason` (if given),
+-- as JSON; nil when none is kept (a task that had ended already as failed keeps that record).
+local function history_record(id, rec, outcome, now, worker, reason)
   if outcome ~= 'failed' and rec.s == 'failed' then return nil end  -- it ended already
-  if not rec.p and pieces[1] then rec.p = table.concat(pieces) end
+  if not rec.p and rec['1'] then  -- its payload in pieces: joined
+    local pieces = {}
+    for i = 2, #PAYLOAD_FIELDS do
+      local f = PAYLOAD_FIELDS[i]
+      if not rec[f] then break end
+      pieces[#pieces + 1] = rec[f]
+      rec[f] = nil
+    end
+    rec.p = table.concat(pieces)
+  end
   if rec.p and #rec.p > @@history_payload_max@@ then
     rec.ps = #rec.p
     rec.p = string.sub(rec.p, 1, @@history_payload_max@@)
@@ -41,6 +47,13 @@ local function history_entry(id, h, outcome, now, worker, reason)
     rec.ln = rcall('LLEN', log_key(id))
   end
   return cjson.encode(rec)
+end
+
+-- history_record of task id's hash as HGETALL gives it (h: field, value, ...).
+local function history_entry(id, h, outcome, now, worker, reason)
+  local rec = {}
+  for i = 1, #h, 2 do rec[h[i]] = h[i + 1] end
+  return history_record(id, rec, outcome, now, worker, reason)
 end
 
 -- Keep the record of task id (its hash tk still there) that ended with `outcome` at `now`, by

@@ -28,19 +28,33 @@ end
 local DURATION_BOUNDS = {@@duration_bounds@@}
 local DURATION_LIMITS = {@@duration_limits@@}
 
+-- The bin of duration d (seconds): the first bound it is within, #DURATION_BOUNDS + 1 past the
+-- last. Remembered for the call (its tasks' durations, in whole ms, repeat).
+local bins_seen = {}
+local function duration_bin(d)
+  local i = bins_seen[d]
+  if i then return i end
+  i = #DURATION_LIMITS + 1
+  for j, b in ipairs(DURATION_LIMITS) do
+    if d <= b then
+      i = j
+      break
+    end
+  end
+  bins_seen[d] = i
+  return i
+end
+
 -- Add the runs (a list of durations in seconds) to the queue's histogram in a few commands.
 local function record_durations(runs)
   if #runs == 0 then return end
   local per, total = {}, 0
   for _, d in ipairs(runs) do
-    local field = 'le:+Inf'
-    for i, b in ipairs(DURATION_LIMITS) do
-      if d <= b then field = 'le:' .. DURATION_BOUNDS[i]; break end
-    end
-    per[field] = (per[field] or 0) + 1
+    local i = duration_bin(d)
+    per[i] = (per[i] or 0) + 1
     total = total + d
   end
-  for field, n in pairs(per) do rcall('HINCRBY', K.durations, field, n) end
+  for i, n in pairs(per) do rcall('HINCRBY', K.durations, 'le:' .. (DURATION_BOUNDS[i] or '+Inf'), n) end
   rcall('HINCRBY', K.durations, 'count', #runs)
   rcall('HINCRBYFLOAT', K.durations, 'sum', total)
 end
@@ -60,12 +74,7 @@ local TIMINGS = PREFIX .. '@@timings@@'
 local TIMING_LEVELS = {@@timing_levels@@}
 local HANDLERS_MAX = @@handlers_max@@
 
-local function timing_bin(d)
-  for i, b in ipairs(DURATION_LIMITS) do
-    if d <= b then return i end
-  end
-  return #DURATION_BOUNDS + 1
-end
+local timing_bin = duration_bin
 
 -- The counters of bucket x of a level (tag) under `prefix` ('' for the queue's, '<k>.' for a
 -- handler's): every bin of both kinds, and a handler's two counts.
