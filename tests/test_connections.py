@@ -5,6 +5,10 @@ cancellation that lands while a command is under way is raised even when the com
 import asyncio
 import random
 
+import pytest
+import redis
+import redis.asyncio
+
 from queues.engine.connection import Connection
 
 
@@ -73,3 +77,23 @@ def test_a_cancel_that_lands_while_a_command_completes_is_raised(_engine):
         return lost
 
     assert _run(main()) == 0
+
+
+def test_an_asyncio_client_sends_what_redis_py_would_and_refuses_what_it_refuses(client, _engine):
+    """Packed with hiredis: each argument stored as redis-py encodes it, a bool refused with redis-py's DataError."""
+    payloads = ["é" * 40, b"\x00\xff" * 3000, 10**18, 2.5, "", b"", "x y"]
+
+    async def go(r):
+        for value in payloads:
+            await r.rpush("packed", value)
+        assert await r.execute_command("CONFIG GET", "maxmemory")  # a name carrying an argument
+        with pytest.raises(redis.exceptions.DataError):
+            await r.set("packed-bool", True)
+        await r.aclose()
+
+    r = Connection(_engine.url).async_client()
+    assert r.connection_pool.connection_class.__name__.startswith("Hiredis")
+    _run(go(r))
+    encoder = redis.asyncio.Connection().encoder
+    assert client.lrange("packed", 0, -1) == [encoder.encode(v) for v in payloads]
+    assert client.get("packed-bool") is None

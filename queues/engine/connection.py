@@ -20,6 +20,11 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 try:
+    from hiredis import pack_command as _hiredis_pack
+except ImportError:  # hiredis is optional for redis-py: its own packing then
+    _hiredis_pack = None
+
+try:
     from redis.maint_notifications import MaintNotificationsConfig
 except ImportError:  # redis-py 5.x (the benchmark's producer only; worqr needs 8.1): nothing to turn off
     MaintNotificationsConfig = None
@@ -84,6 +89,36 @@ class _Pipeline(redis.asyncio.client.Pipeline):
 class _PubSub(redis.asyncio.client.PubSub):
     async def execute_command(self, *args):
         return _honoured(await super().execute_command(*args))
+
+
+class _HiredisPacking:
+    """An asyncio connection that packs its commands with hiredis (C), as redis-py's synchronous
+    connections do, instead of redis-py's asyncio packer (Python, a join per argument): the
+    ``start`` call of a busy worker carries four arguments per task it acknowledges. The bytes
+    sent are the same; what hiredis refuses (an argument of another type, a memoryview) goes
+    through redis-py's own packer, which packs it or raises its own error."""
+
+    def pack_command(self, *args):
+        if isinstance(args[0], str):  # a command name may carry arguments ('CONFIG GET')
+            args = (*args[0].encode().split(), *args[1:])
+        elif b" " in args[0]:
+            args = (*args[0].split(), *args[1:])
+        try:
+            return [_hiredis_pack(args)]
+        except TypeError:
+            return super().pack_command(*args)
+
+
+_packing_classes = {}
+
+
+def _hiredis_packing(cls):
+    """``cls`` (an asyncio connection class) packing with hiredis, or ``cls`` without hiredis."""
+    if _hiredis_pack is None:
+        return cls
+    if cls not in _packing_classes:
+        _packing_classes[cls] = type(f"Hiredis{cls.__name__}", (_HiredisPacking, cls), {})
+    return _packing_classes[cls]
 
 
 class _Redis(redis.asyncio.Redis):
@@ -329,6 +364,7 @@ class Connection:
             pool = redis.asyncio.BlockingConnectionPool.from_url(
                 self.url, max_connections=max_connections or 50, timeout=None, **self._tcp_options(), **extra
             )
+            pool.connection_class = _hiredis_packing(pool.connection_class)
             client = _Redis.from_pool(pool)
         return self._mark(client)
 

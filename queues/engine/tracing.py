@@ -35,6 +35,7 @@ Attributes follow the messaging semantic conventions: ``messaging.system`` ("wor
 """
 
 import json
+import time
 from contextlib import contextmanager, nullcontext
 
 from . import connection
@@ -200,13 +201,26 @@ def enqueued(span, ids):
 # -- a run in the worker -----------------------------------------------------------------------
 
 
+#: How long (seconds) the answer about the global tracer provider is reused: asking costs a
+#: lookup in os.environ, per task run, while an SDK is set up once, at start-up.
+NO_SDK_REUSE = 1.0
+_no_sdk_answer = (float("-inf"), False)  # (monotonic time it holds until, the answer)
+
+
 def _no_sdk():
     """Whether worqr's tracer is the API's own and no tracer provider is set up (the API's proxy,
     or its no-op one): every span is then a no-op, and one without a stored context is the
-    invalid span."""
+    invalid span. A provider set up later is seen within ``NO_SDK_REUSE`` seconds."""
+    global _no_sdk_answer
     if _tracer is not None and not isinstance(_tracer, (_trace.ProxyTracer, _trace.NoOpTracer)):
         return False  # a tracer given to worqr itself
-    return isinstance(_trace.get_tracer_provider(), (_trace.ProxyTracerProvider, _trace.NoOpTracerProvider))
+    now = time.monotonic()
+    until, answer = _no_sdk_answer
+    if now < until:
+        return answer
+    answer = isinstance(_trace.get_tracer_provider(), (_trace.ProxyTracerProvider, _trace.NoOpTracerProvider))
+    _no_sdk_answer = (now + NO_SDK_REUSE, answer)
+    return answer
 
 
 def start_run(task, worker):

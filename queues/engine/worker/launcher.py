@@ -27,6 +27,7 @@ whose fork server is forked in ``run`` before the event loop and the threads sta
 """
 
 import asyncio
+import gc
 import logging
 import os
 import signal
@@ -73,6 +74,22 @@ STABLE_AFTER = 60.0
 #: How long a stopping worker waits for its cancelled helpers to end (then it exits anyway and
 #: logs the ones still running: a cancel one of them swallowed)
 HELPERS_END = 5.0
+#: The cycle collector's youngest-generation threshold while a worker serves (CPython's is 700):
+#: a busy worker makes several container objects per task, nearly all freed at once by reference
+#: counting, and a collection every 700 of them cost a tenth of a chunk drain's worker time.
+GC_THRESHOLD = 50_000
+
+
+def _tune_gc():
+    """Before serving: the objects made so far (Django, the handlers' modules) are never scanned
+    again (``gc.freeze``: fewer full collections, and forked workers share those pages), and the
+    youngest generation is collected every ``GC_THRESHOLD`` allocations (a threshold set higher by
+    the program itself is kept; a disabled collector stays disabled)."""
+    if not gc.isenabled():
+        return
+    gc.freeze()
+    gen0, gen1, gen2 = gc.get_threshold()
+    gc.set_threshold(max(gen0, GC_THRESHOLD), gen1, gen2)
 
 
 def _run_abandoning(main):
@@ -176,6 +193,7 @@ class Worker:
             self.procs.start_server()
         if after_fork is not None:
             after_fork()
+        _tune_gc()
         try:
             _run_abandoning(self.main())
         finally:
