@@ -209,12 +209,13 @@ class Processor:
         if d.spec.checkpointed:  # a generator handler: its yields are checkpoints
             d.checkpoints = checkpoints.Run(self.checkpoints, d)
             func = d.checkpoints.wrap(func)
-        if self.tracing:  # the run span; the handler runs with it as its current span
+        if self.tracing:  # the run span (the handler runs with it as its current span: bound below)
             d.span = tracing.start_run(task, self.name)
-            func = tracing.bind(d.span, func, d.is_async)
         if d.chunk is not None:  # a chunk handler's task: its share of the chunk's call (chunks.Chunk)
             d.launched(d.chunk.part(d))
             return
+        if self.tracing:
+            func = tracing.bind(d.span, func, d.is_async)
         if d.start_by is not None and not d.isolated:  # (an isolated one's process looks itself)
             func = _gated(func, d.start_by, d.is_async)
         if d.is_async:

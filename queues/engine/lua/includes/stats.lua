@@ -32,6 +32,7 @@ local DURATION_LIMITS = {@@duration_limits@@}
 -- last. Remembered for the call (its tasks' durations, in whole ms, repeat).
 local bins_seen = {}
 local function duration_bin(d)
+  if d ~= d then return #DURATION_LIMITS + 1 end  -- NaN: past every bound (and no table key)
   local i = bins_seen[d]
   if i then return i end
   i = #DURATION_LIMITS + 1
