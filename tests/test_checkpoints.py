@@ -23,6 +23,7 @@ from queues.engine.worker.checkpoints import CHECKPOINT_DEPTH_MAX, encode
 from tests.conftest import ROOT, wait_for
 from tests.support.api import Api, make_token
 from tests.support.dashboard import make_user
+from tests.testapp.checkpoint_tasks import passing_on
 
 
 def steps_of(client, log):
@@ -444,13 +445,6 @@ def test_a_generator_under_a_wraps_decorator_is_a_generator_handler():
     """A generator under functools.wraps decorators is a generator handler; an async def under a sync one is async."""
     # Seen through any number of decorators that keep the function as __wrapped__; an async def
     # decorator is an async handler itself (it may consume the generator), not a generator one.
-
-    def passing_on(func):
-        @functools.wraps(func)
-        def call(task):
-            return func(task)
-
-        return call
 
     def gen(task):
         yield 1

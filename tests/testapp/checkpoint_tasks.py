@@ -80,7 +80,7 @@ handler("ck-fail", checkpoint_every=0.2, retries=0)(steps)
 handler("ck-rare", checkpoint_every=3600)(steps)
 
 
-def _passing_on(func):
+def passing_on(func):
     """An ordinary decorator (functools.wraps) that passes the call on."""
 
     @functools.wraps(func)
@@ -101,8 +101,8 @@ def _collecting(func):
 
 
 handler("ck-collected", retries=0)(_collecting(steps))
-handler("ck-wrapped", keep_result=True)(_passing_on(steps))
-handler("ck-async-wrapped")(_passing_on(steps_async))
+handler("ck-wrapped", keep_result=True)(passing_on(steps))
+handler("ck-async-wrapped")(passing_on(steps_async))
 
 
 def finishing(task):

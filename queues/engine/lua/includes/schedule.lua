@@ -1,4 +1,5 @@
 -- @include take
+-- @include bounds
 -- Periodic tasks. A schedule is one hash, schedule:<name> (its synced settings 'spec', their
 -- version 'v', and its state), in the slot of the queue its runs go to; its next run is its
 -- score in the queue's 'schedules' zset ('+inf' while paused or disabled).
@@ -25,15 +26,9 @@ end
 
 -- Lateness of on-time runs, as a histogram in the schedule's hash: 'le:<bound s>' counts (not
 -- cumulative), 'late_count' and 'late_sum' (s). The bounds are those of run durations.
-local LATE_BOUNDS = {@@duration_bounds@@}
-local LATE_LIMITS = {@@duration_limits@@}
 local function record_lateness(sk, late_ms)
   local s = late_ms / 1000
-  local f = 'le:+Inf'
-  for i, b in ipairs(LATE_LIMITS) do
-    if s <= b then f = 'le:' .. LATE_BOUNDS[i]; break end
-  end
-  rcall('HINCRBY', sk, f, 1)
+  rcall('HINCRBY', sk, bin_field(duration_bin(s)), 1)
   rcall('HINCRBY', sk, 'late_count', 1)
   rcall('HINCRBYFLOAT', sk, 'late_sum', s)
 end

@@ -1,4 +1,5 @@
 -- @include base
+-- @include bounds
 -- Counters kept per minute, and the histogram of run durations.
 
 -- Count finished ('c') or failed ('f') attempts in this minute's bucket, and in this hour's
@@ -23,30 +24,8 @@ local function count_minute(kind, now, n)
   end
 end
 
--- Run durations, as a histogram: bounds in seconds, as keys.py's DURATION_BOUNDS writes them
--- (the fields' text), and as numbers (compared with: no string read per comparison).
-local DURATION_BOUNDS = {@@duration_bounds@@}
-local DURATION_LIMITS = {@@duration_limits@@}
-
--- The bin of duration d (seconds): the first bound it is within, #DURATION_BOUNDS + 1 past the
--- last. Remembered for the call (its tasks' durations, in whole ms, repeat).
-local bins_seen = {}
-local function duration_bin(d)
-  if d ~= d then return #DURATION_LIMITS + 1 end  -- NaN: past every bound (and no table key)
-  local i = bins_seen[d]
-  if i then return i end
-  i = #DURATION_LIMITS + 1
-  for j, b in ipairs(DURATION_LIMITS) do
-    if d <= b then
-      i = j
-      break
-    end
-  end
-  bins_seen[d] = i
-  return i
-end
-
--- Add the runs (a list of durations in seconds) to the queue's histogram in a few commands.
+-- Add the runs (a list of durations in seconds) to the queue's histogram (bounds.lua) in a few
+-- commands.
 local function record_durations(runs)
   if #runs == 0 then return end
   local per, total = {}, 0
@@ -55,7 +34,7 @@ local function record_durations(runs)
     per[i] = (per[i] or 0) + 1
     total = total + d
   end
-  for i, n in pairs(per) do rcall('HINCRBY', K.durations, 'le:' .. (DURATION_BOUNDS[i] or '+Inf'), n) end
+  for i, n in pairs(per) do rcall('HINCRBY', K.durations, bin_field(i), n) end
   rcall('HINCRBY', K.durations, 'count', #runs)
   rcall('HINCRBYFLOAT', K.durations, 'sum', total)
 end
@@ -74,8 +53,6 @@ end
 local TIMINGS = PREFIX .. '@@timings@@'
 local TIMING_LEVELS = {@@timing_levels@@}
 local HANDLERS_MAX = @@handlers_max@@
-
-local timing_bin = duration_bin
 
 -- The counters of bucket x of a level (tag) under `prefix` ('' for the queue's, '<k>.' for a
 -- handler's): every bin of both kinds, and a handler's two counts.
@@ -136,7 +113,7 @@ local function timing_bins(runs, waits)
   for kind, list in pairs({r = runs, w = waits}) do
     local by = {}
     for _, d in ipairs(list) do
-      local i = timing_bin(d)
+      local i = duration_bin(d)
       by[i] = (by[i] or 0) + 1
     end
     for i, n in pairs(by) do per[kind .. i] = n end
