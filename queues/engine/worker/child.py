@@ -10,7 +10,7 @@
    None: a rate-limited queue's): runs the queue's handler and sends back one
    frame: ``("ok", result, rss)``, ``("retry", seconds, message, rss)``,
    ``("error", description, traceback, rss)`` or, too late to start it, ``("late", rss)``. Before it, the handler's ``task.progress`` and
-   ``task.log`` calls each send a ``("report", fraction, message, lines)`` frame (``_Reports``). End of file (its worker retires it, or is gone):
+   ``task.log`` calls each send a ``("report", fraction, message, lines, task id)`` frame (``_Reports``). End of file (its worker retires it, or is gone):
    it exits 0.
 
 It never returns into the code it was forked from: it ends with ``os._exit``, so nothing it

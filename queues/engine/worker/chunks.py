@@ -37,6 +37,7 @@ class ChunkTasks(list):
     def __init__(self, tasks):
         super().__init__(tasks)
         self.queue = tasks[0].queue
+        self._by_id = None  # id -> task, made at the first report
 
     @property
     def id(self):
@@ -50,10 +51,12 @@ class ChunkTasks(list):
         for task in self:
             task.attach_sink(sink)
 
-    def pass_report(self, **report):
-        """A report from the chunk's handler process (its progress or log lines), which does not
-        say which task it is of: the chunk's first task's."""
-        self[0].pass_report(**report)
+    def pass_report(self, task_id=None, **report):
+        """A report from the chunk's handler process (its progress or log lines): on the task of
+        the chunk it names (the first if it names none of them)."""
+        if self._by_id is None:
+            self._by_id = {task.id: task for task in self}
+        self._by_id.get(task_id, self[0]).pass_report(**report)
 
 
 class Part(asyncio.Future):

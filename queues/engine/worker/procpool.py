@@ -27,6 +27,7 @@ from ..errors import ChunkFailed, ConfigurationError, RateLimited, RetryLater, W
 from ..limits import StartedLate
 from ..registry import check_importable
 from . import child
+from .chunks import ChunkTasks
 from .forkserver import ForkServer
 
 log = logging.getLogger("worqr.worker")
@@ -191,13 +192,14 @@ class ProcessPool:
         p.watcher = asyncio.ensure_future(self._watch(p))
 
     def _said(self, p, message):
-        if message[0] == "report":  # ("report", fraction, message, lines): task.progress / task.log
+        if message[0] == "report":  # ("report", fraction, message, lines, task id): task.progress / task.log
             if p.run is not None:
-                fraction, text, lines = message[1:4]
-                task = p.run.task
-                if len(message) > 4 and isinstance(task, list):  # a chunk's tasks: the one that reported
-                    task = next((t for t in task if t.id == message[4]), task[0])
-                task.pass_report(fraction=fraction, message=text, lines=lines)
+                fraction, text, lines, task_id = message[1:5]
+                report = {"fraction": fraction, "message": text, "lines": lines}
+                if isinstance(p.run.task, ChunkTasks):  # a chunk's tasks: on the one that reported
+                    p.run.task.pass_report(task_id, **report)
+                else:
+                    p.run.task.pass_report(**report)
             return
         if p.pid is None:  # its first words: ("ready", pid)
             p.pid = message[1]
