@@ -137,6 +137,27 @@ def test_a_partial_chunk_keeps_its_slot_from_another_queue_s_tasks(client, worke
     assert s2 >= e1 - 0.05, runs  # one after the other: one slot
 
 
+def test_a_wake_up_for_the_slot_a_partial_chunk_keeps_goes_on_to_another_idle_worker(client, workers):
+    """--concurrency 1 with a partial chunk waiting: a wake-up for another queue is passed on, not swallowed."""
+    # cw1's one slot is kept for its partial chunk (8 s of chunk_wait); a wake-up of plain-wake
+    # (rate-limited: its idle workers are woken, not handed tasks) that reaches cw1 must go on to
+    # cw0, idle too, rather than leave the task waiting for cw1's chunk to run and end. Several
+    # tasks, one at a time, both workers idle in plain-wake first, so that wake-ups reach cw1.
+    workers(["chunk-wakewait", "plain-wake"], concurrency=1, name="cw1")
+    workers(["plain-wake"], concurrency=1, name="cw0")
+    idle = keys.queue_key("plain-wake", "idle")
+    wait_for(lambda: client.smembers(idle) == {b"cw0", b"cw1"}, message="both idle in plain-wake")
+    Queue("chunk-wakewait").enqueue_many([json.dumps({"n": n}) for n in range(3)])
+    wait_for(lambda: client.scard(keys.worker_tasks_key("chunk-wakewait", "cw1")) == 3, message="cw1 to take 3")
+    for n in range(6):
+        Queue("plain-wake").enqueue(json.dumps({"n": n}))
+        wait_for(lambda n=n: ended("plain-wake", n + 1), timeout=30, message=f"plain task {n}")
+    wait_for(lambda: ended("chunk-wakewait", 3), timeout=30, message="the chunk")
+    (call,) = [json.loads(x) for x in client.lrange("test:chunk-calls:chunk-wakewait", 0, -1)]
+    plain = [json.loads(x)["start"] for x in client.lrange("test:chunk-calls:plain-wake", 0, -1)]
+    assert len(plain) == 6 and max(plain) < call["start"], (plain, call)  # all while the chunk waited
+
+
 def test_chunk_failed_naming_ids_not_in_the_chunk_fails_the_chunk_saying_so(client, workers):
     """ChunkFailed keyed by payloads (not task ids): every task fails with an error naming the mistake, none completes."""
     q = Queue("chunk-wrong-ids")

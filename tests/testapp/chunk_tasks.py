@@ -116,6 +116,10 @@ def chunk_wrong_ids(tasks):
 handler("chunk-wrong-ids", chunk=5, chunk_wait=0.3, retries=0)(chunk_wrong_ids)
 handler("chunk-slot", chunk=10, chunk_wait=0.5, retries=0)(chunk_async)
 handler("plain-slot", retries=0)(plain_async)
+# a partial chunk that waits long to fill, and a rate-limited queue (its idle workers are woken,
+# not handed its tasks) served beside it
+handler("chunk-wakewait", chunk=10, chunk_wait=8.0, retries=0)(chunk_async)
+handler("plain-wake", rate="50/s", retries=0)(plain_async)
 handler("chunk-defer-proc", chunk=5, chunk_wait=0.3, retries=0, isolation="process")(chunk_defer)
 handler("chunk-progress-proc", chunk=3, chunk_wait=0.3, isolation="process")(chunk_progress)
 # a rate lets 5 tasks start a second: chunks stay partial, and must start within the rate's grace

@@ -292,7 +292,7 @@ class Fetcher:
             or status.stopping
             or status.quiet
             or not status.registered
-            or not self._room_for(queue, task)
+            or not self._room_for(queue, cap.spec_for(queue, task))
         ):
             self.given_back.append(key)
             asyncio.ensure_future(self._give_back(queue, task.id, task.lease))
@@ -301,10 +301,10 @@ class Fetcher:
         self._start(Delivery(task, cap.spec_for(queue, task), handed=True))
         status.poke()  # still free slots? the fetcher looks for more (and goes idle again)
 
-    def _room_for(self, queue, task):
-        """Whether a task handed over has a slot: a free one not kept for another queue's partial
-        chunk, or its own queue's partial chunk to join."""
-        if self.capsule.spec_for(queue, task).chunk and self.chunks.filling(queue):
+    def _room_for(self, queue, spec):
+        """Whether a task of ``queue`` (run by ``spec``) has a slot here: a free one not kept for
+        another queue's partial chunk, or its own queue's partial chunk to join."""
+        if spec.chunk and self.chunks.filling(queue):
             return True
         return self.deliveries.free_slots() - self.chunks.partials(but=queue) > 0
 
@@ -326,11 +326,14 @@ class Fetcher:
             self.stock_needed = True
 
     def on_wake(self, queue):
-        """Work is there: look for it, or pass the news on to another idle worker if full."""
+        """Work is there: look for it, or pass the news on to another idle worker if there is no
+        slot for it here (none free, or the one left kept for another queue's partial chunk)."""
         self.idle_in.discard(queue)
-        if self.deliveries.free_slots() > 0 and not self.status.stopping and not self.status.quiet:
+        spec = self.capsule.specs.get(queue)
+        room = self._room_for(queue, spec) if spec is not None else self.deliveries.free_slots() > 0
+        if room and not self.status.stopping and not self.status.quiet:
             self.status.poke()
-        elif queue in self.capsule.specs:
+        elif spec is not None:
             asyncio.ensure_future(self._pass_wake(queue))
 
     async def _pass_wake(self, queue):
