@@ -50,7 +50,7 @@ SIDEKIQ_SETUP = (
     "on a larger machine than this one"
 )
 #: Each library's fastest two-process row in the main table (bench/run.sh, all contenders).
-CONTENDERS = ("worqr-processes", "huey", "dramatiq", "celery-solo", "arq-fastpoll", "rq-simple")
+CONTENDERS = ("worqr-processes", "huey-threads", "dramatiq", "celery-solo", "arq-fastpoll", "rq-simple")
 MODES = ("direct", "proxy-0", "proxy-1")
 #: The goal: the 1 ms run keeps at least this share of the 0 ms run's rate (loses < 30 %).
 KEEPS = 0.70
