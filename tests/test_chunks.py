@@ -3,12 +3,13 @@
 handlers, a failure of the whole chunk, locks, limits and cancels, and bad options."""
 
 import json
+import os
 import time
 
 import pytest
 
 from queues import ChunkFailed, Queue, handler
-from queues.engine import keys
+from queues.engine import keys, registry
 from queues.engine.errors import ConfigurationError
 from tests.conftest import wait_for, wait_registered
 
@@ -256,21 +257,67 @@ def test_a_chunk_counts_its_size_against_the_concurrency(client, workers):
     assert most == 30, most  # the limit is reached and never passed
 
 
-def test_cancels_before_and_during_the_call(client, workers):
-    """Cancelled before the call: left out; during it: told (task.cancelled), ends cancelled, the rest complete."""
-    q = Queue("chunk-cancel")
+@pytest.mark.parametrize("queue", ["chunk-cancel", "chunk-cancel-proc"])
+def test_cancels_before_and_during_the_call(client, workers, queue):
+    """Cancelled before the call: left out; during it: told (task.cancelled, in a handler process too), ends cancelled."""
+    q = Queue(queue)
     ids = q.enqueue_many([json.dumps({"n": n, "sleep": 2.0 if n < 10 else 0}) for n in range(10)])
     q.cancel(ids[0])  # before: never in a chunk
-    workers(["chunk-cancel"], concurrency=1, name="cc0")
-    wait_for(lambda: client.llen("test:chunk-started:chunk-cancel"), timeout=30, message="the chunk to start")
+    workers([queue], concurrency=1, name="cc0")
+    wait_for(lambda: client.llen(f"test:chunk-started:{queue}"), timeout=30, message="the chunk to start")
     q.cancel(ids[1])  # during the call
     wait_for(lambda: q.counts()["active"] == 0, timeout=30, message="the chunk to end")
-    recs = chunks(client, "chunk-cancel")
+    recs = chunks(client, queue)
     assert len(recs) == 1, recs
     assert ids[0] not in recs[0]["ids"] and ids[1] in recs[0]["ids"], (ids, recs)
     assert recs[0]["cancelled"] == [ids[1]]
     counts = q.counts()
     assert counts["completed"] == 8 and counts["cancelled"] == 2, counts
+
+
+def test_a_handler_process_marks_the_chunk_tasks_its_worker_says_are_cancelled_and_skips_stale_cancels(client):
+    """A chunk's process: cancel frames during the call mark those tasks; ones before or after a call are skipped."""
+    import pickle
+    import socket
+
+    from queues.engine.task import Task
+    from queues.engine.worker import child
+    from queues.engine.worker.chunks import ChunkTasks
+
+    queue = "chunk-cancel-proc"
+    ours, theirs = socket.socketpair()
+    pid = os.fork()
+    if pid == 0:  # the handler process, as the fork server makes it
+        ours.close()
+        child.serve(theirs, os.getppid(), {queue: registry.get_handler(queue)})
+    theirs.close()
+    stream = ours.makefile("rb")
+
+    def read():
+        (size,) = child.HEADER.unpack(stream.read(child.HEADER.size))
+        return pickle.loads(stream.read(size))
+
+    def task(sleep):
+        return Task(id=f"{queue}-{os.urandom(8).hex()}", queue=queue, payload=json.dumps({"sleep": sleep}))
+
+    try:
+        assert read()[0] == "ready"
+        ours.sendall(child.frame(("cancel", "no-such-task")))  # a call's that ended: skipped
+        tasks = ChunkTasks([task(60), task(60)])
+        ours.sendall(child.frame((queue, tasks, "", None)))
+        wait_for(lambda: client.llen(f"test:chunk-started:{queue}"), timeout=30, message="the call to start")
+        for t in (*tasks, task(0)):  # the last is not of the chunk: nothing to mark
+            ours.sendall(child.frame(("cancel", t.id)))
+        assert read()[0] == "ok"  # it stops waiting once every task of its chunk says cancelled
+        assert chunks(client, queue)[0]["cancelled"] == [t.id for t in tasks]
+        ours.sendall(child.frame(("cancel", tasks[0].id)))  # too late: skipped
+        ours.sendall(child.frame((queue, ChunkTasks([task(0)]), "", None)))
+        assert read()[0] == "ok"
+        assert [r["cancelled"] for r in chunks(client, queue)] == [[t.id for t in tasks], []]
+    finally:
+        stream.close()
+        ours.close()  # the process reads the end of its socket and exits
+        os.waitpid(pid, 0)
 
 
 @pytest.mark.parametrize(

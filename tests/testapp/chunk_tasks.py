@@ -74,6 +74,7 @@ handler("chunk-lock", chunk=50, chunk_wait=0.3, retries=0, lock=lambda task: str
 )
 handler("chunk-limit", chunk=100, chunk_wait=0.3, retries=0, concurrency=30)(chunk_sync)
 handler("chunk-cancel", chunk=10, chunk_wait=0.2, retries=0)(chunk_sync)
+handler("chunk-cancel-proc", chunk=10, chunk_wait=0.2, retries=0, isolation="process")(chunk_sync)
 
 
 def chunk_defer(tasks):

@@ -12,6 +12,9 @@
    ``("error", description, traceback, rss)`` or, too late to start it, ``("late", rss)``. Before it, the handler's ``task.progress`` and
    ``task.log`` calls each send a ``("report", fraction, message, lines, task id)`` frame (``_Reports``). End of file (its worker retires it, or is gone):
    it exits 0.
+4. While a chunk's call runs, a thread reads the worker's ``("cancel", task id)`` frames and marks
+   those tasks cancelled (``task.cancelled``), as a thread-run chunk's tasks are (``_CancelWatch``);
+   one that comes after the call has ended is skipped.
 
 It never returns into the code it was forked from: it ends with ``os._exit``, so nothing it
 inherited (the worker's connections, atexit hooks) is closed or run twice.
@@ -25,6 +28,7 @@ import functools
 import os
 import pickle
 import resource
+import select
 import signal
 import struct
 import sys
@@ -101,10 +105,60 @@ class Frames(asyncio.Protocol):
 
 
 def _read(stream, size):
-    data = stream.read(size)
-    if len(data) < size:
-        raise EOFError
-    return data
+    """``size`` bytes from ``stream``, an unbuffered socket file (which may return fewer at once:
+    unbuffered, so that nothing the worker sent waits in a buffer that ``select`` cannot see)."""
+    parts = []
+    while size:
+        data = stream.read(size)
+        if not data:
+            raise EOFError
+        parts.append(data)
+        size -= len(data)
+    return b"".join(parts)
+
+
+def _frame_from(stream):
+    (size,) = HEADER.unpack(_read(stream, HEADER.size))
+    return pickle.loads(_read(stream, size))
+
+
+class _CancelWatch:
+    """While a chunk's call runs: a thread reading the worker's ``("cancel", task id)`` frames (the
+    only ones it sends before the call's reply) and marking those tasks of the chunk cancelled.
+    It stops when the call ends (a byte on its own pipe), before the next frame is read."""
+
+    def __init__(self, sock, stream, tasks):
+        self.sock, self.stream = sock, stream
+        self.by_id = {task.id: task for task in tasks}
+        self.thread = None
+
+    def __enter__(self):
+        self.wake_r, self.wake_w = os.pipe()
+        self.thread = threading.Thread(target=self._watch, name="worqr-cancel-watch", daemon=True)
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        os.write(self.wake_w, b"x")
+        self.thread.join()
+        os.close(self.wake_r)
+        os.close(self.wake_w)
+
+    def _watch(self):
+        while True:
+            readable, _, _ = select.select([self.sock, self.wake_r], [], [])
+            if self.wake_r in readable:
+                return
+            try:
+                message = _frame_from(self.stream)
+            except (EOFError, OSError):  # the worker is gone: the main loop finds that out itself
+                return
+            if _is_cancel(message) and message[1] in self.by_id:
+                self.by_id[message[1]].set_cancelled()
+
+
+def _is_cancel(message):
+    return len(message) == 2 and message[0] == "cancel"
 
 
 def rss_mb():
@@ -143,18 +197,23 @@ def serve(sock, parent, specs, child_init=None, measure_memory=False):
         signal.signal(signal.SIGTERM, _stop)
         if child_init is not None:
             child_init()
-        stream = sock.makefile("rb")
+        stream = sock.makefile("rb", buffering=0)
         reports = _Reports(sock)
         sock.sendall(frame(("ready", os.getpid())))
         while True:
             try:
-                (size,) = HEADER.unpack(_read(stream, HEADER.size))
-                queue, task, trace, start_by = pickle.loads(_read(stream, size))
+                message = _frame_from(stream)
             except EOFError:
                 break
+            if _is_cancel(message):  # for a chunk whose call has ended since it was sent
+                continue
+            queue, task, trace, start_by = message
             task.attach_sink(reports)
             if start_by is not None and time.monotonic() > start_by:  # (one clock for all processes)
                 reply = ("late",)
+            elif isinstance(task, list):  # a chunk's tasks: told of cancels while the call runs
+                with tracing.attached_carried(trace), _CancelWatch(sock, stream, task):
+                    reply = _run(specs[queue], task)
             else:
                 with tracing.attached_carried(trace):  # the worker's run span, current here too
                     reply = _run(specs[queue], task)

@@ -8,7 +8,8 @@
 3. Tasks cancelled before the call are left out of it (``processor`` reports them cancelled).
    The call's outcome is shared out to one future per task (``Chunk.parts``), which
    ``processor`` reports as it reports any handler's: returned, each completes (or, cancelled
-   during the call, is cancelled); ``ChunkFailed({id: exc})`` fails those and completes the rest;
+   during the call, is cancelled: its ``task.cancelled`` turns true for the handler, in an
+   isolated one's process too); ``ChunkFailed({id: exc})`` fails those and completes the rest;
    anything else raised fails them all. The call's end reports its parts in that same loop
    callback, one after the other (``Part.on_end``): no done callback, and no loop callback, per
    task. A part ended on its own (its task's cancel or timeout) is reported a loop turn later, as
@@ -86,6 +87,13 @@ class Part(asyncio.Future):
             return
         self.stop_asked = True
         self.chunk.stop_if_all_asked(now)
+
+    def tell_cancelled(self):
+        """Its task is cancelled: an isolated chunk's process is told, so that the handler's copy
+        of the task says so too (a thread's or a coroutine's is the worker's own)."""
+        handle = self.chunk.handle
+        if not self.done() and handle is not None and not handle.done() and hasattr(handle, "tell_cancelled"):
+            handle.tell_cancelled(self.d.task.id)
 
     def report_with(self, on_end):
         """Its delivery was launched: ``on_end(d, part)`` reports its end."""

@@ -194,6 +194,7 @@ class Delivery:
         then SIGKILL after KILL_GRACE), flags a sync one."""
         self.task.set_cancelled()
         if isinstance(self.handle, Part):  # its chunk's call, shared: stopped once every part asks
+            self.handle.tell_cancelled()
             self.handle.ask_stop()
         elif self.handle is not None and self.is_async:
             self.handle.cancel()

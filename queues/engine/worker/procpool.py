@@ -58,6 +58,14 @@ class Run(asyncio.Future):
         the run is cancelled once the process is gone."""
         self.pool._stop(self, now)
 
+    def tell_cancelled(self, task_id):
+        """Task ``task_id`` of this run's chunk is cancelled: its process marks its copy of the
+        task (``task.cancelled``), as a thread-run chunk's handler sees the worker's own."""
+        p = self.proc
+        if p is not None and p.run is self and not self.done() and p.transport is not None:
+            if not p.transport.is_closing():
+                p.transport.write(child.frame(("cancel", task_id)))
+
 
 class _Proc:
     """One handler process, as the worker sees it."""
