@@ -24,8 +24,8 @@ from queues.engine import Connection, Queue  # noqa: E402
 
 # Slots per worker process (`manage.py worker --concurrency`); one asyncio loop per process. The
 # fastest of 8, 16, 32, 64 and 128 on this 2-core machine (sync handler, 2 processes: 4,223,
-# 6,326, 6,940 and 8,800 tasks/s; 128 was no faster, and the bench handler's asyncio Redis
-# client ran out of connections), as each peer runs at its fastest thread count.
+# 6,326, 6,940 and 8,800 tasks/s; at 128 the bench handler's own Redis client, a redis-py pool of
+# at most 100 connections, ran out of them), as each peer runs at its fastest thread count.
 CONCURRENCY = int(os.environ.get("WORQR_BENCH_CONCURRENCY", "64"))
 VERSION = subprocess.run(["git", "-C", str(PROJECT), "describe", "--always", "--dirty"],
                          capture_output=True, text=True).stdout.strip() or "unknown"
