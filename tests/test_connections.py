@@ -97,3 +97,18 @@ def test_an_asyncio_client_sends_what_redis_py_would_and_refuses_what_it_refuses
     encoder = redis.asyncio.Connection().encoder
     assert client.lrange("packed", 0, -1) == [encoder.encode(v) for v in payloads]
     assert client.get("packed-bool") is None
+
+
+def test_more_sync_handlers_than_redis_py_pools_hold_use_the_worker_s_client_at_once(client, workers):
+    """120 sync handlers each in a Redis call on the worker's own client at once: none fails (redis-py caps pools at 100)."""
+    from queues import Queue
+    from tests.conftest import wait_for
+
+    n = 120
+    q = Queue("pool-gate")
+    q.enqueue_many(["x"] * n)
+    workers(["pool-gate"], concurrency=n, name="pool-gate-w")
+    wait_for(lambda: client.info("clients")["blocked_clients"] >= n, timeout=60, message=f"{n} handlers in BLPOP")
+    client.rpush("test:gate", *["go"] * n)
+    counts = wait_for(lambda: (c := q.counts())["completed"] + c["failed"] >= n and c, timeout=60, message="the tasks")
+    assert counts["completed"] == n and counts["failed"] == 0, counts

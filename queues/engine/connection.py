@@ -154,6 +154,12 @@ class _Cluster(redis.asyncio.RedisCluster):
 #: restart) failed with "Connection closed by server". worqr uses no such notifications.
 NO_MAINTENANCE_NOTIFICATIONS = MaintNotificationsConfig and MaintNotificationsConfig(enabled=False)
 
+#: Connections a synchronous client's pool may open (per node of a cluster). redis-py 8 caps its
+#: pools at 100 and then raises MaxConnectionsError: a worker whose sync handlers use its clients
+#: (``get_default().client``, an enqueue) from more than 100 threads at once would fail tasks.
+#: Connections are opened only as they are needed; a URL's ``max_connections`` wins.
+SYNC_MAX_CONNECTIONS = 10_000
+
 #: URL schemes of a Redis Cluster (``rediss+``: TLS) and of a Sentinel-managed master.
 CLUSTER_SCHEMES = ("redis+cluster", "rediss+cluster")
 SENTINEL_SCHEMES = ("redis+sentinel", "rediss+sentinel")
@@ -316,16 +322,17 @@ class Connection:
 
     def _sync_client(self, extra):
         t = self.target
+        pool = {"max_connections": SYNC_MAX_CONNECTIONS}
         if t.kind == "cluster":
             nodes = [redis.cluster.ClusterNode(h, p) for h, p in t.nodes]
             extra = {k: v for k, v in extra.items() if k not in ("health_check_interval", "retry")}
-            client = redis.RedisCluster(startup_nodes=nodes, **{**self._tcp_options(), **t.options, **extra})
+            client = redis.RedisCluster(startup_nodes=nodes, **{**pool, **self._tcp_options(), **t.options, **extra})
         elif t.kind == "sentinel":
-            options = {**self._tcp_options(), **t.options, **extra}
+            options = {**pool, **self._tcp_options(), **t.options, **extra}
             options.pop("health_check_interval", None)
             client = self._sentinel(redis.sentinel.Sentinel).master_for(t.service, db=t.db, **options)
         else:
-            client = redis.Redis.from_url(self.url, **self._tcp_options(), **extra)
+            client = redis.Redis.from_url(self.url, **pool, **self._tcp_options(), **extra)
         return self._mark(client)
 
     @property

@@ -457,3 +457,10 @@ handler("sfa", retries=0)(fault_async)
 
 # The generator handlers (tests/test_checkpoints.py) and the chunk handlers (tests/test_chunks.py).
 from . import checkpoint_tasks, chunk_tasks  # noqa: E402,F401
+
+
+@handler("pool-gate")
+def pool_gate(task):
+    """Waits in BLPOP on "test:gate" through the worker's own sync client: one connection per
+    running task, as a handler that holds a Redis call open (tests/test_connections.py)."""
+    get_default().client.blpop("test:gate", timeout=60)
