@@ -277,7 +277,6 @@ def test_cancels_before_and_during_the_call(client, workers, queue):
 
 def test_a_handler_process_marks_the_chunk_tasks_its_worker_says_are_cancelled_and_skips_stale_cancels(client):
     """A chunk's process: cancel frames during the call mark those tasks; ones before or after a call are skipped."""
-    import pickle
     import socket
 
     from queues.engine.task import Task
@@ -294,11 +293,10 @@ def test_a_handler_process_marks_the_chunk_tasks_its_worker_says_are_cancelled_a
     stream = ours.makefile("rb")
 
     def read():
-        (size,) = child.HEADER.unpack(stream.read(child.HEADER.size))
-        return pickle.loads(stream.read(size))
+        return child._frame_from(stream)  # as the process reads its own
 
-    def task(sleep):
-        return Task(id=f"{queue}-{os.urandom(8).hex()}", queue=queue, payload=json.dumps({"sleep": sleep}))
+    def task(sleep, pad=""):
+        return Task(id=f"{queue}-{os.urandom(8).hex()}", queue=queue, payload=json.dumps({"sleep": sleep, "pad": pad}))
 
     try:
         assert read()[0] == "ready"
@@ -311,7 +309,7 @@ def test_a_handler_process_marks_the_chunk_tasks_its_worker_says_are_cancelled_a
         assert read()[0] == "ok"  # it stops waiting once every task of its chunk says cancelled
         assert chunks(client, queue)[0]["cancelled"] == [t.id for t in tasks]
         ours.sendall(child.frame(("cancel", tasks[0].id)))  # too late: skipped
-        ours.sendall(child.frame((queue, ChunkTasks([task(0)]), "", None)))
+        ours.sendall(child.frame((queue, ChunkTasks([task(0, pad="x" * 5_000_000)]), "", None)))  # a 5 MB frame
         assert read()[0] == "ok"
         assert [r["cancelled"] for r in chunks(client, queue)] == [[t.id for t in tasks], []]
     finally:

@@ -105,16 +105,17 @@ class Frames(asyncio.Protocol):
 
 
 def _read(stream, size):
-    """``size`` bytes from ``stream``, an unbuffered socket file (which may return fewer at once:
-    unbuffered, so that nothing the worker sent waits in a buffer that ``select`` cannot see)."""
-    parts = []
-    while size:
-        data = stream.read(size)
-        if not data:
+    """``size`` bytes from ``stream``, an unbuffered socket file (unbuffered, so that nothing the
+    worker sent waits in a buffer that ``select`` cannot see; it may give fewer bytes at once, read
+    into one buffer: a frame of megabytes is not copied piece by piece)."""
+    buf = bytearray(size)
+    view, got = memoryview(buf), 0
+    while got < size:
+        n = stream.readinto(view[got:])
+        if not n:
             raise EOFError
-        parts.append(data)
-        size -= len(data)
-    return b"".join(parts)
+        got += n
+    return buf
 
 
 def _frame_from(stream):
