@@ -1,10 +1,10 @@
 """What a drain costs per task: CPU time of the Redis main thread and of the worker process, and the
-Redis commands run (the scripts' own included), while one worker (``--concurrency 8``, the bench's
+Redis commands run (the scripts' own included), while one worker (``--concurrency``, 64 as in the bench, with the bench's
 no-op handler) drains N queued tasks. CPU time, unlike a rate, hardly moves with the rest of the
 machine's load, so two checkouts can be compared on a busy machine
 (``WORQR_CHECKOUT=/path/to/other/checkout``, with its own ``.venv``; this checkout's by default).
 
-    .venv/bin/python bench/drain_cost.py [--n 30000] [--variants sync,async,chunk,chunk-async] [--by-command]
+    .venv/bin/python bench/drain_cost.py [--n 30000] [--concurrency 64] [--variants sync,async,chunk,chunk-async] [--by-command]
 
 Each variant runs on a private ``redis-server`` of its own (port ``--port`` and up).
 """
@@ -42,7 +42,7 @@ def _wait(check, timeout, what):
         time.sleep(0.01)
 
 
-def measure(variant, n, port):
+def measure(variant, n, port, concurrency=64):
     workdir = tempfile.mkdtemp()
     server = subprocess.Popen(
         ["redis-server", "--port", str(port), "--save", "", "--appendonly", "no", "--dir", workdir],
@@ -69,7 +69,7 @@ def measure(variant, n, port):
         r.config_resetstat()
         redis_before = _redis_cpu(r)
         worker = subprocess.Popen(
-            [python, "manage.py", "worker", "bench", "--log-level", "WARNING", "--concurrency", "8"],
+            [python, "manage.py", "worker", "bench", "--log-level", "WARNING", "--concurrency", str(concurrency)],
             env=env,
             cwd=CHECKOUT,
         )
@@ -113,6 +113,7 @@ def main():
     ap.add_argument("--n", type=int, default=30_000, help="tasks per drain (30,000)")
     ap.add_argument("--variants", default=",".join(VARIANTS), help="of " + ", ".join(VARIANTS))
     ap.add_argument("--port", type=int, default=6440, help="the first variant's private Redis port (6440)")
+    ap.add_argument("--concurrency", type=int, default=64, help="the worker's slots (64, as in the bench)")
     ap.add_argument("--by-command", action="store_true", help="also list the commands run per task")
     a = ap.parse_args()
     variants = a.variants.split(",")
@@ -123,7 +124,7 @@ def main():
     print("| handler | Redis CPU µs/task | worker CPU µs/task | Redis commands/task | script calls/task | rate/s |")
     print("|---|--:|--:|--:|--:|--:|")
     for i, variant in enumerate(variants):
-        m = measure(variant, a.n, a.port + i)
+        m = measure(variant, a.n, a.port + i, a.concurrency)
         print(
             f"| {variant} | {m['redis_us']:.1f} | {m['worker_us']:.1f} | {m['commands']:.1f} | "
             f"{m['scripts']:.3f} | {m['rate']:,.0f} |",

@@ -2,6 +2,7 @@
 10,000 tasks on two workers with ChunkFailed, the wait to fill a chunk, async and isolated chunk
 handlers, a failure of the whole chunk, locks, limits and cancels, and bad options."""
 
+import asyncio
 import json
 import os
 import time
@@ -170,6 +171,20 @@ def test_chunk_failed_naming_ids_not_in_the_chunk_fails_the_chunk_saying_so(clie
     assert len(errors) == 1 and errors.pop().startswith(
         "ValueError: ChunkFailed names 3 task id(s) not in its chunk of 3"
     )
+
+
+@pytest.mark.parametrize("queue", ["chunk-stopiter", "chunk-stopiter-proc"], ids=["thread", "process"])
+def test_chunk_failed_with_stop_iteration_fails_that_task_and_completes_the_rest(client, workers, queue):
+    """ChunkFailed({id: StopIteration(...)}): that task fails saying so, the other two complete, the worker goes on."""
+    q = Queue(queue)
+    last = q.enqueue_many(["a", "b", "last"])[2]
+    workers([queue], concurrency=1, name=f"{queue}-0")
+    counts = wait_for(lambda: ended(queue, 3), timeout=30, message="3 tasks to end")
+    assert (counts["completed"], counts["failed"]) == (2, 1), counts
+    assert errors_of_failed(client, queue) == {last: "StopIteration: no more rows"}
+    q.enqueue_many(["c", "d"])  # the worker's slot came back
+    counts = wait_for(lambda: ended(queue, 5), timeout=30, message="2 more tasks to end")
+    assert (counts["completed"], counts["failed"]) == (4, 1), counts
 
 
 def test_an_isolated_chunk_s_retry_later_defers_its_task(client, workers):
@@ -345,8 +360,10 @@ def test_chunk_failed_says_its_first_failure():
 
 
 def test_chunk_failed_takes_a_dict_of_ids_to_exceptions():
-    """ChunkFailed refuses anything but {task id: exception}."""
+    """ChunkFailed refuses anything but {task id: Exception instance}: no class, no KeyboardInterrupt, no CancelledError."""
     assert ChunkFailed({"a": ValueError("x")}).failures["a"].args == ("x",)
-    for bad in (["a"], {"a": "x"}, {1: ValueError()}):
-        with pytest.raises(TypeError):
+    for bad in (["a"], {"a": "x"}, {1: ValueError()}, {"a": ValueError}, {"a": KeyboardInterrupt()}):
+        with pytest.raises(TypeError, match="an instance of Exception"):
             ChunkFailed(bad)
+    with pytest.raises(TypeError):  # would read as a cancel of that task
+        ChunkFailed({"a": asyncio.CancelledError()})

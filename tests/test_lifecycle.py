@@ -57,6 +57,23 @@ def test_always_failing_task_ends_in_failures_with_traceback(client, workers):
     assert q.get(tid).state == "pending"
 
 
+def test_a_sync_handler_raising_stop_iteration_fails_its_task_and_the_worker_goes_on(client, workers):
+    """next() of an empty iterator in a sync handler: the task fails with StopIteration and its traceback; the next one completes."""
+    # asyncio's futures refuse a StopIteration: handed to one as it was, the task never ended
+    # and its slot stayed taken.
+    q = Queue("stopiter")
+    bad = q.enqueue("empty")
+    workers(["stopiter"], concurrency=1)
+    wait_for(lambda: q.counts()["failed"] == 1, timeout=30, message="the task to fail")
+    task = q.get(bad)
+    assert task.state == "failed" and task.error == "StopIteration"
+    (newest,) = q.failures()
+    assert "next(iter(()))" in newest["traceback"] and "StopIteration" in newest["traceback"]
+    fine = q.enqueue("fine")
+    wait_for(lambda: q.counts()["completed"] == 1, timeout=30, message="the next task to complete")
+    assert q.get(fine) is None or q.get(fine).state == "completed"
+
+
 def test_delayed_tasks_start_on_time(client, workers):
     """200 tasks with random delays of 0.5-3 s start no earlier than due and at most 250 ms late."""
     q = Queue("d1")

@@ -141,10 +141,12 @@ class ChunkFailed(WorqrError):
     is retried per its own policy); every other task of the chunk completes."""
 
     def __init__(self, failures):
+        # An Exception, as ``except Exception`` catches: a SystemExit, KeyboardInterrupt or
+        # CancelledError is not a task's error (a CancelledError would read as a cancel).
         if not isinstance(failures, dict) or not all(
-            isinstance(k, str) and isinstance(v, BaseException) for k, v in failures.items()
+            isinstance(k, str) and isinstance(v, Exception) for k, v in failures.items()
         ):
-            raise TypeError("ChunkFailed takes a dict of task id (str) -> exception")
+            raise TypeError("ChunkFailed takes a dict of task id (str) -> exception (an instance of Exception)")
         first = next(iter(failures.items()), None)
         why = f" (the first, {first[0]}: {type(first[1]).__name__}: {first[1]})" if first else ""
         super().__init__(f"{len(failures)} task(s) of the chunk failed{why}")

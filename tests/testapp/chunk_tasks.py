@@ -164,3 +164,22 @@ async def steps_marked(task):
 
 
 handler("ck-async-marked", checkpoint_every=0.2)(steps_marked)
+
+
+# -- StopIteration as a handler's error (asyncio futures refuse it: it must still end the task) --
+
+
+def chunk_stop_iteration(tasks):
+    """Fails the task whose payload is "last" with StopIteration, through ChunkFailed."""
+    raise ChunkFailed({t.id: StopIteration("no more rows") for t in tasks if t.payload == "last"})
+
+
+def next_of_empty(task):
+    """Raises StopIteration (next() of an exhausted iterator) when the payload is "empty"."""
+    if task.payload == "empty":
+        next(iter(()))
+
+
+handler("chunk-stopiter", chunk=5, chunk_wait=0.3, retries=0)(chunk_stop_iteration)
+handler("chunk-stopiter-proc", chunk=5, chunk_wait=0.3, retries=0, isolation="process")(chunk_stop_iteration)
+handler("stopiter", retries=0)(next_of_empty)

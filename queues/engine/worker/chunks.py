@@ -26,6 +26,7 @@ import time
 
 from ..errors import ChunkFailed
 from ..limits import StartedLate
+from .pool import settable
 
 log = logging.getLogger("worqr.worker")
 
@@ -153,7 +154,7 @@ class Chunk:
             elif exc is None or (failures is not None and key[0] not in failures):
                 part.set_result(None)
             else:
-                part.set_exception(failures[key[0]] if failures is not None else exc)
+                part.set_exception(settable(failures[key[0]]) if failures is not None else exc)
             try:
                 self.part_done(part)
             except Exception:  # one task's report must not keep the others' from theirs

@@ -36,6 +36,7 @@ from ..limits import StartedLate
 from . import checkpoints
 from .chunks import Part
 from .delivery import State
+from .pool import raised
 from .procpool import HandlerFailed
 
 log = logging.getLogger("worqr.worker")
@@ -262,7 +263,7 @@ class Processor:
         if self._report_now(d):
             return
         d.report()
-        exc = d.handle.exception()
+        exc = raised(d.handle.exception())
         if exc is None:  # a generator handler stopped at a checkpoint (the worker stops)
             await checkpoints.give_back(self.reporter, d)
         elif isinstance(exc, StartedLate):  # never run: back first in line, its start not counted
