@@ -74,6 +74,29 @@ def test_a_sync_handler_raising_stop_iteration_fails_its_task_and_the_worker_goe
     assert q.get(fine) is None or q.get(fine).state == "completed"
 
 
+def test_an_async_handler_s_sys_exit_or_keyboard_interrupt_fails_its_task_not_the_worker(client, workers):
+    """async handlers: sys.exit(3) and KeyboardInterrupt fail their tasks saying so; the worker runs on."""
+    # asyncio's tasks raise those two out of the event loop: the worker stopped, its task ran again
+    # on the next worker and stopped that one too.
+    q = Queue("aexit")
+    w = workers(["aexit"], concurrency=1)
+    ids = {q.enqueue(payload): payload for payload in ("exit", "kbd", "fine")}
+    wait_for(lambda: q.counts()["completed"] + q.counts()["failed"] == 3, timeout=30, message="3 tasks to end")
+    c = q.counts()
+    assert (c["completed"], c["failed"]) == (1, 2), c
+    errors = {ids[f["id"]]: f["error"] for f in q.failures()}
+    assert errors == {"exit": "SystemExit: 3", "kbd": "KeyboardInterrupt"}
+    assert all("_exit_if_asked" in f["traceback"] for f in q.failures())
+    assert w.proc.poll() is None, "the worker stopped"
+    chunked = Queue("aexit-chunk")
+    workers(["aexit-chunk"], concurrency=1)
+    chunked.enqueue_many(["a", "exit", "b"])
+    wait_for(lambda: chunked.counts()["failed"] == 3, timeout=30, message="the chunk's 3 tasks to fail")
+    assert {f["error"] for f in chunked.failures()} == {"SystemExit: 3"}
+    chunked.enqueue_many(["c", "d", "e"])
+    wait_for(lambda: chunked.counts()["completed"] == 3, timeout=30, message="the next chunk to complete")
+
+
 def test_delayed_tasks_start_on_time(client, workers):
     """200 tasks with random delays of 0.5-3 s start no earlier than due and at most 250 ms late."""
     q = Queue("d1")

@@ -18,6 +18,7 @@ import asyncio
 import json
 import os
 import signal
+import sys
 import threading
 import time
 
@@ -464,3 +465,28 @@ def pool_gate(task):
     """Waits in BLPOP on "test:gate" through the worker's own sync client: one connection per
     running task, as a handler that holds a Redis call open (tests/test_connections.py)."""
     get_default().client.blpop("test:gate", timeout=60)
+
+
+# -- SystemExit and KeyboardInterrupt raised by async handlers (tests/test_lifecycle.py) -----------
+
+
+def _exit_if_asked(payload):
+    if payload == "exit":
+        sys.exit(3)
+    if payload == "kbd":
+        raise KeyboardInterrupt
+
+
+async def exits_async(task):
+    await asyncio.sleep(0)
+    _exit_if_asked(task.payload)
+
+
+async def exits_async_chunk(tasks):
+    await asyncio.sleep(0)
+    for t in tasks:
+        _exit_if_asked(t.payload)
+
+
+handler("aexit", retries=0)(exits_async)
+handler("aexit-chunk", chunk=3, chunk_wait=0.3, retries=0)(exits_async_chunk)

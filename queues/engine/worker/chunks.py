@@ -26,7 +26,7 @@ import time
 
 from ..errors import ChunkFailed
 from ..limits import StartedLate
-from .pool import settable
+from .contained import contained, settable
 
 log = logging.getLogger("worqr.worker")
 
@@ -129,7 +129,7 @@ class Chunk:
         for task in tasks:
             task.attach_sink(w.progress)
         if spec.is_async:
-            self.handle = asyncio.ensure_future(func(tasks))
+            self.handle = asyncio.ensure_future(contained(func(tasks)))
         elif spec.isolation == "process":
             self.handle = w.procs.submit(tasks, "", start_by)
         else:

@@ -8,25 +8,7 @@ import collections
 import queue
 import threading
 
-
-class Raised(Exception):
-    """Carries to the loop an exception that an asyncio future refuses to hold: StopIteration (a
-    handler's ``next()`` of an exhausted iterator), which ``set_exception`` turns into a
-    TypeError, leaving the task's future, its slot and the other results of the batch unset."""
-
-    def __init__(self, exc):
-        super().__init__(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)
-        self.exc = exc
-
-
-def settable(exc):
-    """``exc``, or a ``Raised`` carrying it if a future can't hold it."""
-    return Raised(exc) if isinstance(exc, StopIteration) else exc
-
-
-def raised(exc):
-    """What the handler raised: ``exc``, unless it carries it (``settable``)."""
-    return exc.exc if isinstance(exc, Raised) else exc
+from .contained import settable
 
 
 class ThreadPool:

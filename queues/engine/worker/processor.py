@@ -35,8 +35,8 @@ from ..errors import RateLimited, RetryLater
 from ..limits import StartedLate
 from . import checkpoints
 from .chunks import Part
+from .contained import contained, raised
 from .delivery import State
-from .pool import raised
 from .procpool import HandlerFailed
 
 log = logging.getLogger("worqr.worker")
@@ -220,7 +220,7 @@ class Processor:
         if d.start_by is not None and not d.isolated:  # (an isolated one's process looks itself)
             func = _gated(func, d.start_by, d.is_async)
         if d.is_async:
-            d.launched(asyncio.ensure_future(func(task)))
+            d.launched(asyncio.ensure_future(contained(func(task))))
         elif d.isolated:  # the handler's process makes the run span its current span
             trace = tracing.carried(d.span) if d.span is not None else ""
             d.launched(self.procs.submit(task, trace, d.start_by))

@@ -1,0 +1,40 @@
+"""What a handler raises that would otherwise escape its task.
+
+- asyncio's futures refuse a StopIteration (``set_exception`` raises TypeError), so a thread's
+  or a chunk's StopIteration would leave its task's future unset: its task never ended and its
+  slot stayed taken. It travels in a ``Raised`` instead.
+- asyncio's tasks re-raise a SystemExit or KeyboardInterrupt out of the event loop, so an
+  ``async def`` handler's ``sys.exit()`` ended the worker (its tasks then ran again elsewhere,
+  ending that worker too). ``contained`` makes it its task's failed attempt, as it is on a thread
+  or in a handler process. (The worker's own Ctrl-C and SIGTERM are signal handlers on its loop:
+  they never raise inside a handler.)
+
+The processor reports the exception the handler raised (``raised``), its traceback included.
+"""
+
+
+class Raised(Exception):
+    """Carries to the loop an exception that must not be raised or set there as it is."""
+
+    def __init__(self, exc):
+        super().__init__(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)
+        self.exc = exc
+
+
+def settable(exc):
+    """``exc``, or a ``Raised`` carrying it if a future can't hold it."""
+    return Raised(exc) if isinstance(exc, StopIteration) else exc
+
+
+def raised(exc):
+    """What the handler raised: ``exc``, unless it carries it."""
+    return exc.exc if isinstance(exc, Raised) else exc
+
+
+async def contained(coro):
+    """Await an ``async def`` handler's coroutine; its SystemExit or KeyboardInterrupt fails its
+    task instead of stopping the worker's loop."""
+    try:
+        return await coro
+    except (SystemExit, KeyboardInterrupt) as exc:
+        raise Raised(exc) from exc
