@@ -97,6 +97,23 @@ def test_an_async_handler_s_sys_exit_or_keyboard_interrupt_fails_its_task_not_th
     wait_for(lambda: chunked.counts()["completed"] == 3, timeout=30, message="the next chunk to complete")
 
 
+@pytest.mark.parametrize("queue", ["unprintable", "aunprintable", "punprintable"], ids=["sync", "async", "isolated"])
+def test_a_kept_result_or_an_error_whose_str_raises_fails_its_attempt_saying_so(client, workers, queue):
+    """keep_result: a return value whose str() raises fails the attempt saying why, as does such an exception; the next task completes."""
+    # Before, the report raised in the worker: the task stayed active under a live worker for ever.
+    q = Queue(queue)
+    result, error = q.enqueue("result"), q.enqueue("error")
+    workers([queue], concurrency=1)
+    wait_for(lambda: q.counts()["failed"] == 2, timeout=30, message="both tasks to fail")
+    assert q.get(result).error == (
+        "TypeError: the handler's return value could not be kept: str() of it raised ValueError: no text for this"
+    )
+    assert q.get(error).error == "UnprintableError: <str() of it raised>"
+    fine = q.enqueue("fine")
+    wait_for(lambda: q.counts()["completed"] == 1, timeout=30, message="the next task to complete")
+    assert q.get(fine).result == b"fine"
+
+
 def test_delayed_tasks_start_on_time(client, workers):
     """200 tasks with random delays of 0.5-3 s start no earlier than due and at most 250 ms late."""
     q = Queue("d1")

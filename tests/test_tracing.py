@@ -401,6 +401,21 @@ def test_a_schedule_run_span_names_its_schedule(spans):
     assert "worqr.schedule" not in plain.attributes
 
 
+def test_a_failed_run_whose_exception_has_no_text_still_ends_its_span_with_the_error(spans):
+    """end_run with an exception whose str() raises: the span ends, status ERROR, the error text as its exception event."""
+
+    class Unprintable(Exception):
+        def __str__(self):
+            raise ValueError("no text")
+
+    span = tracing.start_run(Task(id="t1-2", queue="t1", attempt=1, meta="{}"), "w1")
+    tracing.end_run(span, "failed", "Unprintable: <str() of it raised>", Unprintable())
+    (ended,) = spans.get_finished_spans()
+    assert ended.status.status_code == StatusCode.ERROR
+    (event,) = [e for e in ended.events if e.name == "exception"]
+    assert event.attributes["exception.type"] == "Unprintable"
+
+
 def test_a_task_that_expires_before_it_starts_records_an_expired_span_and_no_run(spans, traced):
     """A traced task past its expires= when taken: a 'worqr expire' span, child of its enqueue, outcome expired; no run span."""
     import time

@@ -318,9 +318,14 @@ def end_run(span, outcome, error=None, exc=None):
     if span.is_recording():
         span.set_attribute("worqr.outcome", outcome)
         if outcome in ERROR_OUTCOMES:
+            recorded = False
             if exc is not None:
-                span.record_exception(exc)
-            elif error:
+                try:
+                    span.record_exception(exc)
+                    recorded = True
+                except Exception:  # its str() raised: the error text (worker.contained.describe) instead
+                    pass
+            if not recorded and error:
                 kind, _, message = error.partition(": ")
                 span.add_event("exception", {"exception.type": kind, "exception.message": message or kind})
             span.set_status(Status(StatusCode.ERROR, error or outcome))

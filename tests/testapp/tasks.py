@@ -490,3 +490,33 @@ async def exits_async_chunk(tasks):
 
 handler("aexit", retries=0)(exits_async)
 handler("aexit-chunk", chunk=3, chunk_wait=0.3, retries=0)(exits_async_chunk)
+
+
+# -- return values and exceptions whose str() raises (tests/test_lifecycle.py) ---------------------
+
+
+class Unprintable:
+    def __str__(self):
+        raise ValueError("no text for this")
+
+
+class UnprintableError(Exception):
+    def __str__(self):
+        raise ValueError("no text for this error")
+
+
+def unprintable(task):
+    if task.payload == "result":
+        return Unprintable()
+    if task.payload == "error":
+        raise UnprintableError()
+    return "fine"
+
+
+async def unprintable_async(task):
+    return unprintable(task)
+
+
+handler("unprintable", keep_result=True, retries=0)(unprintable)
+handler("aunprintable", keep_result=True, retries=0)(unprintable_async)
+handler("punprintable", keep_result=True, retries=0, isolation="process")(unprintable)

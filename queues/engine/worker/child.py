@@ -38,6 +38,7 @@ import traceback
 
 from .. import tracing
 from ..errors import ChunkFailed, RateLimited, RetryLater
+from .contained import describe, result_text
 
 HEADER = struct.Struct("!I")
 _PR_SET_PDEATHSIG = 1
@@ -254,7 +255,10 @@ def _run(spec, task):
         _Serving.task = None
     if value is None or not spec.keep_result:
         return ("ok", None)
-    return ("ok", value if isinstance(value, (str, bytes)) else str(value))
+    try:
+        return ("ok", result_text(value))
+    except TypeError as exc:  # its str() raised: a failed attempt, as in the worker
+        return _failure(exc)
 
 
 def _failure(exc):
@@ -267,8 +271,7 @@ def _failure(exc):
 
 def _described(exc):
     """(text, traceback) of an exception, as the worker reports a failed attempt."""
-    text = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-    return text[:2000], "".join(traceback.format_exception(exc))[-20000:]
+    return describe(exc), "".join(traceback.format_exception(exc))[-20000:]
 
 
 def _flush():

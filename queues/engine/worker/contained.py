@@ -9,8 +9,36 @@
   or in a handler process. (The worker's own Ctrl-C and SIGTERM are signal handlers on its loop:
   they never raise inside a handler.)
 
-The processor reports the exception the handler raised (``raised``), its traceback included.
+The processor reports the exception the handler raised (``raised``), its traceback included,
+and ``describe`` gives its text even when its ``str()`` raises (a kept result's too).
 """
+
+#: The start of the error of an attempt whose return value (keep_result) has no text.
+RESULT_UNKEPT = "the handler's return value could not be kept: str() of it raised "
+
+
+def _text(value):
+    try:
+        return str(value)
+    except Exception:
+        return "<str() of it raised>"
+
+
+def describe(exc):
+    """'Type: message' of an exception (its type alone with no message), at most 2,000 characters."""
+    text = _text(exc)
+    return (f"{type(exc).__name__}: {text}" if text else type(exc).__name__)[:2000]
+
+
+def result_text(value):
+    """A kept return value as text (str or bytes as it is, else ``str()`` of it), or raises a
+    TypeError saying why it could not be kept."""
+    if isinstance(value, (str, bytes)):
+        return value
+    try:
+        return str(value)
+    except Exception as exc:
+        raise TypeError(RESULT_UNKEPT + describe(exc)) from exc
 
 
 class Raised(Exception):

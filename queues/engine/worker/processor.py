@@ -35,22 +35,26 @@ from ..errors import RateLimited, RetryLater
 from ..limits import StartedLate
 from . import checkpoints
 from .chunks import Part
-from .contained import contained, raised
+from .contained import RESULT_UNKEPT, contained, describe, raised, result_text
 from .delivery import State
 from .procpool import HandlerFailed
 
 log = logging.getLogger("worqr.worker")
 
 
-def _describe(exc):
-    text = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-    return text[:2000]
-
-
 def _result_of(spec, value):
     if not spec.keep_result or value is None:
         return ""
-    return value if isinstance(value, (str, bytes)) else str(value)
+    return result_text(value)
+
+
+def _result_error(spec, value):
+    """The attempt's error when its kept result could not be made text."""
+    try:
+        _result_of(spec, value)
+    except TypeError as exc:
+        return exc
+    return TypeError(RESULT_UNKEPT + "an error")  # (it raised only the first time)
 
 
 class Processor:
@@ -252,7 +256,10 @@ class Processor:
             elif exc is None and handle.result() is checkpoints.STOPPED:  # given back: ``_report``
                 return False
             elif exc is None:
-                outcome, result = "completed", _result_of(d.spec, handle.result())
+                try:
+                    outcome, result = "completed", _result_of(d.spec, handle.result())
+                except Exception:  # its ``str()`` raised: a failed attempt, reported by ``_report``
+                    return False
             else:
                 return False
         d.report()
@@ -264,6 +271,8 @@ class Processor:
             return
         d.report()
         exc = raised(d.handle.exception())
+        if exc is None and d.handle.result() is not checkpoints.STOPPED:  # a result with no text
+            exc = _result_error(d.spec, d.handle.result())
         if exc is None:  # a generator handler stopped at a checkpoint (the worker stops)
             await checkpoints.give_back(self.reporter, d)
         elif isinstance(exc, StartedLate):  # never run: back first in line, its start not counted
@@ -272,12 +281,12 @@ class Processor:
             hold = ""
             if isinstance(exc, RateLimited):  # the whole queue, or the task's partition, waits
                 hold = "p" if d.spec.limits.partition is not None else "q"
-            await self.reporter.failure(d, _describe(exc), "", retry_after=exc.seconds, hold=hold)
+            await self.reporter.failure(d, describe(exc), "", retry_after=exc.seconds, hold=hold)
         elif isinstance(exc, HandlerFailed):  # raised in an isolated handler's process, described there
             await self.reporter.failure(d, exc.description, exc.trace)
         else:
             trace = "".join(tb_module.format_exception(type(exc), exc, exc.__traceback__))
-            await self.reporter.failure(d, _describe(exc), trace[-20000:], exc=exc)
+            await self.reporter.failure(d, describe(exc), trace[-20000:], exc=exc)
 
 
 def _gated(func, start_by, is_async):
