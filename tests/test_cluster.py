@@ -10,6 +10,7 @@ import shutil
 
 import pytest
 import redis
+import redis.asyncio
 
 from queues.engine import commands, connection, keys, readmodel
 from queues.engine.config import Config
@@ -233,6 +234,27 @@ def test_queues_land_on_different_masters(redis_cluster, client):
     assert len(set(ports.values())) == 3, ports
     overview = {q["name"]: q["pending"] for q in readmodel.overview(client)}
     assert overview == dict.fromkeys(names, 1)
+
+
+def test_a_cluster_asyncio_client_packs_with_hiredis_on_every_master(redis_cluster, conn, client):
+    """The asyncio cluster client's connections, to seed and found nodes, pack with hiredis; values round-trip on every master."""
+    values = ["é" * 40, b"\x00\xff" * 3000, 10**18, 2.5, ""]
+    names = [f"packed-{i}" for i in range(12)]  # spread over the three masters
+
+    async def go(r):
+        for name in names:
+            for value in values:
+                await r.rpush(name, value)
+        kinds = {type(c).__name__ for node in r.get_nodes() for c in node._connections}
+        await r.aclose()
+        return kinds
+
+    kinds = asyncio.run(go(conn.async_client()))
+    assert kinds and all(k.startswith("Hiredis") for k in kinds), kinds
+    assert len({client.get_node_from_key(n).port for n in names}) == 3
+    encoder = redis.asyncio.Connection().encoder
+    for name in names:
+        assert client.lrange(name, 0, -1) == [encoder.encode(v) for v in values]
 
 
 def test_replicated_writes_on_the_cluster_wait_for_the_slot_master_replica(redis_cluster, conn):

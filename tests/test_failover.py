@@ -223,6 +223,27 @@ def cluster():
     c.stop()
 
 
+def test_a_sentinel_asyncio_client_packs_with_hiredis(sentinels):
+    """The asyncio client of a Sentinel-managed master packs with hiredis: values round-trip on the master."""
+    import asyncio
+
+    import redis.asyncio
+
+    values = ["é" * 40, b"\x00\xff" * 3000, 10**18, 2.5, ""]
+    conn = Connection(sentinels.url)
+
+    async def go(r):
+        for value in values:
+            await r.rpush("packed", value)
+        kind = r.connection_pool.connection_class.__name__
+        await r.aclose()
+        return kind
+
+    assert asyncio.run(go(conn.async_client())).startswith("Hiredis")
+    encoder = redis.asyncio.Connection().encoder
+    assert sentinels.master.client().lrange("packed", 0, -1) == [encoder.encode(v) for v in values]
+
+
 def _admin(url, follow=True):
     """The test's own reads (workers listed, the queue drained): through Sentinel, asked where the
     master is before each (a connection kept to the old master reads it until it is demoted, and

@@ -121,6 +121,17 @@ def _hiredis_packing(cls):
     return _packing_classes[cls]
 
 
+def _pack_cluster_with_hiredis(client):
+    """Make a new asyncio cluster client's connections pack with hiredis: the class its nodes
+    connect with (its seed nodes', made before any connection, and the nodes it finds later,
+    made from the connection keywords it shares with its nodes manager)."""
+    kwargs = client.connection_kwargs
+    packing = _hiredis_packing(kwargs.get("connection_class", redis.asyncio.Connection))
+    kwargs["connection_class"] = packing
+    for node in [*client.startup_nodes, *client.nodes_manager.startup_nodes.values()]:
+        node.connection_class = packing
+
+
 class _Redis(redis.asyncio.Redis):
     async def execute_command(self, *args, **options):
         return _honoured(await super().execute_command(*args, **options))
@@ -363,10 +374,12 @@ class Connection:
         if t.kind == "cluster":
             nodes = [redis.asyncio.cluster.ClusterNode(h, p) for h, p in t.nodes]
             client = _Cluster(startup_nodes=nodes, **{**self._tcp_options(), **t.options, **extra})
+            _pack_cluster_with_hiredis(client)
         elif t.kind == "sentinel":
             client = self._sentinel(redis.asyncio.sentinel.Sentinel).master_for(
                 t.service, db=t.db, redis_class=_Redis, **extra
             )
+            client.connection_pool.connection_class = _hiredis_packing(client.connection_pool.connection_class)
         else:
             pool = redis.asyncio.BlockingConnectionPool.from_url(
                 self.url, max_connections=max_connections or 50, timeout=None, **self._tcp_options(), **extra
