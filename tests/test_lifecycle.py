@@ -9,9 +9,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from queues import Queue
+from queues import Queue, handler
 from queues.engine import keys
-from queues.engine.errors import InvalidState, InvalidTask
+from queues.engine.errors import ConfigurationError, InvalidState, InvalidTask
 from tests.conftest import records, wait_for, wait_registered
 from tests.engine_calls import fail, take
 
@@ -112,6 +112,29 @@ def test_a_kept_result_or_an_error_whose_str_raises_fails_its_attempt_saying_so(
     fine = q.enqueue("fine")
     wait_for(lambda: q.counts()["completed"] == 1, timeout=30, message="the next task to complete")
     assert q.get(fine).result == b"fine"
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"timeout": float("nan")},
+        {"timeout": float("inf")},
+        {"timeout": 0},
+        {"timeout": "5"},
+        {"timeout": True},
+        {"backoff": float("nan")},
+        {"backoff": float("inf")},
+        {"backoff": -1},
+        {"backoff": 10**400},
+    ],
+)
+def test_a_handler_s_timeout_and_backoff_must_be_finite_as_an_enqueue_s(options):
+    """@handler refuses a NaN, infinite, non-positive or non-number timeout or backoff, as enqueue does, naming the queue."""
+    ((name, value),) = options.items()
+    with pytest.raises(ConfigurationError, match=f"handler 'edge-opts': {name} must be a finite number"):
+        handler("edge-opts", **options)(lambda task: None)
+    with pytest.raises(InvalidTask, match=name):
+        Queue("edge-opts").enqueue("x", **options)
 
 
 def test_delayed_tasks_start_on_time(client, workers):

@@ -10,6 +10,7 @@ from . import keys
 from .controls import LONGEST
 from .errors import ConfigurationError
 from .limits import NO_LIMITS, Limits, check_limits
+from .numbers import is_finite
 
 #: A handler: a function of the task, sync or ``async def``; ``handler`` returns it unchanged.
 F = TypeVar("F", bound=Callable[..., Any])
@@ -53,6 +54,11 @@ class HandlerSpec:
 _handlers: dict[str, HandlerSpec] = {}
 
 
+def _not_finite(value):
+    """Not an int or float, or one that is NaN or infinite (a bool is not a number here)."""
+    return isinstance(value, bool) or not isinstance(value, (int, float)) or not is_finite(value)
+
+
 def handler(
     queue: str,
     *,
@@ -88,10 +94,11 @@ def handler(
     limits = check_limits(queue, concurrency, rate, partition, partition_concurrency, partition_rate)
     if retries is not None and (isinstance(retries, bool) or not isinstance(retries, int) or retries < 0):
         raise ConfigurationError(f"handler {queue!r}: retries must be an integer >= 0")
-    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0):
-        raise ConfigurationError(f"handler {queue!r}: timeout must be a number > 0")
-    if backoff is not None and (isinstance(backoff, bool) or not isinstance(backoff, (int, float)) or backoff < 0):
-        raise ConfigurationError(f"handler {queue!r}: backoff must be a number >= 0")
+    # finite, as enqueue's own (a NaN passes every comparison; an infinite timeout is none at all)
+    if timeout is not None and (_not_finite(timeout) or timeout <= 0):
+        raise ConfigurationError(f"handler {queue!r}: timeout must be a finite number > 0, not {timeout!r}")
+    if backoff is not None and (_not_finite(backoff) or backoff < 0):
+        raise ConfigurationError(f"handler {queue!r}: backoff must be a finite number >= 0, not {backoff!r}")
     if lock is not None and not (callable(lock) or isinstance(lock, str)):
         raise ConfigurationError(f"handler {queue!r}: lock must be a string or a function")
     if expires is not None and (
