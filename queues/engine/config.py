@@ -9,6 +9,7 @@ import binascii
 from dataclasses import dataclass, fields, replace
 
 from .errors import ConfigurationError
+from .numbers import is_finite
 from .retention import Retention
 
 #: How long an enqueue waits for a connection to Redis to open (s; or ENQUEUE_SOCKET_TIMEOUT if
@@ -147,6 +148,10 @@ class Config:
                 continue
             if kind is not str and (isinstance(value, bool) or not isinstance(value, (int, float))):
                 raise ConfigurationError(f"WORQR[{key!r}] must be a number, not {value!r}")
+            if kind is not str and not is_finite(value):  # a NaN passes every range check below
+                raise ConfigurationError(f"WORQR[{key!r}] must be a finite number, not {value!r}")
+            if kind is int and value != int(value):
+                raise ConfigurationError(f"WORQR[{key!r}] must be a whole number, not {value!r}")
             if kind is str and not isinstance(value, str):
                 raise ConfigurationError(f"WORQR[{key!r}] must be a string")
             kwargs[names[key]] = kind(value) if kind is int else value

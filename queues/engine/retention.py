@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, fields, replace
 
 from . import keys
 from .errors import ConfigurationError
+from .numbers import is_finite
 
 #: The longest retention (a year) and the most records per queue.
 RETENTION_MAX_S = 366 * 86400
@@ -34,7 +35,7 @@ def parse_duration(value, what):
             )
         seconds = float(m.group(1)) * _UNITS[m.group(2)]
     elif isinstance(value, (int, float)) and not isinstance(value, bool):
-        seconds = float(value)
+        seconds = float(value) if is_finite(value) else float("inf")  # an int past a float's range too
     else:
         raise ConfigurationError(f"{what} must be seconds or a duration like '24h', not {value!r}")
     if not 0 <= seconds <= RETENTION_MAX_S:
