@@ -12,6 +12,7 @@ import pytest
 from queues import Queue, handler
 from queues.engine import keys
 from queues.engine.errors import ConfigurationError, InvalidState, InvalidTask
+from queues.engine.worker.contained import RETURNED_COROUTINE
 from tests.conftest import records, wait_for, wait_registered
 from tests.engine_calls import fail, take
 
@@ -135,6 +136,19 @@ def test_a_handler_s_timeout_and_backoff_must_be_finite_as_an_enqueue_s(options)
         handler("edge-opts", **options)(lambda task: None)
     with pytest.raises(InvalidTask, match=name):
         Queue("edge-opts").enqueue("x", **options)
+
+
+@pytest.mark.parametrize(
+    "queue", ["hidden-async", "hidden-async-chunk", "phidden-async"], ids=["thread", "chunk", "isolated"]
+)
+def test_a_sync_handler_that_returns_a_coroutine_fails_saying_so_instead_of_completing(client, workers, queue):
+    """A sync handler returned a coroutine (a decorator hid an async def): it never ran, so the tasks fail saying why."""
+    q = Queue(queue)
+    q.enqueue_many(["a", "b", "c"])
+    workers([queue], concurrency=1)
+    wait_for(lambda: q.counts()["failed"] == 3, timeout=30, message="the 3 tasks to fail")
+    assert {f["error"] for f in q.failures()} == {f"TypeError: {RETURNED_COROUTINE}"}
+    assert q.counts()["completed"] == 0 and client.llen("test:hidden-async-ran") == 0
 
 
 def test_delayed_tasks_start_on_time(client, workers):

@@ -520,3 +520,20 @@ async def unprintable_async(task):
 handler("unprintable", keep_result=True, retries=0)(unprintable)
 handler("aunprintable", keep_result=True, retries=0)(unprintable_async)
 handler("punprintable", keep_result=True, retries=0, isolation="process")(unprintable)
+
+
+# -- a sync handler that returns a coroutine (tests/test_lifecycle.py) --------------------------------
+
+
+async def _hidden_async(task_or_tasks):
+    get_default().client.rpush("test:hidden-async-ran", "1")
+
+
+def returns_coroutine(task_or_tasks):
+    """Sync, yet returns a coroutine: what a decorator without functools.wraps makes of an async def."""
+    return _hidden_async(task_or_tasks)
+
+
+handler("hidden-async", retries=0)(returns_coroutine)
+handler("hidden-async-chunk", chunk=3, chunk_wait=0.3, retries=0)(returns_coroutine)
+handler("phidden-async", retries=0, isolation="process")(returns_coroutine)

@@ -38,7 +38,7 @@ import traceback
 
 from .. import tracing
 from ..errors import ChunkFailed, RateLimited, RetryLater
-from .contained import describe, result_text
+from .contained import describe, result_text, returned_coroutine
 
 HEADER = struct.Struct("!I")
 _PR_SET_PDEATHSIG = 1
@@ -253,6 +253,9 @@ def _run(spec, task):
         return _failure(exc)
     finally:
         _Serving.task = None
+    not_run = returned_coroutine(value)
+    if not_run is not None:
+        return _failure(not_run)
     if value is None or not spec.keep_result:
         return ("ok", None)
     try:

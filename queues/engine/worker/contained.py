@@ -9,9 +9,20 @@
   or in a handler process. (The worker's own Ctrl-C and SIGTERM are signal handlers on its loop:
   they never raise inside a handler.)
 
+A sync handler that returns a coroutine (a decorator hid an ``async def``) did none of its work:
+that fails its attempt (``returned_coroutine``), on a thread or in a handler process.
+
 The processor reports the exception the handler raised (``raised``), its traceback included,
 and ``describe`` gives its text even when its ``str()`` raises (a kept result's too).
 """
+
+import inspect
+
+#: The error of an attempt whose sync handler returned a coroutine (which then never ran).
+RETURNED_COROUTINE = (
+    "the handler returned a coroutine, which never ran: a handler that awaits must be an "
+    "`async def` function (a decorator that wraps one must keep it async)"
+)
 
 #: The start of the error of an attempt whose return value (keep_result) has no text.
 RESULT_UNKEPT = "the handler's return value could not be kept: str() of it raised "
@@ -47,6 +58,15 @@ class Raised(Exception):
     def __init__(self, exc):
         super().__init__(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)
         self.exc = exc
+
+
+def returned_coroutine(value):
+    """A TypeError if a sync handler returned a coroutine (closed, so that it never runs and
+    Python warns of nothing), else None: the work it stands for was not done."""
+    if inspect.iscoroutine(value):
+        value.close()
+        return TypeError(RETURNED_COROUTINE)
+    return None
 
 
 def settable(exc):

@@ -8,7 +8,7 @@ import collections
 import queue
 import threading
 
-from .contained import settable
+from .contained import returned_coroutine, settable
 
 
 class ThreadPool:
@@ -40,7 +40,8 @@ class ThreadPool:
                 return
             loop, future, func, arg = job
             try:
-                result, exc = func(arg), None
+                result = func(arg)
+                exc = returned_coroutine(result)  # a hidden async def: its work was not done
             except BaseException as e:  # handed to the loop, which reports it
                 result, exc = None, settable(e)
             self._done.append((future, result, exc))
