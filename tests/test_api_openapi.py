@@ -159,6 +159,7 @@ def specific(c):
             "PUT", "/api/queues/t1/limits", "x", content_type="text/plain"
         ),
         ("/api/schedules", "get", 200): lambda: a.get("/api/schedules"),
+        ("/api/schedules", "get", 400): lambda: a.get("/api/schedules?limit=0"),
         ("/api/schedules/{name}", "get", 200): lambda: a.get("/api/schedules/sch"),
         ("/api/schedules/{name}", "get", 400): lambda: a.get("/api/schedules/bad{s"),
         ("/api/schedules/{name}", "get", 404): lambda: a.get("/api/schedules/nosuch"),

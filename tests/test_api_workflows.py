@@ -114,3 +114,20 @@ def test_reading_a_child_cancelled_by_its_parent_says_why(api, client):
         "parents": [a],
     }
     assert list(api.get("/api/tasks/t2-0123456789abcdef").json()) == ["error"]  # unknown: the error alone
+
+
+def test_a_write_only_token_reads_nothing_through_a_batch_close_or_a_limits_put():
+    """Without view_dashboard, close answers {id, closed} and PUT limits {name, updated}: no callbacks, no counts, no use."""
+    b = Batch(on_success=("reports", "SECRET-CALLBACK"), description="quarterly")
+    b.enqueue("t1", "row")
+    writer = Api(make_token("enqueue_task", "manage_limits", name="writer"))
+    r = writer.post(f"/api/batches/{b.id}/close")
+    assert r.status_code == 200 and r.json() == {"id": b.id, "closed": True}
+    assert Batch.get(b.id)["closed"]
+    r = writer.call("PUT", "/api/queues/t1/limits", {})
+    assert r.status_code == 200 and r.json() == {"name": "t1", "updated": False}
+    r = writer.call("PUT", "/api/queues/t1/limits", {"concurrency": 3})
+    assert r.status_code == 200 and r.json() == {"name": "t1", "updated": True}
+    reader = Api(make_token("enqueue_task", "manage_limits", "view_dashboard", name="reader"))
+    assert reader.post(f"/api/batches/{b.id}/close").json()["on_success"] == ["reports", "SECRET-CALLBACK"]
+    assert reader.call("PUT", "/api/queues/t1/limits", {}).json()["concurrency"] == 3

@@ -1,8 +1,9 @@
 """The search page and bulk actions: qualifiers, the bounded step and its cursor, permissions,
-CSRF, confirmation, one audit row per bulk action, and 100,000 tasks in the background while
-other requests go on."""
+CSRF, confirmation, one audit row per bulk action, 100,000 tasks in the background while
+other requests go on, and at most 2 bulk jobs running per process, 1 per user (more: 429)."""
 
 import re
+import threading
 import time
 
 import pytest
@@ -122,6 +123,98 @@ def test_bulk_on_100000_matching_tasks_runs_in_the_background(client, web, opera
     assert slowest < 5.0, f"a page took {slowest:.2f} s during the bulk action"  # (a busy shared machine)
     (row,) = AuditLog.objects.filter(action="bulk_delete")
     assert f"{n} of {n} deleted" in row.detail
+
+
+@pytest.fixture
+def held_finding(monkeypatch):
+    """Bulk jobs that find their tasks only once ``gate`` is set (then as they would: the real
+    search); set on the way out, whatever happened, so no job outlives the test."""
+    from queues.engine import bulk as engine_bulk
+
+    real, gate = engine_bulk.find_ids, threading.Event()
+
+    def find_ids(*args, **kwargs):
+        assert gate.wait(60), "the test never let the job go on"
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(engine_bulk, "find_ids", find_ids)
+    try:
+        yield gate
+    finally:
+        gate.set()
+
+
+def bulk_threads():
+    return [t for t in threading.enumerate() if t.name.startswith("worqr-bulk-")]
+
+
+def run_again_all(web, accept_json=True):
+    fields = {"action": "again", "confirm": "yes", "all": "1", "q": "queue:bq"}
+    return web.post(
+        reverse("queues:bulk-start"), fields, **({"HTTP_ACCEPT": "application/json"} if accept_json else {})
+    )
+
+
+def test_bulk_jobs_are_capped_at_two_per_process_and_one_per_user(client, held_finding):
+    """With two bulk jobs running, a user's second job and a third user's are refused with 429 and why, starting ..."""
+    # ... no thread and writing no audit row; once they end, a new one is accepted.
+    Queue("bq").enqueue_many(["x"] * 3)
+    webs = {}
+    for name in ("one", "two", "three"):
+        webs[name] = Client()
+        webs[name].force_login(make_user(f"bulk-{name}", perms=["view_dashboard", "enqueue_task"]))
+    before = len(bulk_threads())
+    first, second = run_again_all(webs["one"]), run_again_all(webs["two"])
+    assert first.status_code == second.status_code == 202, (first.content, second.content)
+    mine = run_again_all(webs["one"])
+    assert mine.status_code == 429 and mine.json() == {
+        "ok": False,
+        "message": "You already have a bulk action running: wait for it to end (or stop it) before starting another.",
+    }
+    full = run_again_all(webs["three"])
+    assert full.status_code == 429 and not full.json()["ok"]
+    assert "running 2 bulk actions already: try again once one of them has ended" in full.json()["message"]
+    chosen = webs["three"].post(
+        reverse("queues:bulk-start"),
+        {"action": "again", "confirm": "yes", "ids": [f"bq-{0:016x}"]},
+        HTTP_ACCEPT="application/json",
+    )
+    assert chosen.status_code == 429  # chosen tasks take a turn too
+    page = run_again_all(webs["three"], accept_json=False)  # the form posted without the page's script
+    assert page.status_code == 429 and "running 2 bulk actions already" in page.content.decode()
+    assert len(bulk_threads()) == before + 2 and AuditLog.objects.filter(action="bulk_again").count() == 2
+    held_finding.set()
+    for web, answer in ((webs["one"], first), (webs["two"], second)):
+        assert wait_job(web, answer.json()["url"])["phase"] == "done"
+    later = run_again_all(webs["three"])
+    assert later.status_code == 202, later.content
+    assert wait_job(webs["three"], later.json()["url"])["phase"] == "done"
+
+
+def test_a_bulk_job_that_fails_frees_its_turn(client, held_finding, monkeypatch):
+    """A job that ends with an error frees its user's turn: refused while it runs, a new job is accepted once it failed."""
+    from queues.engine import bulk as engine_bulk
+
+    held = engine_bulk.find_ids
+
+    def failing(*args, **kwargs):
+        held(*args, **kwargs)
+        raise RuntimeError("Redis went away")
+
+    monkeypatch.setattr(engine_bulk, "find_ids", failing)
+    Queue("bq").enqueue("x")
+    web = Client()
+    web.force_login(make_user("bulk-failing", perms=["view_dashboard", "enqueue_task"]))
+    first = run_again_all(web)
+    assert first.status_code == 202
+    assert run_again_all(web).status_code == 429
+    held_finding.set()
+    job = wait_job(web, first.json()["url"])
+    assert (job["phase"], job["error"]) == ("failed", "Redis went away")
+    monkeypatch.setattr(engine_bulk, "find_ids", held)
+    again = run_again_all(web)
+    assert again.status_code == 202, again.content
+    assert wait_job(web, again.json()["url"])["phase"] == "done"
 
 
 def test_worker_page_shows_its_tasks_progress_and_the_gone(client, web, operator, workers):

@@ -1,8 +1,10 @@
 """The dashboard's websocket under a real Daphne, opened by a real websocket client: only the
 site's own origins may open it, and a logout, a deactivation or a removed permission closes
-a user's open sockets within 2 s, pushed across processes through Redis."""
+a user's open sockets within 2 s, pushed across processes through Redis; a socket for an
+unknown worker is closed with 4404, and a user's 33rd socket on a process with 4429."""
 
 import json
+import socket
 import time
 import urllib.request
 from http.cookiejar import CookieJar
@@ -11,9 +13,10 @@ from urllib.parse import urlencode
 import pytest
 from django.contrib.auth.models import Group
 from websockets.exceptions import ConnectionClosed, InvalidStatus
+from websockets.sync.client import connect
 
 from queues import Queue
-from queues.engine import keys
+from queues.engine import keys, upkeep
 from tests.browser import DaphneServer
 from tests.support.dashboard import forced_cookie, open_socket, perm, staff
 
@@ -166,3 +169,75 @@ def test_a_bad_message_is_answered_with_an_error_and_the_socket_stays_open(serve
     assert json.loads(ws.recv(timeout=10))["type"] == "update"
     still_live(ws, "t1")
     ws.close()
+
+
+def close_code(server, path, cookie):
+    """The code a socket to ``path`` is closed with before it shows anything (it is accepted, so
+    the page can read the code)."""
+    sock = socket.create_connection(("127.0.0.1", server.port), timeout=10)
+    ws = connect(
+        f"ws://127.0.0.1:{server.port}{path}",
+        sock=sock,
+        origin=server.url,
+        additional_headers={"Cookie": cookie},
+        open_timeout=15,
+    )
+    with pytest.raises(ConnectionClosed) as closed:
+        ws.recv(timeout=15)
+    return closed.value.rcvd.code if closed.value.rcvd else None
+
+
+def test_a_worker_feed_of_a_worker_that_does_not_exist_is_closed_with_4404(server, transactional_db, client):
+    """A socket for a worker neither online nor gone lately is closed with 4404, as its page answers 404; a known one opens."""
+    cookie = forced_cookie(staff("workerwatcher"))
+    upkeep.remember_gone(client, {"name": "w-was", "how": "stopped", "host": "h", "queues": ["t1"]})
+    assert close_code(server, "/ws/queues/worker/w-nobody/", cookie) == 4404
+    assert close_code(server, "/ws/queues/worker/w-nobody-2/", cookie) == 4404
+    open_socket(server, "/ws/queues/worker/w-was/", cookie).close()  # served: its first update came
+
+
+def test_a_page_past_the_last_is_the_last_page_s_feed(client, db):
+    """A socket's ?page= past the last page (up to 10**9) shares the last page's feed, as the page shows the last one."""
+    from queues.dashboard import feeds
+
+    Queue("t1").enqueue_many(["x"] * 60)  # two pages of pending tasks
+    for page in ("2", "3", "999999999"):
+        assert feeds.feed_for(client, "queue", "t1", {"page": page}).key == ("queue", "t1", 2)
+        assert feeds.feed_for(client, "overview", None, {"page": page}).key == ("OverviewFeed", 1)
+        assert feeds.feed_for(client, "workers", None, {"page": page}).key == ("WorkersFeed", 1)
+    assert feeds.feed_for(client, "queue", "t1", {}).key == ("queue", "t1", 1)
+
+
+def test_a_user_may_have_32_sockets_open_and_the_33rd_is_closed_with_4429(server, transactional_db):
+    """One session's 32nd socket is served, its 33rd (or one from the same user's other session) is closed with 4429; ..."""
+    # ... another user is not affected, and once one of the 32 closes a new one is served again.
+    Queue("t1").enqueue("x")
+    heavy = staff("manytabs")
+    cookie, other_session = forced_cookie(heavy), forced_cookie(heavy)
+    paths = ["/ws/queues/overview/", "/ws/queues/queue/t1/", "/ws/queues/workers/", "/ws/queues/batches/"]
+    sockets = [open_socket(server, paths[i % len(paths)], cookie) for i in range(32)]
+    try:
+        still_live(sockets[1], "t1")  # the 32nd is as served as the first
+        assert close_code(server, "/ws/queues/overview/", cookie) == 4429
+        assert close_code(server, "/ws/queues/queue/t1/?page=2", other_session) == 4429
+        others = open_socket(server, "/ws/queues/queue/t1/", forced_cookie(staff("fewtabs")))
+        still_live(others, "t1")
+        others.close()
+        sockets.pop().close()
+        deadline = time.monotonic() + CLOSE_WITHIN
+        while (code := close_code_or_open(server, "/ws/queues/overview/", cookie)) == 4429:
+            assert time.monotonic() < deadline, "the closed socket's place was not freed"
+            time.sleep(0.05)
+        assert code is None  # served
+    finally:
+        for ws in sockets:
+            ws.close()
+
+
+def close_code_or_open(server, path, cookie):
+    """None if a socket to ``path`` is served (its first update comes; it is closed again), else its close code."""
+    try:
+        open_socket(server, path, cookie).close()
+    except ConnectionClosed as closed:
+        return closed.rcvd.code if closed.rcvd else -1
+    return None

@@ -128,6 +128,70 @@ def test_the_dashboard_shows_encrypted_unless_the_user_may_see_it(sealed):
 
 
 @pytest.mark.django_db
+def test_a_batch_callback_into_an_encrypted_queue_stays_sealed_until_its_task_runs(sealed):
+    """Ciphertext in Redis, "encrypted" on the batch page and from Batch.get; the callback task opens to it."""
+    from django.test import Client
+    from django.urls import reverse
+
+    from queues.engine import Batch, keys, workflows
+    from tests.test_dashboard_views import make_user
+
+    client = sealed.client
+    secret = "the card is 4111-1111-1111-1111"
+    b = Batch(on_success=("vault", secret), on_complete=("vault2", secret.encode() + b"\xff"))
+    b.enqueue("plain", "row")
+    assert b"4111-1111" not in b"".join(client.hgetall(keys.batch_key(b.id, "batch")).values())
+    info = Batch.get(b.id)
+    assert (info["on_success"], info["on_complete"]) == (["vault", "encrypted"], ["vault2", "encrypted"])
+    web = Client()
+    web.force_login(make_user("keeper", perms=["view_dashboard", "view_encrypted_payload"]))
+    page = web.get(reverse("queues:batch", args=[b.id])).content.decode()
+    assert "4111-1111" not in page and "vault: encrypted" in page
+    b.close()
+    (row,) = take(client, "plain")
+    finish(client, row)
+    workflows.drain_all(client, "plain")
+    (success,) = take(client, "vault")
+    (complete,) = take(client, "vault2")
+    assert crypto.open_payload(sealed.config, success) == secret
+    assert crypto.open_payload(sealed.config, complete) == secret.encode() + b"\xff"
+
+
+def test_a_batch_callback_no_key_opens_stays_due_and_is_enqueued_once_the_key_is_back(sealed, caplog):
+    """Its key dropped: the drain logs it and goes on, the batch stays due; with the key back, the sweep enqueues it once."""
+    from queues.engine import Batch, batches, keys, workflows
+
+    client = sealed.client
+    b = Batch(on_complete=("vault", "the card is 4111"))
+    b.enqueue("plain", "row")
+    b.close()
+    connection.configure(sealed.config.with_(encryption_keys=(NEW,)), os.environ["WORQR_REDIS_URL"])
+    (row,) = take(client, "plain")
+    finish(client, row)
+    workflows.drain_all(client, "plain")  # no exception: the drain goes on
+    assert "its complete callback is not enqueued" in caplog.text
+    assert Queue("vault").counts()["enqueued"] == 0 and client.zscore(keys.BATCHES_DUE, b.id) is not None
+    connection.configure(sealed.config, os.environ["WORQR_REDIS_URL"])  # OLD is back
+    batches.sweep(client, 10**13)
+    batches.sweep(client, 10**13)
+    assert Queue("vault").counts()["enqueued"] == 1 and client.zscore(keys.BATCHES_DUE, b.id) is None
+    (callback,) = take(client, "vault")
+    assert crypto.open_payload(sealed.config, callback) == "the card is 4111"
+
+
+def test_a_batch_callback_payload_is_bounded_as_an_enqueue_s(sealed):
+    """A callback payload over MAX_PAYLOAD_BYTES is refused with PayloadTooLarge; no batch is opened."""
+    from queues.engine import Batch, keys
+    from queues.engine.errors import PayloadTooLarge
+
+    too_big = "x" * (sealed.config.max_payload_bytes + 1)
+    for options in ({"on_success": ("vault", too_big)}, {"on_complete": ("plain", too_big.encode())}):
+        with pytest.raises(PayloadTooLarge, match="over the limit"):
+            Batch(**options)
+    assert sealed.client.zcard(keys.BATCHES) == 0
+
+
+@pytest.mark.django_db
 def test_an_ended_tasks_record_keeps_the_ciphertext_and_opens_for_the_keeper(sealed):
     """An ended encrypted task's record holds no plaintext; its page opens it for the keeper only, whole."""
     from django.test import Client

@@ -127,3 +127,68 @@ def test_at_most_max_live_schedules_are_made_at_run_time(client, monkeypatch):
     live_schedules.delete(client, "s0")
     live_schedules.create(client, "s3", queue="cap", every=60)
     assert schedules.get(client, "s3").queue == "cap"
+
+
+def test_the_list_is_paged_by_name_and_by_size(client, db):
+    """GET /api/schedules pages by name (limit, after: next, total) and ends a page once it passes 1 MiB of JSON."""
+    from queues.api.schedules import PAGE_BYTES
+    from queues.engine import live_schedules
+    from tests.support.api import error
+
+    for i in range(5):
+        live_schedules.create(client, f"s{i}", queue="pg", every=60, payload=f"p{i}")
+    api = Api(make_token("view_dashboard"))
+    body = api.get("/api/schedules?limit=2").json()
+    assert [s["name"] for s in body["schedules"]] == ["s0", "s1"] and (body["next"], body["total"]) == ("s1", 5)
+    assert body["schedules"][0] == api.get("/api/schedules/s0").json()  # each item as GET <name> has it
+    names, after = [], None
+    while True:
+        body = api.get("/api/schedules?limit=2" + (f"&after={after}" if after else "")).json()
+        names += [s["name"] for s in body["schedules"]]
+        after = body["next"]
+        if after is None:
+            break
+    assert names == ["s0", "s1", "s2", "s3", "s4"]
+    assert [s["name"] for s in api.get("/api/schedules").json()["schedules"]] == names  # 100 by default
+    for bad in ("0", "1001", "x", "-1", "2.5"):
+        assert "1 to 1000" in error(api.get(f"/api/schedules?limit={bad}"), 400, "limit")
+    assert "schedule name" in error(api.get("/api/schedules?after=bad{s"), 400, "after")
+    quotes = '"' * 600_000  # twice as long in JSON
+    for i in range(3):
+        live_schedules.create(client, f"t{i}", queue="pg", every=60, payload=quotes)
+    r = api.get("/api/schedules?after=s4")
+    body = r.json()
+    assert [s["name"] for s in body["schedules"]] == ["t0"] and body["next"] == "t0"  # over 1 MiB with one
+    assert PAGE_BYTES <= len(r.content) < PAGE_BYTES + 300_000 and body["schedules"][0]["payload"] == quotes
+    assert [s["name"] for s in api.get("/api/schedules?after=t1").json()["schedules"]] == ["t2"]
+
+
+def test_a_body_key_that_is_no_setting_is_a_400_naming_it(db):
+    """POST and PATCH with "config", "client", "name" or any other unknown key: a JSON 400 naming it, nothing changed."""
+    from tests.support.api import error
+
+    client = connection.get_default().client
+    api = Api(make_token("view_dashboard", "change_schedule"))
+    assert api.post("/api/schedules/kept", {"queue": "uk", "every": 60}).status_code == 201
+    for key in ("config", "client", "name", "nope"):
+        body = {"queue": "uk", "every": 60, key: 1}
+        assert f'unknown field "{key}"' in error(api.post("/api/schedules/new-one", body), 400, key)
+        assert f'unknown field "{key}"' in error(api.call("PATCH", "/api/schedules/kept", {key: 1}), 400, key)
+    message = error(
+        api.post("/api/schedules/new-one", {"queue": "uk", "every": 5, "config": 1, "client": 2}), 400, "config"
+    )
+    assert message.startswith('unknown fields "config", "client"; the fields are queue, cron, every')
+    assert schedules.get(client, "new-one") is None and schedules.get(client, "kept").every == 60
+    assert list(AuditLog.objects.values_list("action", flat=True)) == ["schedule_create"]
+
+
+def test_a_change_only_token_reads_no_schedule_back_through_its_writes(db):
+    """Without view_dashboard, POST answers {name, created} and PATCH (even an empty one) {name, updated}: no payload read back."""
+    owner = Api(make_token("view_dashboard", "change_schedule"))
+    assert owner.post("/api/schedules/nightly", {"queue": "q", "every": 60, "payload": "SECRET"}).status_code == 201
+    writer = Api(make_token("change_schedule"))
+    r = writer.call("PATCH", "/api/schedules/nightly", {})
+    assert r.status_code == 200 and r.json() == {"name": "nightly", "updated": True}
+    r = writer.post("/api/schedules/other", {"queue": "q", "every": 60})
+    assert r.status_code == 201 and r.json() == {"name": "other", "created": True}
+    assert owner.call("PATCH", "/api/schedules/nightly", {}).json()["payload"] == "SECRET"

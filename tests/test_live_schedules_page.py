@@ -73,3 +73,36 @@ def test_a_schedules_page_shows_next_runs_last_runs_and_lateness(client, db):
     assert next_runs.count(", ") == 4  # five next runs
     assert f'data-run="{task_id}"' in html and "wq-state-completed" in html and "trigger" in html
     assert web.get(reverse("queues:schedule", args=["nosuch"])).status_code == 404
+
+
+def test_the_list_shows_a_payload_as_a_preview_and_its_page_fills_the_form(client, db):
+    """A 200,000-character payload or a 1,000-character cron (the longest) leaves the list and its live section under 50 KB."""
+    # The list's Change form leaves such a payload empty (kept as it is on Save); the schedule's own page fills
+    # its form with a payload of up to FIELD_MAX characters, whole.
+    from queues.dashboard import feeds, sections
+    from queues.engine import live_schedules
+
+    quotes = '"' * 200_000  # escaped six times over in HTML (&quot;)
+    live_schedules.create(client, "big", queue="lp", every=60, payload=quotes)
+    live_schedules.create(client, "long-cron", queue="lp", cron="0," * 495 + "0 3 * * *", payload="p")
+    live_schedules.create(client, "mid", queue="lp", every=60, payload='"' * 5000)
+    live_schedules.create(client, "small", queue="lp", every=60, payload="hi")
+    web = Client()
+    web.force_login(make_user("e", perms=["view_dashboard", "change_schedule", "manage_schedules"]))
+    page = web.get(reverse("queues:schedules")).content.decode()
+    assert len(page.encode()) < 50_000, len(page.encode())
+    assert 'placeholder="as it is: ' + "&quot;" * 119 + '…"' in page and "&quot;" * 121 not in page
+    assert 'name="payload" value="hi"' in page  # shown whole: filled in as before
+    assert reverse("queues:schedule-update", args=["big"]) in page
+    snap = feeds.feed_for(client, "schedules", None, {}).snapshot()
+    html = sections.render(snap, list(sections.SECTIONS["schedules"]), ["change_schedule", "manage_schedules"])
+    assert all(len(h.encode()) < 50_000 for h in html.values()), {k: len(h) for k, h in html.items()}
+    mid = web.get(reverse("queues:schedule", args=["mid"])).content.decode()
+    assert 'name="payload" value="' + "&quot;" * 5000 + '"' in mid
+    big = web.get(reverse("queues:schedule", args=["big"])).content.decode()
+    assert len(big.encode()) < 50_000 and "payload is not filled in" in big
+    viewer = Client()
+    viewer.force_login(make_user("v", perms=["view_dashboard"]))
+    assert 'name="payload"' not in viewer.get(reverse("queues:schedule", args=["mid"])).content.decode()
+    r = web.post(reverse("queues:schedule-update", args=["big"]), {"queue": "lp", "payload": ""})
+    assert r.status_code == 302 and schedules.get(client, "big").payload == quotes  # an empty field keeps it

@@ -99,6 +99,8 @@ def test_aliases_and_timezones():
         ({"queue": "q", "every": True}, "every", "number of seconds"),
         ({"queue": "q", "every": 10, "timezone": "Mars/Olympus"}, "timezone", "unknown timezone"),
         ({"queue": "q", "every": 10, "timezone": "../etc/passwd"}, "timezone", "unknown timezone"),
+        ({"queue": "q", "cron": "0," * 200_000 + "0 * * * *"}, "cron", "at most 1,000 characters, not 400,009"),
+        ({"queue": "q", "every": 10, "timezone": "Europe/" + "x" * 100_000}, "timezone", "unknown timezone 'Europe/x"),
         ({"every": 10}, "queue", "required"),
         ({"queue": "bad queue", "every": 10}, "queue", "may only hold"),
         ({"queue": "q", "every": 10, "colour": "red"}, "colour", "unknown key"),
@@ -118,6 +120,7 @@ def test_bad_settings_name_the_schedule_and_the_key(raw, field, message):
         parse("nightly", raw)
     assert info.value.schedule == "nightly" and info.value.field == field
     assert message in str(info.value) and "nightly" in str(info.value)
+    assert len(str(info.value)) < 1500  # an error message stays short, whatever the input
 
 
 def test_bad_names_and_shapes():

@@ -45,6 +45,12 @@ def permissions_of(token):
     return token._worqr_perms
 
 
+def can_view(token):
+    """Whether the token may read what the dashboard shows (``view_dashboard``): a write's answer
+    carries the state it changed only then, so a write-only token reads nothing through it."""
+    return "view_dashboard" in permissions_of(token)
+
+
 def require(token, codename):
     """Raise Forbidden unless the token carries ``queues.<codename>``."""
     if codename not in permissions_of(token):

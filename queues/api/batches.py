@@ -12,7 +12,7 @@ from django.urls import reverse
 from ..conf import get_connection
 from ..engine import Batch, keys
 from ..quoting import shown
-from .auth import require
+from .auth import can_view, require
 from .bodies import BATCH_TASKS, CREATE_BATCH
 from .errors import BadRequest, NotFound
 from .http import endpoint, json_body, respond
@@ -73,4 +73,6 @@ def batch_close(request, token, batch_id):
     handle, _ = known_batch(batch_id)
     with audited(token, "close_batch", "", detail=batch_id):
         handle.close()
+    if not can_view(token):  # what GET answers needs view_dashboard
+        return respond({"id": batch_id, "closed": True})
     return respond(batch_json(Batch.get(batch_id, get_connection())))

@@ -28,7 +28,7 @@ from .bodies import (
 )
 from .errors import MethodNotAllowed
 from .http import error_response
-from .schedule_schema import schedule_settings_schema
+from .schedule_schema import SCHEDULE_LIST_SUMMARY, schedule_list_parameters, schedule_settings_schema
 
 _STATUS = {
     200: "OK",
@@ -106,10 +106,11 @@ _PATHS = {
     },
     "/api/batches/{batch_id}/close": {
         "post": _op(
-            "Close a batch: no more tasks; its callbacks are enqueued once every task has ended",
+            "Close a batch: no more tasks; its callbacks are enqueued once every task has ended. "
+            "Answers the batch to a token with `queues.view_dashboard`, else only `{id, closed}`",
             "enqueue_task",
             (200, 400, 404, *_READ),
-            _ref("Batch"),
+            {"anyOf": [_ref("Batch"), _object({"id": {"type": "string"}, "closed": {"type": "boolean"}})]},
             params=("batch_id",),
         ),
     },
@@ -186,39 +187,53 @@ _PATHS = {
         ),
         "put": _op(
             "Override a queue's limits (durable, for every worker at once; null: no limit), or reset "
-            "them to the handler's values; answers the limits now",
+            "them to the handler's values; answers the limits now to a token with "
+            "`queues.view_dashboard`, else only `{name, updated}`",
             "manage_limits",
             (200, 404, *_WRITE),
-            _ref("Limits"),
+            {"anyOf": [_ref("Limits"), _object({"name": {"type": "string"}, "updated": {"type": "boolean"}})]},
             "SetLimits",
             params=("name",),
         ),
     },
     "/api/schedules": {
-        "get": _op(
-            "List the schedules (periodic tasks) with their next and last runs",
-            "view_dashboard",
-            (200, *_READ),
-            _object({"schedules": {"type": "array", "items": _ref("Schedule")}}),
-        ),
+        "get": {
+            **_op(
+                SCHEDULE_LIST_SUMMARY,
+                "view_dashboard",
+                (200, 400, *_READ),
+                {
+                    "type": "object",
+                    "required": ["schedules", "next", "total"],
+                    "properties": {
+                        "schedules": {"type": "array", "items": _ref("Schedule")},
+                        "next": {"type": ["string", "null"]},
+                        "total": {"type": "integer", "minimum": 0},
+                    },
+                },
+            ),
+            "parameters": schedule_list_parameters(),
+        },
     },
     "/api/schedules/{name}": {
         "get": _op("Read a schedule", "view_dashboard", (200, 400, 404, *_READ), _ref("Schedule"), params=("name",)),
         "post": _op(
             "Create a schedule at run time (the keys of a WORQR['SCHEDULES'] entry); every worker fires it "
-            "from its next tick; 409: the name is taken",
+            "from its next tick; 409: the name is taken. Answers the schedule to a token with "
+            "`queues.view_dashboard`, else only `{name, created}`",
             "change_schedule",
             (201, 409, *_WRITE),
-            _ref("Schedule"),
+            {"anyOf": [_ref("Schedule"), _object({"name": {"type": "string"}, "created": {"type": "boolean"}})]},
             "ScheduleCreate",
             params=("name",),
         ),
         "patch": _op(
             "Change a schedule made at run time (the keys given; null removes an option); its next run "
-            "follows the new settings; 409: a schedule of the settings",
+            "follows the new settings; 409: a schedule of the settings. Answers the schedule to a token "
+            "with `queues.view_dashboard`, else only `{name, updated}`",
             "change_schedule",
             (200, 404, 409, *_WRITE),
-            _ref("Schedule"),
+            {"anyOf": [_ref("Schedule"), _object({"name": {"type": "string"}, "updated": {"type": "boolean"}})]},
             "ScheduleChange",
             params=("name",),
         ),

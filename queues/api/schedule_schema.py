@@ -1,9 +1,32 @@
 """The OpenAPI schema of a schedule's settings (``POST``/``PATCH /api/schedules/<name>``),
-as ``WORQR["SCHEDULES"]`` has them; part of the document ``openapi.py`` serves."""
+as ``WORQR["SCHEDULES"]`` has them, and the page parameters of ``GET /api/schedules``; part of
+the document ``openapi.py`` serves."""
 
 from ..engine import keys
 from ..engine.schedule_settings import EVERY_MAX
 from .bodies import MAX_BACKOFF, MAX_RETRIES, MAX_TIMEOUT, QUEUE_SCHEMA
+from .schedules import PAGE_BYTES, SCHEDULES_PAGE, SCHEDULES_PAGE_MAX
+
+#: What ``GET /api/schedules`` says of its pages.
+SCHEDULE_LIST_SUMMARY = (
+    "List the schedules (periodic tasks) with their next and last runs, by name, a page at a time "
+    f"(`next`: the `after` of the next page, null on the last): `limit` of them ({SCHEDULES_PAGE} by "
+    f"default, {SCHEDULES_PAGE_MAX:,} at most), fewer once their JSON reaches {PAGE_BYTES:,} bytes "
+    "(a page holds one at least)"
+)
+
+
+def schedule_list_parameters():
+    """The query parameters of ``GET /api/schedules``: ``after`` (a schedule name) and ``limit``."""
+    return [
+        {"name": "after", "in": "query", "required": False, "schema": QUEUE_SCHEMA},
+        {
+            "name": "limit",
+            "in": "query",
+            "required": False,
+            "schema": {"type": "integer", "minimum": 1, "maximum": SCHEDULES_PAGE_MAX},
+        },
+    ]
 
 
 def schedule_settings_schema(create):
@@ -21,7 +44,7 @@ def schedule_settings_schema(create):
             "queue": QUEUE_SCHEMA,
             "cron": text,
             "every": {"type": "number", "minimum": 1, "maximum": EVERY_MAX},
-            "payload": {"type": "string", "maxLength": 200},
+            "payload": {"type": "string", "description": "at most WORQR['MAX_PAYLOAD_BYTES'] bytes, as a task's"},
             "timezone": text,
             "enabled": {"type": "boolean"},
             "missed": {"enum": ["skip", "once"]},

@@ -19,7 +19,7 @@ from ..engine import Queue, keys, readmodel
 from ..engine.errors import InvalidState, TaskNotFound
 from ..models import AuditLog
 from ..quoting import shown
-from .auth import permissions_of
+from .auth import can_view, permissions_of
 from .bodies import CREATE_TASK, create_options, limits_body, queue_name, queues_page
 from .errors import Forbidden, NotFound
 from .http import endpoint, json_body, respond
@@ -297,6 +297,8 @@ def limits(request, token, name):
         )
         with audited(token, "set_limits", q.name, detail=detail):
             q.set_limits(reset=reset, **given)
+    if not can_view(token):  # the limits' use is what GET answers, for view_dashboard
+        return respond({"name": q.name, "updated": bool(given or reset)})
     return respond(limits_json(q))
 
 

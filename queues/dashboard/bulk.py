@@ -14,6 +14,10 @@ every right it needs, read afresh from the database (active, staff, each permiss
 nobody asked it to stop (``request_stop``, the page's Stop button); if not, it stops there:
 phase ``stopped``, with the reason, and what it did so far in the audit row.
 
+A server process runs ``JOBS_AT_ONCE`` bulk jobs at once, and ``JOBS_PER_USER`` of one user's
+(``Slot``); ``start`` refuses one more (``Busy``: the page answers 429 with why), never queues it.
+A job frees its slot when it ends, however it ends.
+
 Job fields: action, search (the query, or '' for chosen ids), user, user_id, phase (finding,
 acting, done, failed, stopped), found, done, total, changed, error, reason (why it stopped),
 finished_only, started and ended (Unix ms).
@@ -23,6 +27,7 @@ import logging
 import os
 import threading
 import time
+from collections import Counter
 
 from django.contrib.auth import get_user_model
 from django.db import connection as db_connection
@@ -40,10 +45,50 @@ PERMISSIONS = {"cancel": "cancel_task", "retry": "retry_task", "delete": "delete
 QUEUE_WIDE = {"cancel": "purge_queue", "retry": "retry_all_failed", "delete": "purge_queue", "again": "enqueue_task"}
 VERBS = {"cancel": "cancelled", "retry": "queued again", "delete": "deleted", "again": "run again"}
 ENDED = ("done", "failed", "stopped")
+#: Bulk jobs a server process runs at once, and of one user (as ``SEARCHES_AT_ONCE`` bounds the
+#: searches): one more is refused at once (``Busy``), never queued, so that however many are
+#: asked for, jobs never hold more threads of the server, or more of Redis, than this.
+JOBS_AT_ONCE, JOBS_PER_USER = 2, 1
+_turns = threading.BoundedSemaphore(JOBS_AT_ONCE)
+_lock = threading.Lock()
+_of_user = Counter()  # user pk -> jobs of theirs running in this process
 
 
 class Stop(Exception):
     """Raised by a job's check between batches: the job stops there (the message says why)."""
+
+
+class Busy(Exception):
+    """Raised by ``start`` when the process, or the user, already runs as many jobs as it may."""
+
+
+class Slot:
+    """One of the process's ``JOBS_AT_ONCE`` turns, and one of the user's ``JOBS_PER_USER``:
+    taken at once or not at all (``Busy``); ``release`` frees both, once (it may be called again)."""
+
+    def __init__(self, user_pk):
+        with _lock:
+            if _of_user[user_pk] >= JOBS_PER_USER:
+                raise Busy(
+                    "You already have a bulk action running: wait for it to end (or stop it) before starting another."
+                )
+            if not _turns.acquire(blocking=False):
+                raise Busy(
+                    f"The server is running {JOBS_AT_ONCE} bulk actions already: try again once one of them has ended."
+                )
+            _of_user[user_pk] += 1
+        self.user_pk = user_pk
+        self.held = True
+
+    def release(self):
+        with _lock:
+            if not self.held:
+                return
+            self.held = False
+            _of_user[self.user_pk] -= 1
+            if _of_user[self.user_pk] <= 0:
+                del _of_user[self.user_pk]
+            _turns.release()
 
 
 def rights(action, everything):
@@ -93,9 +138,19 @@ def request_stop(client, job_id, user):
 
 def start(client, user, action, *, ids=None, search=None, scan_limit=10000):
     """Start ``action`` on ``ids`` or on every task ``search`` finds; returns the job id at once.
-    The caller has checked ``rights(action, search is not None)``."""
+    The caller has checked ``rights(action, search is not None)``. Raises ``Busy``, having
+    started nothing, when the process or the user already runs as many jobs as it may."""
     if action not in PERMISSIONS:
         raise ValueError(f"unknown bulk action {action!r}")
+    slot = Slot(user.pk)
+    try:
+        return _start(client, user, action, ids, search, scan_limit, slot)
+    except BaseException:
+        slot.release()  # no thread took it
+        raise
+
+
+def _start(client, user, action, ids, search, scan_limit, slot):
     needed = rights(action, search is not None)
     finished_only = action == "delete" and not can_act(user, "cancel_task")
     if action == "delete" and not finished_only:
@@ -121,7 +176,7 @@ def start(client, user, action, *, ids=None, search=None, scan_limit=10000):
     if finished_only:
         what += " (failed and completed ones only: no queues.cancel_task)"
     entry = AuditLog.objects.create(user=user, action=f"bulk_{action}", detail=f"{what}: started")
-    job = Job(client, job_id, user.pk, user.get_username(), needed)
+    job = Job(client, job_id, user.pk, user.get_username(), needed, slot)
     thread = threading.Thread(
         target=job.run,
         args=(entry.pk, action, ids, search, scan_limit, what, finished_only),
@@ -135,8 +190,9 @@ def start(client, user, action, *, ids=None, search=None, scan_limit=10000):
 class Job:
     """One running bulk action: its checks between batches and its progress."""
 
-    def __init__(self, client, job_id, user_pk, username, needed):
+    def __init__(self, client, job_id, user_pk, username, needed, slot=None):
         self.client, self.job_id, self.user_pk, self.username, self.needed = client, job_id, user_pk, username, needed
+        self.slot = slot
         self.counts = {"done": 0, "total": 0, "changed": 0}
         self.written = 0.0
 
@@ -163,6 +219,16 @@ class Job:
             _write(self.client, self.job_id, phase=phase, done=done, total=total, changed=changed)
 
     def run(self, audit_pk, action, ids, search, scan_limit, what, finished_only):
+        try:
+            self._run(audit_pk, action, ids, search, scan_limit, what, finished_only)
+        finally:
+            self._release()  # whatever happened: the next job may start
+
+    def _release(self):
+        if self.slot is not None:
+            self.slot.release()
+
+    def _run(self, audit_pk, action, ids, search, scan_limit, what, finished_only):
         verb = VERBS[action]
         try:
             if ids is None:
@@ -192,4 +258,6 @@ class Job:
             log.exception("worqr dashboard: could not record bulk %s in the audit log", action)
         finally:
             db_connection.close()  # this thread's database connection
+            # Freed before the job reads as finished: whoever sees it end may start the next one.
+            self._release()
             _write(self.client, self.job_id, ended=int(time.time() * 1000), **ended)

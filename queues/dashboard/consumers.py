@@ -4,15 +4,18 @@ access changes (``revocation``), picks the page's feed (``feeds``) and runs the 
 
 Close codes (sent after accepting, so the page sees them): 4403 not allowed (anonymous, not
 staff, no view permission; or no longer: logged out, deactivated, a permission removed),
-4400 bad view argument, 4404 unknown queue, 4500 the pump stopped on an error (the page
-reconnects). A bad message from the page never closes the socket: it is answered with
-``{"type": "error", "message"}``.
+4400 bad view argument, 4404 unknown queue or worker, 4429 the user already has
+``SOCKETS_PER_USER`` sockets open on this process (the page tries again later, with its
+backoff), 4500 the pump stopped on an error (the page reconnects). A bad message from the page
+never closes the socket: it is answered with ``{"type": "error", "message"}``.
 """
 
 import asyncio
 import json
 import logging
+import threading
 import time
+from collections import Counter
 from functools import partial
 from urllib.parse import parse_qsl
 
@@ -30,10 +33,39 @@ log = logging.getLogger("worqr.dashboard")
 
 #: The longest message a page may send (it sends only ``{"resync": true}``): longer is not read.
 MAX_MESSAGE = 1024
+#: Sockets one user may have open at once on one server process. A page opens one, so this is
+#: 32 open dashboard tabs; more are closed with ``TOO_MANY`` (each socket's view costs refreshes
+#: on the process's few snapshot threads, ``feeds.EXECUTOR``: one user can't take them all).
+SOCKETS_PER_USER = 32
+TOO_MANY = 4429
+_lock = threading.Lock()
+_open = Counter()  # user pk -> sockets of theirs open on this process
 
 
 def _error(why):
     return {"type": "error", "message": f"message ignored: {why}"}
+
+
+def _take_socket(user_pk):
+    """One of the user's ``SOCKETS_PER_USER`` sockets, or False when they have them all."""
+    with _lock:
+        if _open[user_pk] >= SOCKETS_PER_USER:
+            return False
+        _open[user_pk] += 1
+        return True
+
+
+def _free_socket(user_pk):
+    with _lock:
+        _open[user_pk] -= 1
+        if _open[user_pk] <= 0:
+            del _open[user_pk]
+
+
+def sockets_open(user_pk):
+    """The user's sockets open on this process (for the tests and the curious)."""
+    with _lock:
+        return _open.get(user_pk, 0)
 
 
 class DashboardConsumer(AsyncWebsocketConsumer):
@@ -46,18 +78,36 @@ class DashboardConsumer(AsyncWebsocketConsumer):
     checked_at = 0.0
     closed = False
     closing = None
+    #: The user whose socket count this socket holds one of (None: none held).
+    counted = None
 
-    async def refuse(self, code):
+    async def __call__(self, scope, receive, send):
+        try:
+            await super().__call__(scope, receive, send)
+        finally:  # however the socket ends (closed, cancelled, an error): its place is free
+            self._uncount()
+
+    async def refuse(self, code, reason=None):
         """Accept, then close with ``code``: a refusal before accepting reaches the browser
         only as a failed handshake, without the code."""
         await self.accept()
-        await self.shut(code)
+        await self.shut(code, reason)
 
-    async def shut(self, code):
+    async def shut(self, code, reason=None):
         if not self.closed:
             self.closed = True
-            await self.close(code=code)
+            await self.close(code=code, reason=reason)
         await self._stop()
+
+    async def too_many(self):
+        return await self.refuse(
+            TOO_MANY, f"too many live pages: at most {SOCKETS_PER_USER} per user on this server; close some"
+        )
+
+    def _uncount(self):
+        user_pk, self.counted = self.counted, None
+        if user_pk is not None:
+            _free_socket(user_pk)
 
     async def connect(self):
         user = self.scope.get("user")
@@ -68,6 +118,8 @@ class DashboardConsumer(AsyncWebsocketConsumer):
         await self.watch.start()  # before the check, so no change can slip in between
         if not await access.acan_view(user):
             return await self.refuse(4403)
+        if sockets_open(user.pk) >= SOCKETS_PER_USER:  # before any Redis read for it
+            return await self.too_many()
         kwargs = self.scope["url_route"]["kwargs"]
         params = dict(parse_qsl(self.scope.get("query_string", b"").decode("latin-1")))
         conn = get_connection()
@@ -80,6 +132,9 @@ class DashboardConsumer(AsyncWebsocketConsumer):
         except TaskNotFound:
             return await self.refuse(4404)
         actions = await database_sync_to_async(access.allowed_actions)(user)
+        if not _take_socket(user.pk):  # checked again as it is counted: others may have opened meanwhile
+            return await self.too_many()
+        self.counted = user.pk
         await self.accept()
         self.checked_at = time.monotonic()
         # Events come through the process's hub (one subscriber for every socket): no client here.
@@ -135,7 +190,9 @@ class DashboardConsumer(AsyncWebsocketConsumer):
         await self._stop()
 
     async def _stop(self):
-        """Stop the pump and the watch, and close this socket's Redis client (once)."""
+        """Stop the pump and the watch, close this socket's Redis client and free its place in
+        the user's count (once)."""
+        self._uncount()
         task, self.task = self.task, None
         if task is not None:  # never the current task: shut() is run apart from the pump
             task.cancel()

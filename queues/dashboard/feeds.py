@@ -25,6 +25,9 @@ class Feed:
     #: Seconds after the last event for one trailing refresh (None: none). Workers report
     #: their processed/failed counts in their heartbeat, which lags the events by up to a beat.
     settle = None
+    #: A feed of one page of a list (``self.page``): the part of its snapshot that says which
+    #: page it shows (``{"page": n, ...}``; see ``shown_page``).
+    paged = None
 
     def __init__(self, client):
         self.client = client
@@ -56,6 +59,7 @@ class PagedFeed(Feed):
 class OverviewFeed(PagedFeed):
     patterns = (keys.ALL_QUEUE_EVENTS,)
     settle = 1.5
+    paged = "queues"
 
     def snapshot(self):
         return queries.overview(self.client, self.page)
@@ -64,6 +68,7 @@ class OverviewFeed(PagedFeed):
 class WorkersFeed(PagedFeed):
     patterns = (keys.ALL_QUEUE_EVENTS,)
     settle = 1.5
+    paged = "workers"
 
     def snapshot(self):
         return queries.workers_view(self.client, self.page)
@@ -93,12 +98,15 @@ class SchedulesFeed(PagedFeed):
 
     channels = (keys.SCHEDULE_CHANGES,)
     patterns = (keys.ALL_QUEUE_EVENTS,)
+    paged = "schedules"
 
     def snapshot(self):
         return schedules.snapshot(self.client, self.page)
 
 
 class QueueFeed(Feed):
+    paged = "pending"
+
     def __init__(self, client, name, page=1):
         super().__init__(client)
         self.name, self.page = name, page
@@ -138,6 +146,7 @@ class BatchesFeed(PagedFeed):
     """The Batches page: every batch's progress (the batches' channel)."""
 
     channels = (keys.BATCH_EVENTS,)
+    paged = "batches"
 
     def snapshot(self):
         return queries.batches(self.client, self.page)
@@ -147,6 +156,7 @@ class BatchFeed(Feed):
     """One batch: its events on the batches' channel, and its queues' events (task states)."""
 
     channels = (keys.BATCH_EVENTS,)
+    paged = "tasks"
 
     def __init__(self, client, batch_id, page=1):
         super().__init__(client)
@@ -173,12 +183,32 @@ def parse_page(value):
     return int(value)
 
 
+def shown_page(feed):
+    """``feed`` on the page its HTTP page shows (and links its socket to): a page past the last
+    one shows the last, so every ``?page=`` up to 10**9 is one of the pages there are (one of their
+    shared snapshots), not a view of its own. Costs a snapshot, for a page past the first only."""
+    if feed.page > 1:
+        feed.page = (feed.snapshot().get(feed.paged) or {}).get("page", 1)
+    return feed
+
+
 def feed_for(client, view, arg=None, params=None):
     """The feed of a view: ``overview``, ``workers``, ``schedules``, ``queue`` (arg: name) or ``task`` (arg: id).
 
-    Raises InvalidInput for a malformed name, id or page and TaskNotFound for an unknown queue.
+    Raises InvalidInput for a malformed name, id or page and TaskNotFound for an unknown queue or
+    worker (as their HTTP pages answer 404). A page past the last is the last (``shown_page``).
     """
-    params = params or {}
+    feed = _feed_for(client, view, arg, params or {})
+    return shown_page(feed) if feed.paged else feed
+
+
+def _worker_known(client, name):
+    """Whether the worker's HTTP page would show it: online, or gone lately."""
+    snapshot = queries.worker(client, name)
+    return snapshot["worker"] is not None or snapshot["gone"] is not None
+
+
+def _feed_for(client, view, arg, params):
     if view == "overview":
         return OverviewFeed(client, parse_page(params.get("page")))
     if view == "workers":
@@ -186,7 +216,10 @@ def feed_for(client, view, arg=None, params=None):
     if view == "schedules":
         return SchedulesFeed(client, parse_page(params.get("page")))
     if view == "worker":
-        return WorkerFeed(client, keys.check_worker_name(arg))
+        name = keys.check_worker_name(arg)
+        if not _worker_known(client, name):
+            raise TaskNotFound(f"no worker {shown(name)} (online or gone lately)")
+        return WorkerFeed(client, name)
     if view == "queue":
         name = keys.check_queue_name(arg)
         if not queries.queue_exists(client, name):

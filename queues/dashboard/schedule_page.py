@@ -1,13 +1,15 @@
 """One schedule's page: its settings, its next runs, its last runs that ended (with their tasks
 and outcomes, from the record of ended tasks), its last run, and its lateness (the fire
-script's histogram of enqueue time minus tick)."""
+script's histogram of enqueue time minus tick); for a schedule made at run time, the Change form
+filled with its settings, its whole payload included (up to what the form takes back)."""
 
 from datetime import UTC, datetime
 
 from ..engine import readmodel, schedules, ticks
 from .bounds import preview
 from .queries import fmt
-from .schedules import OUTCOMES, in_words
+from .schedules import OUTCOMES, form_values, in_words, live_settings
+from .views.schedule_edits import FIELD_MAX
 
 #: Next runs shown, and last runs (ended, their record kept) looked for.
 NEXT_SHOWN, RUNS_SHOWN = 5, 50
@@ -50,6 +52,7 @@ def snapshot(client, name):
         )
     state = readmodel.task_states(client, [s.last_task_id]) if s.last_task_id else {}
     late = s.lateness or {}
+    settings = live_settings(client, [name]).get(name)
     return {
         "view": "schedule",
         "now_ms": now,
@@ -59,6 +62,8 @@ def snapshot(client, name):
         "cron": s.cron or "",
         "every": s.every,
         "payload": preview(s.payload),
+        "live": settings is not None,
+        "settings": form_values(settings, FIELD_MAX) if settings is not None else None,
         "paused": s.paused,
         "enabled": s.enabled,
         "missed": s.missed,

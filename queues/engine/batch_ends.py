@@ -5,12 +5,15 @@ undone (``sweep``). ``batches`` has the ``Batch`` class and how it stays exact."
 
 import hashlib
 import json
+import logging
 
-from . import commands, enqueueing, keys, readmodel
+from . import commands, crypto, enqueueing, keys, readmodel
 from .connection import Connection, get_default
 
+log = logging.getLogger("worqr")
 
-def _callback_task_id(queue, batch_id, kind):
+
+def callback_task_id(queue, batch_id, kind):
     """The callback's task id, the same on every attempt: ``<queue>-<16 hex>``."""
     return f"{queue}-{hashlib.sha1(f'{batch_id}:{kind}'.encode()).hexdigest()[:16]}"
 
@@ -34,14 +37,27 @@ def fire_callbacks(client, batch_id):
         wanted = [("complete", raw[1])]
         if info["state"] == "succeeded":
             wanted.insert(0, ("success", raw[0]))
+        unreadable = False
         for kind, doc in wanted:
             if not doc:
                 continue
             queue, payload, flag = json.loads(doc)
+            task_id = callback_task_id(queue, batch_id, kind)
             if flag == "b":
                 payload = payload.encode("latin-1")
-            task_id = _callback_task_id(queue, batch_id, kind)
+            elif flag == "e":  # sealed for that task: opened here, sealed again by its enqueue
+                try:
+                    opened, opened_kind = crypto.keyring(_config_of(client)).open(
+                        queue, task_id, payload.encode("latin-1")
+                    )
+                except crypto.PayloadUnreadable as exc:  # a key dropped too early: kept due, tried again
+                    log.error("worqr: batch %s: its %s callback is not enqueued: %s", batch_id, kind, exc)
+                    unreadable = True
+                    continue
+                payload = opened if opened_kind == "b" else opened.decode("utf-8", "surrogateescape")
             _enqueue_callback(client, queue, payload, task_id, batch_id, kind, links)
+        if unreadable:  # the sweep tries again (the callbacks enqueued meanwhile add nothing: once keys)
+            return False
         commands.batch_callbacks_done(batch_id).run(client)
     client.zrem(keys.BATCHES_DUE, batch_id)
     return True
@@ -63,13 +79,17 @@ def _enqueue_callback(client, queue, payload, task_id, batch_id, kind, links=Non
     )
 
 
+def _config_of(client):
+    return client.config if isinstance(client, Connection) else get_default().config
+
+
 class _ClientConnection:
     """A connection-like wrapper around a bare client (the drain runs with one)."""
 
     def __init__(self, client):
         self.client = client
         self.enqueue_client = client
-        self.config = get_default().config
+        self.config = _config_of(client)
 
 
 def sweep(client, now_ms, limit=20):

@@ -31,11 +31,11 @@ from collections.abc import Iterable
 from functools import partial
 from typing import Any, Unpack
 
-from . import batchinfo, commands, enqueueing, keys, readmodel, tracing
-from .batch_ends import fire_callbacks, sweep, tell
+from . import batchinfo, commands, crypto, enqueueing, keys, readmodel, tracing
+from .batch_ends import callback_task_id, fire_callbacks, sweep, tell
 from .codes import Code
 from .connection import get_default
-from .errors import InvalidInput, InvalidState, InvalidTask, WorqrError
+from .errors import InvalidInput, InvalidState, InvalidTask, PayloadTooLarge, WorqrError
 from .options import BatchOptions, Payload, check_names, refuse_controls
 from .queue import Queue
 from .sending import Sending
@@ -56,8 +56,11 @@ def new_batch_id():
     return f"b-{os.urandom(8).hex()}"
 
 
-def _callback(name, value):
-    """'' or the JSON [queue, payload, kind] of a callback (queue, payload); raises on bad input."""
+def _callback(name, value, batch_id, config):
+    """'' or the JSON [queue, payload, kind] of a callback (queue, payload); raises on bad input.
+    Kind '' text, 'b' bytes (as latin-1 text), 'e' sealed for the callback's task (its queue is
+    encrypted: the payload is never in clear in Redis, ``crypto``), as latin-1 text. A payload
+    is bounded as an enqueue's is (``MAX_PAYLOAD_BYTES``)."""
     if value is None:
         return ""
     if not isinstance(value, tuple) or len(value) != 2:
@@ -65,10 +68,22 @@ def _callback(name, value):
     queue, payload = value
     keys.check_queue_name(queue)
     if isinstance(payload, str):
-        return json.dumps([queue, payload, ""])
-    if isinstance(payload, (bytes, bytearray)):
-        return json.dumps([queue, bytes(payload).decode("latin-1"), "b"])
-    raise InvalidInput(f"{name}: the payload must be str or bytes, not {type(payload).__name__}")
+        raw, kind = payload.encode("utf-8", "surrogateescape"), ""  # as an enqueue encodes it
+    elif isinstance(payload, (bytes, bytearray)):
+        raw, kind = bytes(payload), "b"
+    else:
+        raise InvalidInput(f"{name}: the payload must be str or bytes, not {type(payload).__name__}")
+    if len(raw) > config.max_payload_bytes:
+        raise PayloadTooLarge(
+            f"{name}: payload of {len(raw)} bytes is over the limit of "
+            f"{config.max_payload_bytes} bytes (WORQR['MAX_PAYLOAD_BYTES'])"
+        )
+    if crypto.encrypts(config, queue):
+        task_id = callback_task_id(queue, batch_id, "success" if name == "on_success" else "complete")
+        return json.dumps([queue, crypto.keyring(config).seal(queue, task_id, raw, kind).decode("latin-1"), "e"])
+    if kind == "b":
+        return json.dumps([queue, raw.decode("latin-1"), "b"])
+    return json.dumps([queue, payload, ""])
 
 
 class Batch:
@@ -90,8 +105,10 @@ class Batch:
             return
         if not isinstance(description, str) or len(description) > 1000:
             raise InvalidInput("description must be a string of at most 1000 characters")
-        success, complete = _callback("on_success", on_success), _callback("on_complete", on_complete)
         self.id = new_batch_id()
+        config = self.connection.config
+        success = _callback("on_success", on_success, self.id, config)
+        complete = _callback("on_complete", on_complete, self.id, config)
         created = commands.batch_open(self.id, description, success, complete).run(self.client)
         self.client.zadd(keys.BATCHES, {self.id: created})
 

@@ -22,7 +22,8 @@ def get(batch_id, connection=None):
 def read(client, batch_id):
     """One batch as a dict (None if unknown): id, description, state, total, pending, active,
     completed, failed, cancelled, created_at, finished_at, closed, cancel_requested, callbacks
-    ({on_success, on_complete}: [queue, payload] or None) and its queues. ``active`` sums the
+    ({on_success, on_complete}: [queue, payload] or None; the payload of an encrypted queue's
+    callback reads "encrypted") and its queues. ``active`` sums the
     per-queue counters of its running tasks; ``pending`` is the rest of the unfinished ones."""
     p = client.pipeline(transaction=False)
     p.hgetall(keys.batch_key(batch_id, "batch"))
@@ -43,8 +44,8 @@ def read(client, batch_id):
     def callback(field):
         if not h.get(field):
             return None
-        queue, payload, _kind = json.loads(h[field])
-        return [queue, payload]
+        queue, payload, kind = json.loads(h[field])
+        return [queue, "encrypted" if kind == "e" else payload]  # (as a task's sealed payload reads)
 
     return dict(
         id=batch_id,

@@ -58,22 +58,34 @@ class Timing:
         return max(1, round(self.every * 1000))
 
 
+#: The longest cron expression or timezone name accepted (what the HTTP API's schema says too).
+TEXT_MAX = 1000
+
+
+def shown(value, limit=100):
+    """``repr(value)``, cut to about ``limit`` characters (an error message stays short)."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def zone(name):
     """The tzinfo of an IANA name ('UTC' is UTC); TimingError if unknown."""
     if name == "UTC":
         return UTC
-    if not isinstance(name, str) or not name or name.startswith(("/", ".")) or ".." in name:
-        raise TimingError(f"unknown timezone {name!r} (an IANA name such as 'Europe/Paris')")
+    if not isinstance(name, str) or not name or name.startswith(("/", ".")) or ".." in name or len(name) > TEXT_MAX:
+        raise TimingError(f"unknown timezone {shown(name)} (an IANA name such as 'Europe/Paris')")
     try:
         return ZoneInfo(name)
     except (ZoneInfoNotFoundError, ValueError, OSError):
-        raise TimingError(f"unknown timezone {name!r} (an IANA name such as 'Europe/Paris')") from None
+        raise TimingError(f"unknown timezone {shown(name)} (an IANA name such as 'Europe/Paris')") from None
 
 
 def check_cron(expression):
     """Raise TimingError unless ``expression`` is 5 cron fields or an ``@`` shorthand."""
     if not isinstance(expression, str) or not expression.strip():
         raise TimingError("cron must be a non-empty string such as '0 3 * * *'")
+    if len(expression) > TEXT_MAX:
+        raise TimingError(f"cron must be at most {TEXT_MAX:,} characters, not {len(expression):,}")
     text = ALIASES.get(expression.strip().lower(), expression.strip())
     if text.startswith("@"):
         raise TimingError(f"unknown shorthand {expression!r} (use {', '.join(sorted(ALIASES))})")

@@ -1,7 +1,7 @@
 """The Batches page and one batch's page."""
 
 from ...engine import keys, readmodel
-from ..bounds import PER_PAGE, page_count
+from ..bounds import PER_PAGE, page_count, preview
 from .common import fmt, server_ms
 
 
@@ -32,8 +32,8 @@ def batch_row(info):
         "x_active": pct(info["completed"] + info["failed"] + info["cancelled"]),
         "pct_done": pct(done) if total else (100 if info["finished_at"] else 0),
         "queues": info["queues"],
-        "on_success": info["on_success"],
-        "on_complete": info["on_complete"],
+        # [queue, payload preview] (a callback's payload may be as large as a task's)
+        **{k: info[k] and [info[k][0], preview(info[k][1])] for k in ("on_success", "on_complete")},
         "callbacks_enqueued": info["callbacks_enqueued"],
     }
 

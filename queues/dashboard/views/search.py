@@ -9,7 +9,9 @@ alone goes to its page. A process runs ``SEARCHES_AT_ONCE`` searches at once.
 ``POST search/bulk/``: ``action`` (cancel, retry, delete, again: run again), ``confirm=yes``, and either ``ids``
 (the boxes ticked) or ``all=1`` with ``q`` (every task the search finds). The permissions of the
 single actions, and for "all matching" the queue-wide action's too (``bulk.rights``);
-CSRF-checked; answered with the job's page (or JSON ``{ok, job, url}``).
+CSRF-checked; answered with the job's page (or JSON ``{ok, job, url}``). A process runs
+``bulk.JOBS_AT_ONCE`` jobs at once and ``bulk.JOBS_PER_USER`` of one user's: one more is refused
+with 429 and why (JSON ``{ok: false, message}`` for the page's script), never queued.
 ``GET search/bulk/<job>/``: the job's progress (JSON for the page's script).
 ``POST search/bulk/<job>/stop/``: stop it before its next batch (its owner, or whoever may start
 it).
@@ -128,7 +130,7 @@ def bulk_start(request):
             readmodel.parse_search(text)
         except SearchError as exc:
             return _refuse(request, 400, f"Search: {exc}.")
-        job = bulk.start(c, request.user, action, search=text, scan_limit=search_scan_limit())
+        where = {"search": text, "scan_limit": search_scan_limit()}
     else:
         ids = list(dict.fromkeys(request.POST.getlist("ids")))
         if not ids:
@@ -138,7 +140,11 @@ def bulk_start(request):
         bad = [i for i in ids if keys.queue_from_task_id(i) is None]
         if bad:
             return _refuse(request, 400, f"{bad[0][:60]!r} is not a task id.")
-        job = bulk.start(c, request.user, action, ids=ids)
+        where = {"ids": ids}
+    try:
+        job = bulk.start(c, request.user, action, **where)
+    except bulk.Busy as exc:  # refused at once, nothing started: never queued
+        return _refuse(request, 429, str(exc))
     url = reverse("queues:bulk", args=[job])
     if wants_json(request):
         return JsonResponse({"ok": True, "job": job, "url": url, "message": f"Bulk {action} started."}, status=202)
