@@ -14,6 +14,7 @@ and schema) and requests that break it (none may fail with a 5xx).
 from django.http import JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 
+from . import schedule_schema
 from .bodies import (
     BATCH_ID_SCHEMA,
     BATCH_TASKS,
@@ -28,7 +29,6 @@ from .bodies import (
 )
 from .errors import MethodNotAllowed
 from .http import error_response
-from .schedule_schema import SCHEDULE_LIST_SUMMARY, schedule_list_parameters, schedule_settings_schema
 
 _STATUS = {
     200: "OK",
@@ -199,20 +199,12 @@ _PATHS = {
     "/api/schedules": {
         "get": {
             **_op(
-                SCHEDULE_LIST_SUMMARY,
+                schedule_schema.SCHEDULE_LIST_SUMMARY,
                 "view_dashboard",
                 (200, 400, *_READ),
-                {
-                    "type": "object",
-                    "required": ["schedules", "next", "total"],
-                    "properties": {
-                        "schedules": {"type": "array", "items": _ref("Schedule")},
-                        "next": {"type": ["string", "null"]},
-                        "total": {"type": "integer", "minimum": 0},
-                    },
-                },
+                schedule_schema.schedule_list_schema(_ref("Schedule")),
             ),
-            "parameters": schedule_list_parameters(),
+            "parameters": schedule_schema.schedule_list_parameters(),
         },
     },
     "/api/schedules/{name}": {
@@ -478,8 +470,8 @@ def describe():
         "CreateBatch": dict(CREATE_BATCH.schema(), description="A new batch: its description and callbacks."),
         "BatchTasks": dict(BATCH_TASKS.schema(), description="Tasks added to a batch: a queue and their payloads."),
         "SetLimits": limits_schema(),
-        "ScheduleCreate": schedule_settings_schema(True),
-        "ScheduleChange": schedule_settings_schema(False),
+        "ScheduleCreate": schedule_schema.schedule_settings_schema(True),
+        "ScheduleChange": schedule_schema.schedule_settings_schema(False),
     }
     return {
         "openapi": "3.1.0",

@@ -16,6 +16,19 @@ SCHEDULE_LIST_SUMMARY = (
 )
 
 
+def schedule_list_schema(schedule):
+    """The answer of ``GET /api/schedules``: a page of ``schedule`` items, ``next`` and ``total``."""
+    return {
+        "type": "object",
+        "required": ["schedules", "next", "total"],
+        "properties": {
+            "schedules": {"type": "array", "items": schedule},
+            "next": {"type": ["string", "null"]},
+            "total": {"type": "integer", "minimum": 0},
+        },
+    }
+
+
 def schedule_list_parameters():
     """The query parameters of ``GET /api/schedules``: ``after`` (a schedule name) and ``limit``."""
     return [

@@ -7,11 +7,9 @@ row a payload and a cron only as long as ``preview`` shows them whole, else thei
 payload can be MAX_PAYLOAD_BYTES, and the live section is rendered again at every event).
 """
 
-import json
-
 from cron_descriptor import CasingTypeEnum, Options, get_description
 
-from ..engine import keys, readmodel, schedules, ticks
+from ..engine import readmodel, schedules, ticks
 from .bounds import PAYLOAD_PREVIEW, paged, preview
 from .queries import epoch_ms, fmt
 
@@ -96,17 +94,9 @@ def form_values(settings, payload_limit=PAYLOAD_PREVIEW, cron_limit=CRON_SHOWN):
 
 
 def live_settings(client, names):
-    """{name: its settings as given} of those of ``names`` made at run time (as
-    ``readmodel.live_schedules``, for these names only); an unreadable entry is left out."""
-    out = {}
-    for name, raw in zip(names, client.hmget(keys.LIVE_SCHEDULES, names) if names else ()):
-        try:
-            settings = json.loads(raw) if raw is not None else None
-        except ValueError:
-            continue
-        if isinstance(settings, dict):
-            out[name] = settings
-    return out
+    """{name: its settings as given} of those of ``names`` made at run time; an unreadable entry
+    is left out."""
+    return readmodel.live_schedules(client, names)
 
 
 def snapshot(client, page=1):

@@ -132,6 +132,14 @@ def _pack_cluster_with_hiredis(client):
         node.connection_class = packing
 
 
+class _SentinelPool(redis.asyncio.sentinel.SentinelConnectionPool):
+    """A Sentinel-managed master's pool whose connections pack with hiredis."""
+
+    def __init__(self, service_name, sentinel_manager, **kwargs):
+        super().__init__(service_name, sentinel_manager, **kwargs)
+        self.connection_class = _hiredis_packing(self.connection_class)
+
+
 class _Redis(redis.asyncio.Redis):
     async def execute_command(self, *args, **options):
         return _honoured(await super().execute_command(*args, **options))
@@ -377,9 +385,8 @@ class Connection:
             _pack_cluster_with_hiredis(client)
         elif t.kind == "sentinel":
             client = self._sentinel(redis.asyncio.sentinel.Sentinel).master_for(
-                t.service, db=t.db, redis_class=_Redis, **extra
+                t.service, db=t.db, redis_class=_Redis, connection_pool_class=_SentinelPool, **extra
             )
-            client.connection_pool.connection_class = _hiredis_packing(client.connection_pool.connection_class)
         else:
             pool = redis.asyncio.BlockingConnectionPool.from_url(
                 self.url, max_connections=max_connections or 50, timeout=None, **self._tcp_options(), **extra

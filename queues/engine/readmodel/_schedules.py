@@ -29,15 +29,20 @@ def schedule_hashes(client, pairs):
     return [(name, queue, replies[2 * i], replies[2 * i + 1]) for i, (name, queue) in enumerate(pairs)]
 
 
-def live_schedules(client):
+def live_schedules(client, names=None):
     """{name: its settings as given (a dict)} of the schedules made at run time
-    (``keys.LIVE_SCHEDULES``; ``engine.live_schedules``); an unreadable entry is left out."""
+    (``keys.LIVE_SCHEDULES``; ``engine.live_schedules``), of every one or only of ``names`` (one
+    HMGET: a page's); an unreadable entry is left out."""
+    if names is None:
+        pairs = ((decode(name), raw) for name, raw in client.hgetall(keys.LIVE_SCHEDULES).items())
+    else:
+        pairs = zip(names, client.hmget(keys.LIVE_SCHEDULES, names) if names else ())
     out = {}
-    for name, raw in client.hgetall(keys.LIVE_SCHEDULES).items():
+    for name, raw in pairs:
         try:
-            settings = json.loads(raw)
+            settings = json.loads(raw) if raw is not None else None
         except ValueError:
             continue
         if isinstance(settings, dict):
-            out[decode(name)] = settings
+            out[name] = settings
     return out
