@@ -165,13 +165,14 @@ def test_a_batch_callback_no_key_opens_stays_due_and_is_enqueued_once_the_key_is
     b = Batch(on_complete=("vault", "the card is 4111"))
     b.enqueue("plain", "row")
     b.close()
-    connection.configure(sealed.config.with_(encryption_keys=(NEW,)), os.environ["WORQR_REDIS_URL"])
+    # (configure closes the connection before it: each step uses the new one's client)
+    client = connection.configure(sealed.config.with_(encryption_keys=(NEW,)), os.environ["WORQR_REDIS_URL"]).client
     (row,) = take(client, "plain")
     finish(client, row)
     workflows.drain_all(client, "plain")  # no exception: the drain goes on
     assert "its complete callback is not enqueued" in caplog.text
     assert Queue("vault").counts()["enqueued"] == 0 and client.zscore(keys.BATCHES_DUE, b.id) is not None
-    connection.configure(sealed.config, os.environ["WORQR_REDIS_URL"])  # OLD is back
+    client = connection.configure(sealed.config, os.environ["WORQR_REDIS_URL"]).client  # OLD is back
     batches.sweep(client, 10**13)
     batches.sweep(client, 10**13)
     assert Queue("vault").counts()["enqueued"] == 1 and client.zscore(keys.BATCHES_DUE, b.id) is None
