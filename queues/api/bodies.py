@@ -40,6 +40,7 @@ from ..quoting import QUEUE_NAME_RULE, TASK_ID_RULE, shown
 from ..webhooks import MAX_URL_LENGTH, InvalidCallback, allow_list, check_callback
 from .controls import not_both, window, window_schema
 from .errors import BadRequest
+from .paging import name_page
 
 #: Upper bounds: far beyond any sensible use, and small enough for Redis and Lua numbers.
 MAX_DELAY = 10 * 365 * 86400  # ten years
@@ -91,17 +92,8 @@ def queue_name(value, field="queue"):
 
 
 def queues_page(params):
-    """(after, limit) of ``GET /api/queues?after=<name>&limit=<n>``: the queues named after
-    ``after`` (None: from the first), ``limit`` of them; else BadRequest naming the parameter."""
-    after = params.get("after")
-    if after is not None:
-        after = queue_name(after, "after")
-    raw = params.get("limit")
-    if raw is None:
-        return after, QUEUES_PAGE
-    if not (raw.isascii() and raw.isdigit() and len(raw) <= 7 and 1 <= int(raw) <= QUEUES_PAGE_MAX):
-        raise BadRequest(f"limit: must be an integer from 1 to {QUEUES_PAGE_MAX}, not {shown(raw, 20)}", "limit")
-    return after, int(raw)
+    """(after, limit) of ``GET /api/queues?after=<name>&limit=<n>`` (``paging.name_page``)."""
+    return name_page(params, QUEUES_PAGE, QUEUES_PAGE_MAX)
 
 
 def task_id(value, field="id"):

@@ -17,11 +17,12 @@ from ..conf import get_connection
 from ..engine import keys, live_schedules, readmodel, schedules
 from ..engine.errors import InvalidQueueName, InvalidSchedule, ScheduleNotFound
 from ..engine.schedule_settings import KEYS
-from ..quoting import QUEUE_NAME_RULE, shown
+from ..quoting import shown
 from ..webhooks import InvalidCallback, check_callback
 from .auth import can_view
 from .errors import BadRequest, Conflict, NotFound
 from .http import endpoint, json_body, respond
+from .paging import name_page
 from .views import audited
 
 #: Schedules per page of ``GET /api/schedules``, when not said (``limit``) and at most: those of
@@ -51,21 +52,8 @@ def known_schedule(name):
 
 
 def schedules_page(params):
-    """(after, limit) of ``GET /api/schedules?after=<name>&limit=<n>``: the schedules named after
-    ``after`` (None: from the first), ``limit`` of them at most; else BadRequest naming the
-    parameter (as ``bodies.queues_page``)."""
-    after = params.get("after")
-    if after is not None:
-        try:
-            keys.check_queue_name(after)
-        except InvalidQueueName:
-            raise BadRequest(f"after: {shown(after)} is not a schedule name ({QUEUE_NAME_RULE})", "after") from None
-    raw = params.get("limit")
-    if raw is None:
-        return after, SCHEDULES_PAGE
-    if not (raw.isascii() and raw.isdigit() and len(raw) <= 7 and 1 <= int(raw) <= SCHEDULES_PAGE_MAX):
-        raise BadRequest(f"limit: must be an integer from 1 to {SCHEDULES_PAGE_MAX}, not {shown(raw, 20)}", "limit")
-    return after, int(raw)
+    """(after, limit) of ``GET /api/schedules?after=<name>&limit=<n>`` (``paging.name_page``)."""
+    return name_page(params, SCHEDULES_PAGE, SCHEDULES_PAGE_MAX, kind="schedule")
 
 
 @endpoint(GET="view_dashboard")

@@ -62,7 +62,7 @@ class Timing:
 TEXT_MAX = 1000
 
 
-def shown(value, limit=100):
+def _shown(value, limit=100):
     """``repr(value)``, cut to about ``limit`` characters (an error message stays short)."""
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 1] + "…"
@@ -73,11 +73,11 @@ def zone(name):
     if name == "UTC":
         return UTC
     if not isinstance(name, str) or not name or name.startswith(("/", ".")) or ".." in name or len(name) > TEXT_MAX:
-        raise TimingError(f"unknown timezone {shown(name)} (an IANA name such as 'Europe/Paris')")
+        raise TimingError(f"unknown timezone {_shown(name)} (an IANA name such as 'Europe/Paris')")
     try:
         return ZoneInfo(name)
     except (ZoneInfoNotFoundError, ValueError, OSError):
-        raise TimingError(f"unknown timezone {shown(name)} (an IANA name such as 'Europe/Paris')") from None
+        raise TimingError(f"unknown timezone {_shown(name)} (an IANA name such as 'Europe/Paris')") from None
 
 
 def check_cron(expression):
