@@ -58,6 +58,7 @@ WORQR = {
     "BACKOFF": 0.2,
     "KILL_GRACE": float(os.environ.get("WORQR_TEST_KILL_GRACE", "5")),
     "HEARTBEAT_TTL": float(os.environ.get("WORQR_TEST_HEARTBEAT_TTL", "3")),
+    "MAX_RESULT_BYTES": int(os.environ.get("WORQR_TEST_MAX_RESULT_BYTES", str(16 * 1024 * 1024))),
     # The failover tests (tests/test_failover.py) run workers with replicated acknowledgements.
     "MIN_REPLICAS_ACK": int(os.environ.get("WORQR_TEST_MIN_REPLICAS_ACK", "0")),
     # Webhooks: off unless a test turns them on (tests/test_webhooks.py sets these variables for

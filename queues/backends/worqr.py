@@ -151,6 +151,7 @@ class WorqrBackend(BaseTaskBackend):
         if wtask is not None and isinstance(wtask.payload, crypto.Sealed):  # an encrypted queue's: opened here
             try:
                 wtask.payload = crypto.open_payload(q.connection.config, wtask)
+                wtask.result = crypto.open_result(q.connection.config, wtask)  # sealed as its payload
             except crypto.PayloadUnreadable:
                 wtask = None
         data = dispatch.decode(wtask.payload) if wtask is not None else None

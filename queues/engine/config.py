@@ -30,6 +30,10 @@ class Config:
     lock_ttl: float = 35.0
     #: Largest payload accepted, in bytes (1 MiB): keeps one task from filling Redis.
     max_payload_bytes: int = 1024 * 1024
+    #: Largest return value kept (``keep_result``, the Tasks backend's results), in bytes (16
+    #: MiB): a bigger one fails its attempt, saying so. Well under Redis's 512 MB for one value,
+    #: and a worker's batch of acknowledgements carries at most this much of them in one call.
+    max_result_bytes: int = 16 * 1024 * 1024
     #: Failures kept per queue in the failure history (the POC's last 100).
     failure_history: int = 100
     #: Default retries after a failed attempt (0: a failure is final unless the handler says).
@@ -104,6 +108,8 @@ class Config:
             )
         if self.max_payload_bytes <= 0 or self.failure_history <= 0:
             raise ConfigurationError("MAX_PAYLOAD_BYTES and FAILURE_HISTORY must be positive")
+        if not 1024 <= self.max_result_bytes <= 256 * 1024 * 1024:
+            raise ConfigurationError("MAX_RESULT_BYTES must be an integer from 1024 to 268435456 (256 MiB)")
         if self.retries < 0 or self.backoff < 0 or self.backoff_max < 0 or self.timeout_grace < 0:
             raise ConfigurationError("RETRIES, BACKOFF, BACKOFF_MAX and TIMEOUT_GRACE must be >= 0")
         if self.min_replicas_ack < 0 or not 0 < self.replicas_ack_timeout <= 3600:

@@ -81,28 +81,29 @@ class Keyring:
             self.by_id.setdefault(key_id(key), AESGCM(key))
         self.newest = key_id(self.keys[0])
 
-    def seal(self, queue, task_id, raw, kind):
-        """``raw`` (the producer's bytes; ``kind`` '' text or 'b' bytes) sealed for that task."""
+    def seal(self, queue, task_id, raw, kind, part="payload"):
+        """``raw`` (the producer's bytes; ``kind`` '' text or 'b' bytes) sealed for that task's
+        ``part``: its "payload", or its kept "result" (one does not open as the other)."""
         nonce = os.urandom(12)
-        sealed = self.by_id[self.newest].encrypt(nonce, _KINDS[kind] + raw, _aad(queue, task_id))
+        sealed = self.by_id[self.newest].encrypt(nonce, _KINDS[kind] + raw, _aad(queue, task_id, part))
         return MAGIC + self.newest + nonce + sealed
 
-    def open(self, queue, task_id, blob):
-        """``(raw, kind)`` of a sealed payload, or PayloadUnreadable naming the task."""
+    def open(self, queue, task_id, blob, part="payload"):
+        """``(raw, kind)`` of a sealed payload (or result), or PayloadUnreadable naming the task."""
         blob = bytes(blob)
         aead = self.by_id.get(blob[4:8]) if blob[:4] == MAGIC else None
         if aead is None:
             raise PayloadUnreadable(
-                f"task {task_id} of queue {queue}: its payload was sealed with a key not in "
-                f"WORQR['ENCRYPTION_KEYS'] (or is not a sealed payload)"
+                f"task {task_id} of queue {queue}: its {part} was sealed with a key not in "
+                f"WORQR['ENCRYPTION_KEYS'] (or is not sealed)"
             )
         from cryptography.exceptions import InvalidTag  # loaded with the keyring's AESGCM
 
         try:
-            plain = aead.decrypt(blob[8:20], blob[20:], _aad(queue, task_id))
+            plain = aead.decrypt(blob[8:20], blob[20:], _aad(queue, task_id, part))
         except InvalidTag:
             raise PayloadUnreadable(
-                f"task {task_id} of queue {queue}: its payload does not open (changed, or sealed for another task)"
+                f"task {task_id} of queue {queue}: its {part} does not open (changed, or sealed for another task)"
             ) from None
         return plain[1:], "b" if plain[:1] == b"b" else ""
 
@@ -110,8 +111,9 @@ class Keyring:
         return bytes(blob[:8]) == MAGIC + self.newest
 
 
-def _aad(queue, task_id):
-    return f"{queue}\0{task_id}".encode()
+def _aad(queue, task_id, part="payload"):
+    """What a sealed text is bound to: its queue, its task and (a kept result) its part."""
+    return (f"{queue}\0{task_id}" if part == "payload" else f"{queue}\0{task_id}\0{part}").encode()
 
 
 _rings = {}
@@ -128,6 +130,14 @@ def keyring(config):
 def encrypts(config, queue):
     """Whether ``queue``'s payloads are sealed."""
     return queue in config.encrypted_queues
+
+
+def open_result(config, task):
+    """``task.result`` opened if it is Sealed (a task of an encrypted queue keeps its result sealed),
+    else as it is; PayloadUnreadable when no key opens it."""
+    if not isinstance(task.result, Sealed):
+        return task.result
+    return keyring(config).open(task.queue, task.id, task.result, part="result")[0]
 
 
 def open_payload(config, task):

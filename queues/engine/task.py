@@ -264,7 +264,7 @@ class Task:
             unique_key=_text(g(b"u")),
             callback=_text(g(b"cb")),
             meta=_text(g(b"m")),
-            result=g(b"res"),
+            result=Sealed(g(b"res")) if g(b"res") and g(b"y") == b"e" else g(b"res"),  # sealed as its payload
             cancel_requested=g(b"x") is not None,
             trace_context=_text(g(b"tc")),
             tags=_text(g(b"tg")).split("\n") if g(b"tg") else [],

@@ -537,3 +537,43 @@ def returns_coroutine(task_or_tasks):
 handler("hidden-async", retries=0)(returns_coroutine)
 handler("hidden-async-chunk", chunk=3, chunk_wait=0.3, retries=0)(returns_coroutine)
 handler("phidden-async", retries=0, isolation="process")(returns_coroutine)
+
+
+# -- kept results: their size and their text (tests/test_results.py) ---------------------------------
+
+
+def sized_result(task):
+    """The payload says what to return: "<n>" n bytes of text, "surrogate" a lone surrogate."""
+    if task.payload == "surrogate":
+        return "a\ud800b"
+    if task.payload == "escaped":
+        return b"\xff\xfe".decode("utf-8", "surrogateescape")
+    if task.payload.startswith("é"):
+        return "é" * int(task.payload[1:])
+    return "x" * int(task.payload)
+
+
+async def sized_result_async(task):
+    return sized_result(task)
+
+
+handler("results", keep_result=True, retries=0)(sized_result)
+handler("aresults", keep_result=True, retries=0)(sized_result_async)
+handler("presults", keep_result=True, retries=0, isolation="process")(sized_result)
+
+
+def surrogate_texts(task):
+    """Surrogates in the error, and (payload "report") in the progress message and a log line."""
+    if task.payload == "report":
+        task.progress(0.5, "half \ud800 way")
+        task.log("a \udcff line \ud800")
+    raise ValueError("bad \ud800 text")
+
+
+async def surrogate_texts_async(task):
+    return surrogate_texts(task)
+
+
+handler("surrogates", retries=0)(surrogate_texts)
+handler("asurrogates", retries=0)(surrogate_texts_async)
+handler("psurrogates", retries=0, isolation="process")(surrogate_texts)

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from ..codes import Code
 from ..task import Task, decode_payload
+from ..text import lossy
 from ._call import Call, _code, _codes, _ms, _traces
 
 
@@ -140,8 +141,8 @@ def fail(
         worker,
         task_id,
         lease,
-        error,
-        traceback,
+        lossy(error),  # a handler's text: a lone surrogate in it can't go to Redis as it is
+        lossy(traceback),
         retries,
         backoff,
         backoff_max,
@@ -218,5 +219,6 @@ def progress(queue, reports):
     reports, args = list(reports), []
     for task_id, lease, fraction, message, lines in reports:
         lines = list(lines)
-        args += [task_id, lease, "" if fraction is None else repr(float(fraction)), message or "", len(lines), *lines]
+        fraction = "" if fraction is None else repr(float(fraction))
+        args += [task_id, lease, fraction, lossy(message or ""), len(lines), *map(lossy, lines)]
     return Call("progress", queue, (len(reports), *args), _codes)

@@ -38,7 +38,7 @@ import traceback
 
 from .. import tracing
 from ..errors import ChunkFailed, RateLimited, RetryLater
-from .contained import describe, result_text, returned_coroutine
+from .contained import describe, result_value, returned_coroutine
 
 HEADER = struct.Struct("!I")
 _PR_SET_PDEATHSIG = 1
@@ -259,7 +259,7 @@ def _run(spec, task):
     if value is None or not spec.keep_result:
         return ("ok", None)
     try:
-        return ("ok", result_text(value))
+        return ("ok", result_value(value))  # the worker encodes it and checks its size
     except TypeError as exc:  # its str() raised: a failed attempt, as in the worker
         return _failure(exc)
 

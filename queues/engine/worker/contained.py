@@ -18,14 +18,18 @@ and ``describe`` gives its text even when its ``str()`` raises (a kept result's 
 
 import inspect
 
+from .. import text
+
 #: The error of an attempt whose sync handler returned a coroutine (which then never ran).
 RETURNED_COROUTINE = (
     "the handler returned a coroutine, which never ran: a handler that awaits must be an "
     "`async def` function (a decorator that wraps one must keep it async)"
 )
 
-#: The start of the error of an attempt whose return value (keep_result) has no text.
-RESULT_UNKEPT = "the handler's return value could not be kept: str() of it raised "
+#: The start of the error of an attempt whose return value (keep_result) could not be kept.
+RESULT_NOT_KEPT = "the handler's return value could not be kept: "
+#: ... because it has no text.
+RESULT_UNKEPT = RESULT_NOT_KEPT + "str() of it raised "
 
 
 def _text(value):
@@ -41,15 +45,35 @@ def describe(exc):
     return (f"{type(exc).__name__}: {text}" if text else type(exc).__name__)[:2000]
 
 
-def result_text(value):
-    """A kept return value as text (str or bytes as it is, else ``str()`` of it), or raises a
-    TypeError saying why it could not be kept."""
+def result_value(value):
+    """A kept return value as str or bytes (``str()`` of anything else), or a TypeError when
+    that raises. (A handler process sends this to the worker, which makes it ``result_text``.)"""
     if isinstance(value, (str, bytes)):
         return value
     try:
         return str(value)
     except Exception as exc:
         raise TypeError(RESULT_UNKEPT + describe(exc)) from exc
+
+
+def result_text(value, limit=None):
+    """A kept return value as the bytes Redis keeps (bytes as they are; text, or else ``str()``
+    of it, encoded as a payload is), or an error saying why it can't be kept: a TypeError when
+    its ``str()`` raises, a ValueError when it is not valid text or is over ``limit`` bytes
+    (``MAX_RESULT_BYTES``; None: no bound). A text far over the bound is refused unencoded."""
+    value = result_value(value)
+    if isinstance(value, str):
+        if limit is not None and len(value) > limit:  # at least a byte a character
+            raise ValueError(
+                f"{RESULT_NOT_KEPT}it is {len(value):,} characters, over WORQR['MAX_RESULT_BYTES'] ({limit:,} bytes)"
+            )
+        try:
+            value = text.exact(value)
+        except ValueError as exc:
+            raise ValueError(RESULT_NOT_KEPT + str(exc)) from None
+    if limit is not None and len(value) > limit:
+        raise ValueError(f"{RESULT_NOT_KEPT}it is {len(value):,} bytes, over WORQR['MAX_RESULT_BYTES'] ({limit:,})")
+    return value
 
 
 class Raised(Exception):

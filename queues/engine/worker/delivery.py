@@ -90,6 +90,7 @@ class Delivery:
         "run_trace",
         "chunk",
         "checkpoints",
+        "sealed",
     )
 
     def __init__(self, task, spec, *, handed=False, start_by=None):
@@ -105,6 +106,7 @@ class Delivery:
         self.run_trace = ""  # then its traceparent, sent with the outcome (links.lua: run_traces)
         self.chunk = None  # a chunk handler's: the chunks.Chunk whose call runs it
         self.checkpoints = None  # a generator handler's run (checkpoints.Run)
+        self.sealed = False  # its payload was sealed (an encrypted queue's): its kept result is too
 
     def __repr__(self):
         return f"<Delivery {self.task.id} lease {self.task.lease} {self.state.value}, {self.hold.value}>"

@@ -42,18 +42,19 @@ from .procpool import HandlerFailed
 log = logging.getLogger("worqr.worker")
 
 
-def _result_of(spec, value):
+def _result_of(spec, value, limit):
+    """What is kept of a handler's return value (``limit``: MAX_RESULT_BYTES)."""
     if not spec.keep_result or value is None:
         return ""
-    return result_text(value)
+    return result_text(value, limit)
 
 
-def _result_error(spec, value):
-    """The attempt's error when its kept result could not be made text."""
+def _result_error(spec, value, limit):
+    """The attempt's error when its kept result could not be kept."""
     try:
-        _result_of(spec, value)
-    except TypeError as exc:
-        return exc
+        _result_of(spec, value, limit)
+    except (TypeError, ValueError) as exc:
+        return exc.with_traceback(None)  # the refusal's own (worqr's lines) would say nothing of the handler
     return TypeError(RESULT_UNKEPT + "an error")  # (it raised only the first time)
 
 
@@ -84,6 +85,7 @@ class Processor:
         self.name, self.tracing, self.loop, self.pool, self.procs = name, tracing, loop, pool, procs
         self.reporter, self.progress, self.redis = reporter, progress, redis
         self.unresponsive, self.on_done, self.config = unresponsive, on_done, config
+        self._result_limit = config.max_result_bytes if config is not None else None
         self.checkpoints = checkpoints
 
     def start(self, d):
@@ -203,6 +205,7 @@ class Processor:
         """Start ``d``'s handler."""
         task, func = d.task, d.spec.func
         if isinstance(task.payload, crypto.Sealed):  # an encrypted queue's: opened here, for the handler
+            d.sealed = True
             try:
                 task.payload = crypto.open_payload(self.config, task)
             except crypto.PayloadUnreadable as exc:  # the task fails with it; the worker goes on
@@ -257,7 +260,9 @@ class Processor:
                 return False
             elif exc is None:
                 try:
-                    outcome, result = "completed", _result_of(d.spec, handle.result())
+                    outcome, result = "completed", _result_of(d.spec, handle.result(), self._result_limit)
+                    if result and d.sealed:  # sealed as its payload was, for its task
+                        result = crypto.keyring(self.config).seal(d.task.queue, d.task.id, result, "b", part="result")
                 except Exception:  # its ``str()`` raised: a failed attempt, reported by ``_report``
                     return False
             else:
@@ -272,7 +277,7 @@ class Processor:
         d.report()
         exc = raised(d.handle.exception())
         if exc is None and d.handle.result() is not checkpoints.STOPPED:  # a result with no text
-            exc = _result_error(d.spec, d.handle.result())
+            exc = _result_error(d.spec, d.handle.result(), self._result_limit)
         if exc is None:  # a generator handler stopped at a checkpoint (the worker stops)
             await checkpoints.give_back(self.reporter, d)
         elif isinstance(exc, StartedLate):  # never run: back first in line, its start not counted

@@ -115,12 +115,22 @@ class Reporter:
         self.poke()
 
     def take_acks(self):
-        """{queue: [(id, lease, result, keep[, run traceparent[, handler name]])]} of everything to acknowledge
-        now, and the deliveries behind them: {queue: [delivery]}. ``keep`` is decided here, at
-        sending time: the handler still runs, so its lock and slots stay held until it returns."""
+        """{queue: [(id, lease, result, keep[, run traceparent[, handler name]])]} of what to
+        acknowledge now, and the deliveries behind them: {queue: [delivery]}. ``keep`` is decided
+        here, at sending time: the handler still runs, so its lock and slots stay held until it
+        returns. A queue's kept results weigh at most MAX_RESULT_BYTES in one call (its first
+        included, whatever its size): the rest wait for the next call (``acks`` still holds them)."""
         taken, self.acks = self.acks, defaultdict(list)
         out, behind = {}, {}
+        room = self.config.max_result_bytes
         for queue, batch in taken.items():
+            weight = 0
+            for i, (_, result) in enumerate(batch):
+                weight += len(result)
+                if weight > room and i:
+                    self.acks[queue] = batch[i:]
+                    batch = batch[:i]
+                    break
             out[queue] = []
             behind[queue] = []
             for d, result in batch:
@@ -156,15 +166,17 @@ class Reporter:
     async def flush(self):
         """Acknowledge everything pending now, one ``finish`` call per queue; how many could not
         be (their calls never got through)."""
-        acks, behind = self.take_acks()
         unsent = 0
-        for queue, batch in acks.items():
-            call = commands.finish(queue, self.name, batch, result_ttl=self.config.result_ttl)
-            codes = await self.call(call)
-            if codes is not None:
-                self.check_codes([d for d, _ in behind[queue]], codes)
-            else:
-                unsent += len(batch)
+        while self.acks:
+            acks, behind = self.take_acks()
+            for queue, batch in acks.items():
+                call = commands.finish(queue, self.name, batch, result_ttl=self.config.result_ttl)
+                codes = await self.call(call)
+                if codes is not None:
+                    self.check_codes([d for d, _ in behind[queue]], codes)
+                else:
+                    # its call never got through: the rest would not either
+                    unsent += len(batch) + len(self.acks.pop(queue, ()))
         return unsent
 
     # -- failures --------------------------------------------------------------------------
