@@ -453,3 +453,110 @@ async def test_batch_views_update_live_as_tasks_end(staff_cookie):
     assert "1 of 2 ended" in (await receive(one))["sections"]["batch"]
     await listing.disconnect()
     await one.disconnect()
+
+
+def _task_cases(client):
+    """Tasks in each way a task page may find one, and ids it finds nothing for: {case: task id}."""
+    from queues.engine import keys, workflows
+    from tests.engine_calls import fail, take
+
+    q = Queue("t1")
+    cases = {"pending": q.enqueue("p"), "cancelled": q.enqueue("c"), "deleted": q.enqueue("d")}
+    q.cancel(cases["cancelled"])  # its record is kept in the queue's history
+    q.delete(cases["deleted"])
+    parent, deleted, pruned = Queue("t3").enqueue_many(["parent", "deleted", "pruned"], retries=0)
+    cases["failed"], cases["child of a failed parent"] = parent, Queue("t2").enqueue("child", after=[parent])
+    for t in take(client, "t3", count=3):
+        fail(client, t)
+    workflows.drain(client, "t3")
+    cases["failed, then deleted"], cases["failed, only in the failure history"] = deleted, pruned
+    for tid in (deleted, pruned):
+        Queue("t3").delete(tid)
+    client.hdel(keys.queue_key("t3", "history"), pruned)  # its record pruned: its failure entry stays
+    cases["never enqueued"] = "t1-00000000000000ff"
+    cases["of an unknown queue"] = "nosuchqueue-00000000000000ff"
+    return cases
+
+
+def test_a_task_or_batch_feed_is_refused_exactly_when_its_page_answers_404(client, transactional_db):
+    """For tasks pending, ended, deleted, failed then deleted, cancelled by a parent, or never enqueued, and for batches, ..."""
+    # ... the live feed raises TaskNotFound (the socket's 4404) exactly when the HTTP page answers 404.
+    from queues.dashboard import feeds
+    from queues.engine import Batch
+    from queues.engine.errors import TaskNotFound
+
+    web = Client()
+    web.cookies.load(session_cookie("mirror")[1].decode())
+
+    def refused(view, arg):
+        try:
+            feeds.feed_for(client, view, arg)
+        except TaskNotFound:
+            return True
+        return False
+
+    batch = Batch(description="known")
+    batch.enqueue("t1", "b")
+    found = {}
+    for case, tid in _task_cases(client).items():
+        status = web.get(f"/queues/task/{tid}/").status_code
+        assert status in (200, 404), (case, status)
+        assert refused("task", tid) == (status == 404), (case, status)
+        found[case] = status
+    for case, bid in (("batch", batch.id), ("unknown batch", "b-00000000000000ff")):
+        status = web.get(f"/queues/batches/{bid}/").status_code
+        assert refused("batch", bid) == (status == 404), (case, status)
+        found[case] = status
+    assert found == {
+        "pending": 200,
+        "cancelled": 200,
+        "deleted": 404,
+        "failed": 200,
+        "child of a failed parent": 200,
+        "failed, then deleted": 200,
+        "failed, only in the failure history": 200,
+        "never enqueued": 404,
+        "of an unknown queue": 404,
+        "batch": 200,
+        "unknown batch": 404,
+    }
+
+
+async def test_a_socket_for_a_task_or_batch_that_does_not_exist_is_closed_with_4404(staff_cookie):
+    """An unknown task id or batch id closes the socket with 4404, as their pages answer 404; known ones are served."""
+    from queues.engine import Batch
+
+    tid = await asyncio.to_thread(Queue("t1").enqueue, "x")
+    batch = await asyncio.to_thread(Batch, description="known")
+    await asyncio.to_thread(batch.enqueue, "t1", "y")
+    for path in (
+        "/ws/queues/task/t1-00000000000000ff/",
+        "/ws/queues/task/nosuchqueue-00000000000000ff/",
+        "/ws/queues/batch/b-00000000000000ff/",
+    ):
+        assert await closed_with(communicator(path, ORIGIN, staff_cookie)) == 4404, path
+    assert await closed_with(communicator("/ws/queues/batch/b-00000000000000ff/?page=x", ORIGIN, staff_cookie)) == 4400
+    for path, section in ((f"/ws/queues/task/{tid}/", "task"), (f"/ws/queues/batch/{batch.id}/", "batch")):
+        comm = communicator(path, ORIGIN, staff_cookie)
+        assert (await comm.connect(timeout=CONNECT_TIMEOUT))[0]
+        first = await receive(comm)
+        assert first["type"] == "update" and first["full"] is True and section in first["sections"], path
+        await comm.disconnect()
+
+
+async def test_a_task_deleted_after_its_socket_opened_stays_on_its_feed(staff_cookie):
+    """A task deleted while its page is open is shown gone over the same socket, which stays open (no 4404)."""
+    q = Queue("t1")
+    tid = await asyncio.to_thread(q.enqueue, "x")
+    comm = communicator(f"/ws/queues/task/{tid}/", ORIGIN, staff_cookie)
+    assert (await comm.connect(timeout=CONNECT_TIMEOUT))[0]
+    assert 'data-field="state">pending<' in (await receive(comm))["sections"]["task"]
+    await asyncio.to_thread(q.delete, tid)
+    update = await receive(comm)
+    assert update["type"] == "update" and "This task is gone" in update["sections"]["task"], update
+    await comm.send_to(text_data=json.dumps({"resync": True}))  # still open, and still served
+    resync = await receive(comm)
+    assert resync["type"] == "update" and resync["full"] is True
+    assert await comm.receive_nothing(timeout=0.5)  # and not closed meanwhile
+    assert await closed_with(communicator(f"/ws/queues/task/{tid}/", ORIGIN, staff_cookie)) == 4404  # a new one is
+    await comm.disconnect()

@@ -4,10 +4,11 @@ access changes (``revocation``), picks the page's feed (``feeds``) and runs the 
 
 Close codes (sent after accepting, so the page sees them): 4403 not allowed (anonymous, not
 staff, no view permission; or no longer: logged out, deactivated, a permission removed),
-4400 bad view argument, 4404 unknown queue or worker, 4429 the user already has
-``SOCKETS_PER_USER`` sockets open on this process (the page tries again later, with its
-backoff), 4500 the pump stopped on an error (the page reconnects). A bad message from the page
-never closes the socket: it is answered with ``{"type": "error", "message"}``.
+4400 bad view argument, 4404 unknown queue, worker, task or batch (when the socket opens, as
+its page answers 404), 4429 the user already has ``SOCKETS_PER_USER`` sockets open on this
+process (the page says so and tries again once a minute), 4500 the pump stopped on an error
+(the page reconnects). A bad message from the page never closes the socket: it is answered
+with ``{"type": "error", "message"}``.
 """
 
 import asyncio

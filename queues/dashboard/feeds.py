@@ -193,10 +193,13 @@ def shown_page(feed):
 
 
 def feed_for(client, view, arg=None, params=None):
-    """The feed of a view: ``overview``, ``workers``, ``schedules``, ``queue`` (arg: name) or ``task`` (arg: id).
+    """The feed of a view: ``overview``, ``workers``, ``schedules``, ``batches``, ``queue`` or
+    ``worker`` (arg: name), ``task`` or ``batch`` (arg: id).
 
-    Raises InvalidInput for a malformed name, id or page and TaskNotFound for an unknown queue or
-    worker (as their HTTP pages answer 404). A page past the last is the last (``shown_page``).
+    Raises InvalidInput for a malformed name, id or page and TaskNotFound for an unknown queue,
+    worker, task or batch (as their HTTP pages answer 404: checked here, when the socket opens;
+    a task or batch that goes later stays on its feed, which shows it gone). A page past the last
+    is the last (``shown_page``).
     """
     feed = _feed_for(client, view, arg, params or {})
     return shown_page(feed) if feed.paged else feed
@@ -230,9 +233,14 @@ def _feed_for(client, view, arg, params):
     if view == "batch":
         if not keys.is_batch_id(arg):
             raise InvalidInput(f"{shown(arg)} is not a batch id")
-        return BatchFeed(client, arg, parse_page(params.get("page")))
+        page = parse_page(params.get("page"))  # a bad page is a 400 first, as on the batch's page
+        if not queries.batch_exists(client, arg):
+            raise TaskNotFound(f"no batch {shown(arg)}")
+        return BatchFeed(client, arg, page)
     if view == "task":
         if keys.queue_from_task_id(arg) is None:
             raise InvalidInput(f"{shown(arg)} is not a task id")
+        if not queries.shows_task(queries.task(client, arg)):
+            raise TaskNotFound(f"no task {shown(arg)} (nor its record, failures or end)")
         return TaskFeed(client, arg)
     raise InvalidInput(f"unknown view {shown(view)}")

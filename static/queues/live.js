@@ -4,9 +4,13 @@
  * nothing redraws nothing); a "disconnected" banner shows while the link is down; it reconnects
  * with backoff (1 s doubling to 30 s; back to 1 s only after a link that stayed up 30 s, so a
  * server that closes every new link is not asked again and again) and gets a full resync on
- * every (re)connection. Action forms are posted with fetch and answered in the flash area. The
- * only other thing drawn here: elapsed and due-in times, ticking each second. Addresses come
- * from the page (data-live, form actions), never from this file. */
+ * every (re)connection. The server's own close codes say more in the banner: 4403 (log in
+ * again; it keeps trying), 4404 (what the page shows no longer exists) and 4400 (a bad address)
+ * stop it, and after 4429 (too many live pages for this user) it tries again once a minute
+ * (TOO_MANY_RETRY_MS), not at the backoff's pace. Action forms are posted with fetch and
+ * answered in the flash area. The only other thing drawn here: elapsed and due-in times,
+ * ticking each second. Addresses come from the page (data-live, form actions), never from this
+ * file. */
 "use strict";
 (function () {
   let root, banner, status, flash;
@@ -16,6 +20,8 @@
   let openedAt = 0;
   let stopped = false;
   const STABLE_MS = 30000;
+  const TOO_MANY_RETRY_MS = 60000; // after a 4429: the user has to close tabs first
+  let downText = ""; // the banner's own text (the template's), for a close with no text of its own
   const applied = new Map(); // section name -> the HTML swapped in last
 
   function duration(ms) {
@@ -150,9 +156,22 @@
     };
     socket.onclose = (ev) => {
       setLive(false, "disconnected");
+      banner.textContent = downText; // what an earlier close may have said no longer holds
       if (ev.code === 4403) banner.textContent = "Disconnected: your session no longer allows this page. Log in again.";
-      if (ev.code === 4404 || ev.code === 4400) { stopped = true; banner.textContent = "This page no longer exists."; }
+      if (ev.code === 4400) { stopped = true; banner.textContent = "This page no longer exists."; }
+      if (ev.code === 4404) {
+        stopped = true;
+        banner.textContent = "This page's task, batch, queue or worker no longer exists: live updates stopped.";
+      }
       if (stopped) return;
+      if (ev.code === 4429) {
+        // Not a fault that passes by itself: asked again once a minute (in case tabs were closed).
+        banner.textContent = "Too many live pages are open for your account: close some tabs, then reload this page " +
+          "(it tries again every minute).";
+        openedAt = 0;
+        setTimeout(connect, TOO_MANY_RETRY_MS * (0.75 + Math.random() / 2));
+        return;
+      }
       if (openedAt && Date.now() - openedAt >= STABLE_MS) attempts = 0;
       openedAt = 0;
       attempts += 1;
@@ -255,6 +274,7 @@
     root = document.getElementById("wq-dashboard");
     if (!root) return;
     banner = document.getElementById("wq-banner");
+    downText = banner.textContent.trim();
     status = document.getElementById("wq-status");
     flash = document.getElementById("wq-flash");
     if (root.dataset.nowMs) clockOffset = Number(root.dataset.nowMs) - Date.now();

@@ -15,6 +15,7 @@ from .batch_pages import (
     BATCH_STATES,
     GRAPH_NODES,
     batch,
+    batch_exists,
     batch_filtered,
     batch_graph,
     batch_row,
@@ -34,7 +35,7 @@ from .queue_pages import (
     timings,
     totals_of,
 )
-from .task_page import ended, relatives, task
+from .task_page import ended, relatives, shows_task, task
 from .worker_pages import gone_workers, worker, workers, workers_page, workers_view
 
 __all__ = [
@@ -42,6 +43,7 @@ __all__ = [
     "FailureCache",
     "BATCH_STATES",
     "batch",
+    "batch_exists",
     "batch_filtered",
     "batch_row",
     "batch_graph",
@@ -61,6 +63,7 @@ __all__ = [
     "queue_exists",
     "relatives",
     "server_ms",
+    "shows_task",
     "task",
     "task_row",
     "throughput",

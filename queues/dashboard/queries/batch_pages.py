@@ -112,6 +112,11 @@ def workflow_graph(client, task_id):
     return {"nodes": [(i, s or "gone") for i, s in states.items()], "edges": edges, "more": more}
 
 
+def batch_exists(client, batch_id):
+    """Whether a batch's page shows it (its ``batch`` is not None): else it answers 404."""
+    return readmodel.batch(client, batch_id) is not None
+
+
 def batch(client, batch_id, page=1):
     """A batch's page: its progress and one page of its tasks with their states."""
     info = readmodel.batch(client, batch_id)

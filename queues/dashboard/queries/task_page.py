@@ -49,6 +49,13 @@ def _checkpoint_text(value):
     return text if len(text) <= CHECKPOINT_SHOWN else text[:CHECKPOINT_SHOWN] + "…"
 
 
+def shows_task(snapshot):
+    """Whether a task snapshot (``task``) shows anything: the task, its record once ended, its
+    failure history entries or how it ended. The task page answers 404 and its live feed is
+    closed with 4404 when it does not."""
+    return snapshot["task"] is not None or bool(snapshot["failures"]["total"]) or bool(snapshot["ended"])
+
+
 def task(client, task_id, full=False, payload_limit=4000):
     """The task page: the task (once ended, its record: ``record`` true; None once that is gone
     too) and its entries in the failure history."""

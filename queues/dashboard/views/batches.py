@@ -56,7 +56,7 @@ def batch(request, batch_id):
     if state and state not in queries.BATCH_STATES:
         raise BadInput(f"state must be one of {', '.join(queries.BATCH_STATES)}.")
     snapshot = queries.batch(client(), batch_id, page)
-    if snapshot["batch"] is None:
+    if snapshot["batch"] is None:  # as its live feed is closed with 4404 (queries.batch_exists)
         raise BadInput(f"There is no batch {batch_id}.", status=404)
     filtered = queries.batch_filtered(client(), batch_id, state, _start(request.GET.get("from"))) if state else None
     return render_page(

@@ -28,7 +28,7 @@ def task(request, task_id):
     check_task_id(task_id)
     full = request.GET.get("full") == "1"
     snapshot = queries.task(client(), task_id, full=full)
-    if snapshot["task"] is None and not snapshot["failures"]["total"] and not snapshot["ended"]:
+    if not queries.shows_task(snapshot):  # as its live feed is closed with 4404 (feeds.feed_for)
         raise BadInput(
             f"There is no task {task_id} (finished tasks are deleted, unless their result is kept).", status=404
         )
