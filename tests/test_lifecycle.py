@@ -430,3 +430,52 @@ def test_bad_lifecycle_input_is_refused_and_writes_nothing(client):
 def _idle(client, queue):
     """The workers in the queue's idle set: they looked for work and found none they may start."""
     return {w.decode() for w in client.smembers(keys.queue_key(queue, "idle"))}
+
+
+@pytest.mark.parametrize("option", ["delay", "timeout", "backoff"])
+def test_a_wait_or_run_time_over_a_hundred_years_is_refused_and_nothing_is_written(client, option):
+    """delay, timeout and backoff over 100 years are refused at enqueue and by @handler (a delay of 1e300 s was enqueued, then every read of its task raised)."""
+    q = Queue("t1")
+    with pytest.raises(InvalidTask, match=f"{option} must be at most 3,153,600,000 seconds"):
+        q.enqueue("x", **{option: 1e300})
+    assert client.keys("worqr:{t1}:task:*") == []
+    q.enqueue("x", **{option: 3_153_600_000})  # the bound itself is accepted
+    if option != "delay":
+        with pytest.raises(ConfigurationError, match=f"{option} must be a finite number"):
+            handler("edge-opts", **{option: 4e9})(lambda task: None)
+
+
+@pytest.mark.parametrize(
+    "raised, message",
+    [
+        ('{"defer": Infinity}', "RetryLater: the wait must be a finite number of seconds, not inf"),
+        ('{"defer": NaN}', "RetryLater: the wait must be a finite number of seconds, not nan"),
+        ('{"defer": 1e300}', "RetryLater: the wait must be at most 3,153,600,000 seconds, not 1e+300"),
+        ('{"limited": Infinity}', "RateLimited: retry_after must be at most 3,153,600,000 seconds, not inf"),
+    ],
+)
+def test_a_retry_later_or_rate_limited_wait_that_is_not_finite_fails_the_attempt_saying_so(
+    client, workers, raised, message
+):
+    """RetryLater(inf / nan / 1e300) and RateLimited(inf) fail the attempt with a clear error; the task stays readable and its queue is not held."""
+    queue = "ctl-rl" if "limited" in raised else "t1"
+    q = Queue(queue)
+    tid = q.enqueue(raised)
+    workers([queue])
+    wait_for(lambda: q.counts()["failed"] == 1, timeout=30, message="the task to fail")
+    task = q.get(tid)
+    assert task.state == "failed" and task.error == f"InvalidInput: {message}"
+    assert task.due_at is None
+    assert q.limits()["held_until"] is None
+    done = q.enqueue('{"fail": 0}')
+    wait_for(lambda: q.get(done) is None or q.get(done).state == "completed", timeout=30, message="the next task")
+
+
+def test_a_time_in_redis_past_what_a_datetime_holds_reads_as_the_latest_one(client):
+    """A due time Redis holds but a datetime can't (written before the bounds, or by hand) reads as datetime.max, not an error."""
+    q = Queue("t1")
+    tid = q.enqueue("x", delay=60)
+    client.hset(keys.task_key("t1", tid), "due", "1e+303")
+    assert q.get(tid).due_at == datetime.max.replace(tzinfo=UTC)
+    client.hset(keys.task_key("t1", tid), "due", "inf")
+    assert q.get(tid).due_at == datetime.max.replace(tzinfo=UTC)

@@ -26,7 +26,7 @@ from typing import NamedTuple
 
 from . import commands, controls, crypto, keys, linking, tracing
 from .errors import InvalidTask, PayloadTooLarge, TooManyQueues
-from .numbers import is_finite
+from .numbers import MAX_SECONDS, is_finite
 from .registry import get_handler
 from .sending import Sending
 from .task import Task
@@ -55,7 +55,7 @@ class Prepared(NamedTuple):
 # -- checking ------------------------------------------------------------------------------
 
 
-def _number(name, value, *, minimum=0.0, strict=False, integer=False):
+def _number(name, value, *, minimum=0.0, strict=False, integer=False, maximum=None):
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         kind = "an integer" if integer else "a number"
         raise InvalidTask(f"{name} must be {kind}, not {value!r}")
@@ -63,6 +63,8 @@ def _number(name, value, *, minimum=0.0, strict=False, integer=False):
         raise InvalidTask(f"{name} must be an integer, not {value!r}")
     if not is_finite(value) or value < minimum or (strict and value == minimum):
         raise InvalidTask(f"{name} must be {'>' if strict else '>='} {minimum:g}, not {value!r}")
+    if maximum is not None and value > maximum:
+        raise InvalidTask(f"{name} must be at most {maximum:,} seconds (100 years), not {value!r}")
     return value
 
 
@@ -78,7 +80,7 @@ def when_of(delay, eta):
     if delay is not None and eta is not None:
         raise InvalidTask("give delay or eta, not both")
     if delay is not None:
-        _number("delay", delay)
+        _number("delay", delay, maximum=MAX_SECONDS)
         return f"+{int(delay * 1000)}" if delay > 0 else ""
     if eta is not None:
         if not isinstance(eta, datetime):
@@ -95,9 +97,9 @@ def task_options(retries, timeout, backoff, lock, callback, meta):
     if retries is not None:
         out[0] = str(_number("retries", retries, integer=True))
     if timeout is not None:
-        out[1] = repr(float(_number("timeout", timeout, strict=True)))
+        out[1] = repr(float(_number("timeout", timeout, strict=True, maximum=MAX_SECONDS)))
     if backoff is not None:
-        out[2] = repr(float(_number("backoff", backoff)))
+        out[2] = repr(float(_number("backoff", backoff, maximum=MAX_SECONDS)))
     if lock is not None:
         out[3] = keys.check_lock_key(lock)
     if callback is not None:

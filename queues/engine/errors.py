@@ -25,6 +25,8 @@ WorqrError
 └── RedisUnavailable          Redis unreachable for ENQUEUE_RETRY_FOR: which ids were added, may have been, were not
 """
 
+from .numbers import MAX_SECONDS, is_finite
+
 
 class WorqrError(Exception):
     """Base class of every worqr error."""
@@ -132,7 +134,15 @@ class RetryLater(WorqrError):
 
     def __init__(self, seconds, message="retry later"):
         super().__init__(message)
-        self.seconds = float(seconds)
+        # a NaN, an infinity or 1e300 s had its task's due time unreadable (and, held, its queue
+        # stopped for good); a negative wait is no wait
+        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not is_finite(seconds):
+            raise InvalidInput(f"{type(self).__name__}: the wait must be a finite number of seconds, not {seconds!r}")
+        if seconds > MAX_SECONDS:
+            raise InvalidInput(
+                f"{type(self).__name__}: the wait must be at most {MAX_SECONDS:,} seconds, not {seconds!r}"
+            )
+        self.seconds = max(0.0, float(seconds))
 
 
 class ChunkFailed(WorqrError):
@@ -162,6 +172,8 @@ class RateLimited(RetryLater):
     def __init__(self, retry_after, message=None):
         if isinstance(retry_after, bool) or not isinstance(retry_after, (int, float)) or not retry_after >= 0:
             raise InvalidInput(f"RateLimited: retry_after must be a number of seconds >= 0, not {retry_after!r}")
+        if not is_finite(retry_after) or retry_after > MAX_SECONDS:  # an infinite hold stopped its queue for good
+            raise InvalidInput(f"RateLimited: retry_after must be at most {MAX_SECONDS:,} seconds, not {retry_after!r}")
         super().__init__(retry_after, message or f"rate limited: held for {retry_after:g} s")
         self.retry_after = float(retry_after)
 

@@ -10,7 +10,7 @@ from . import keys
 from .controls import LONGEST
 from .errors import ConfigurationError
 from .limits import NO_LIMITS, Limits, check_limits
-from .numbers import is_finite
+from .numbers import MAX_SECONDS, is_finite
 
 #: A handler: a function of the task, sync or ``async def``; ``handler`` returns it unchanged.
 F = TypeVar("F", bound=Callable[..., Any])
@@ -95,10 +95,14 @@ def handler(
     if retries is not None and (isinstance(retries, bool) or not isinstance(retries, int) or retries < 0):
         raise ConfigurationError(f"handler {queue!r}: retries must be an integer >= 0")
     # finite, as enqueue's own (a NaN passes every comparison; an infinite timeout is none at all)
-    if timeout is not None and (_not_finite(timeout) or timeout <= 0):
-        raise ConfigurationError(f"handler {queue!r}: timeout must be a finite number > 0, not {timeout!r}")
-    if backoff is not None and (_not_finite(backoff) or backoff < 0):
-        raise ConfigurationError(f"handler {queue!r}: backoff must be a finite number >= 0, not {backoff!r}")
+    if timeout is not None and (_not_finite(timeout) or not 0 < timeout <= MAX_SECONDS):
+        raise ConfigurationError(
+            f"handler {queue!r}: timeout must be a finite number > 0, at most {MAX_SECONDS:,} s, not {timeout!r}"
+        )
+    if backoff is not None and (_not_finite(backoff) or not 0 <= backoff <= MAX_SECONDS):
+        raise ConfigurationError(
+            f"handler {queue!r}: backoff must be a finite number >= 0, at most {MAX_SECONDS:,} s, not {backoff!r}"
+        )
     if lock is not None and not (callable(lock) or isinstance(lock, str)):
         raise ConfigurationError(f"handler {queue!r}: lock must be a string or a function")
     if expires is not None and (

@@ -8,8 +8,14 @@ def decode(b):
     return b.decode("utf-8", "replace") if isinstance(b, bytes) else b
 
 
+_LATEST, _EARLIEST = datetime.max.replace(tzinfo=UTC), datetime.min.replace(tzinfo=UTC)
+
+
 def ms_to_datetime(ms):
     """A time in Unix ms (int, float, bytes or text) as an aware UTC datetime; None for none."""
     if ms in (None, b"", ""):
         return None
-    return datetime.fromtimestamp(int(float(ms)) / 1000, tz=UTC)
+    try:
+        return datetime.fromtimestamp(int(float(ms)) / 1000, tz=UTC)
+    except (OverflowError, ValueError, OSError):  # past what a datetime holds (Redis holds it): its bound
+        return _LATEST if float(ms) > 0 else _EARLIEST
