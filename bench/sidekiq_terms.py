@@ -183,11 +183,14 @@ def goal_lines(worqr, rows, a):
             KEEPS,
             fmt="{:.2f}",
         ),
-        verdict.check(
-            f"worqr --processes 2 with {a['delay_ms']:g} ms against Sidekiq's published {SIDEKIQ_RATE:,}/s "
+        # Printed beside Sidekiq's figure, not held to it: that run was on another machine (the
+        # goals are the 1 ms run's loss above and a chunk handler's rate below).
+        verdict.info(
+            f"worqr --processes 2 with {a['delay_ms']:g} ms beside Sidekiq's published {SIDEKIQ_RATE:,}/s "
             f"({SIDEKIQ_SETUP})",
             with_lat,
-            SIDEKIQ_RATE,
+            "-",
+            "a published figure, for comparison",
             fmt="{:,.0f}",
             unit="/s",
         ),
