@@ -162,3 +162,15 @@ def test_a_tasks_function_s_result_over_max_result_bytes_fails_with_the_reason(w
         "it is 5,042 characters, over WORQR['MAX_RESULT_BYTES'] (4,096 bytes)\n"
     )
     assert small.return_value == {"sum": 3, "args": [1, 2]}
+
+
+def test_a_result_kept_in_clear_on_an_encrypted_queue_reads_as_it_is(_engine, client):
+    """A result an older worker kept in clear on an encrypted queue reads as it is (not as Sealed), so upgrading loses no result."""
+    conn = connection.configure(
+        _engine.config.with_(encryption_keys=(crypto.new_key(),), encrypted_queues=frozenset({"vault"})),
+        os.environ["WORQR_REDIS_URL"],
+    )
+    tid = Queue("vault").enqueue("secret")
+    conn.client.hset(f"worqr:{{vault}}:task:{tid}", mapping={"s": "completed", "res": '{"value": 1}'})
+    task = Queue("vault").get(tid)
+    assert not isinstance(task.result, crypto.Sealed) and crypto.open_result(conn.config, task) == b'{"value": 1}'

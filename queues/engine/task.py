@@ -63,7 +63,7 @@ from datetime import datetime
 from typing import Any
 
 from . import batchinfo
-from .crypto import Sealed
+from .crypto import MAGIC, Sealed
 from .errors import InvalidInput
 from .replies import ms_to_datetime
 
@@ -102,6 +102,12 @@ def decode_payload(raw, kind):
     if kind == b"b" or kind == "b":
         return raw
     return raw.decode("utf-8", "surrogateescape")
+
+
+def _result(raw, kind):
+    """A kept result: ``Sealed`` if its task's payload is (an encrypted queue's result is sealed
+    too; one kept in clear by an older worker reads as it is)."""
+    return Sealed(raw) if raw and (kind == b"e" or kind == "e") and raw.startswith(MAGIC) else raw
 
 
 def _text(value):
@@ -264,7 +270,7 @@ class Task:
             unique_key=_text(g(b"u")),
             callback=_text(g(b"cb")),
             meta=_text(g(b"m")),
-            result=Sealed(g(b"res")) if g(b"res") and g(b"y") == b"e" else g(b"res"),  # sealed as its payload
+            result=_result(g(b"res"), g(b"y")),
             cancel_requested=g(b"x") is not None,
             trace_context=_text(g(b"tc")),
             tags=_text(g(b"tg")).split("\n") if g(b"tg") else [],
