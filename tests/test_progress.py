@@ -306,3 +306,29 @@ def test_tasks_backend_tags_option(client, settings):
     assert [t.id for t in readmodel.tagged(client, "dt-default", "from-tasks")] == [result.id]
     with pytest.raises(ImproperlyConfigured, match="TAGS"):
         WorqrBackend("bad", {"QUEUES": ["tb1"], "OPTIONS": {"TAGS": "oops"}})
+
+
+def test_an_outcome_waits_for_the_reports_of_its_task_already_on_their_way(client, conn):
+    """flush_task (before a task's outcome) waits for the flusher's call carrying that task's reports: the outcome, on another connection, could land first."""
+    import asyncio
+
+    from queues.engine.worker.progress import ProgressSink
+
+    task = _started(client, "pg5")
+
+    async def scenario():
+        aredis = conn.async_client()
+        try:
+            sink = ProgressSink(asyncio.get_running_loop(), aredis)
+            sink.put(task, fraction=0.5, message="half", lines=["the last line"])
+            on_its_way = asyncio.ensure_future(sink.flush())  # the flusher took them: the buffer is empty
+            await asyncio.sleep(0)
+            assert not sink.buffer and sink.pending
+            await sink.flush_task(task)  # what reporting the outcome awaits first
+            assert on_its_way.done() and not sink.pending
+            # what the outcome's call would now find:
+            return readmodel.task(client, task.id).progress_value, readmodel.task_log(client, task.id)
+        finally:
+            await aredis.aclose()
+
+    assert asyncio.run(scenario()) == (0.5, ["the last line"])

@@ -9,7 +9,10 @@
    Redis a few calls a second, not one per line.
 3. Before a delivery's outcome is reported, its buffered reports are flushed first
    (``flush_task``), so the lines a handler logged just before it failed stay with the failed
-   task. Reports that arrive after the task is no longer active are refused by the script.
+   task; reports of it that the flusher is sending at that moment are waited for first (their
+   call and the outcome's go on different connections, and the outcome's could land first:
+   the lines were then refused). Reports that arrive after the task is no longer active are
+   refused by the script.
 """
 
 import asyncio
@@ -40,6 +43,7 @@ class ProgressSink:
         self.loop, self.redis = loop, redis
         self.lock = threading.Lock()
         self.buffer = {}  # (id, lease) -> _Pending
+        self.sending = {}  # (id, lease) -> future done once the call carrying its reports returned
         self.wanted = asyncio.Event()
         self.sent = 0  # reports sent (for tests and stats)
 
@@ -61,6 +65,11 @@ class ProgressSink:
             except RuntimeError:  # the loop is closed: the worker is gone
                 pass
 
+    @property
+    def pending(self):
+        """Whether reports are buffered or on their way: an outcome reported now waits for its own."""
+        return bool(self.buffer or self.sending)
+
     def _take(self, only=None):
         with self.lock:
             if only is None:
@@ -70,23 +79,37 @@ class ProgressSink:
         by_queue = {}
         for (task_id, lease), e in taken.items():
             by_queue.setdefault(e.queue, []).append((task_id, lease, e.fraction, e.message, e.lines))
-        return by_queue
+        return by_queue, list(taken)
 
-    async def _send(self, by_queue):
-        for queue, reports in by_queue.items():
-            try:
-                await commands.progress(queue, reports).arun(self.redis)
-                self.sent += len(reports)
-            except NETWORK_ERRORS as exc:  # progress is best effort: never hold a task up for it
-                raise_if_cancelling()
-                log.warning("worqr: could not record progress of %d task(s) of %s: %s", len(reports), queue, exc)
+    async def _send(self, by_queue, taken):
+        if not taken:
+            return
+        done = self.loop.create_future()
+        for key in taken:
+            self.sending[key] = done
+        try:
+            for queue, reports in by_queue.items():
+                try:
+                    await commands.progress(queue, reports).arun(self.redis)
+                    self.sent += len(reports)
+                except NETWORK_ERRORS as exc:  # progress is best effort: never hold a task up for it
+                    raise_if_cancelling()
+                    log.warning("worqr: could not record progress of %d task(s) of %s: %s", len(reports), queue, exc)
+        finally:
+            for key in taken:
+                if self.sending.get(key) is done:
+                    del self.sending[key]
+            done.set_result(None)
 
     async def flush_task(self, task):
-        """Send what ``task`` (this delivery of it) reported and is still buffered."""
-        await self._send(self._take((task.id, task.lease)))
+        """Send what ``task`` (this delivery of it) reported, after what of it is on its way."""
+        key = (task.id, task.lease)
+        while (on_its_way := self.sending.get(key)) is not None:
+            await asyncio.shield(on_its_way)
+        await self._send(*self._take(key))
 
     async def flush(self):
-        await self._send(self._take())
+        await self._send(*self._take())
 
     async def run(self):
         while True:
