@@ -9,6 +9,7 @@ import logging
 
 from . import commands, crypto, enqueueing, keys, readmodel
 from .connection import Connection, get_default
+from .errors import InvalidInput
 
 log = logging.getLogger("worqr")
 
@@ -55,7 +56,11 @@ def fire_callbacks(client, batch_id):
                     unreadable = True
                     continue
                 payload = opened if opened_kind == "b" else opened.decode("utf-8", "surrogateescape")
-            _enqueue_callback(client, queue, payload, task_id, batch_id, kind, links)
+            try:
+                _enqueue_callback(client, queue, payload, task_id, batch_id, kind, links)
+            except InvalidInput as exc:  # its queue's handler refuses it (a lock function that raises)
+                log.error("worqr: batch %s: its %s callback is not enqueued: %s", batch_id, kind, exc)
+                unreadable = True
         if unreadable:  # the sweep tries again (the callbacks enqueued meanwhile add nothing: once keys)
             return False
         commands.batch_callbacks_done(batch_id).run(client)

@@ -31,7 +31,7 @@ from collections.abc import Iterable
 from functools import partial
 from typing import Any, Unpack
 
-from . import batchinfo, commands, crypto, enqueueing, keys, readmodel, tracing
+from . import batchinfo, commands, crypto, enqueueing, keys, readmodel, text, tracing
 from .batch_ends import callback_task_id, fire_callbacks, sweep, tell
 from .codes import Code
 from .connection import get_default
@@ -68,7 +68,10 @@ def _callback(name, value, batch_id, config):
     queue, payload = value
     keys.check_queue_name(queue)
     if isinstance(payload, str):
-        raw, kind = payload.encode("utf-8", "surrogateescape"), ""  # as an enqueue encodes it
+        try:
+            raw, kind = text.payload(payload), ""  # as an enqueue encodes it
+        except InvalidTask as exc:
+            raise InvalidTask(f"{name}: {exc}") from None
     elif isinstance(payload, (bytes, bytearray)):
         raw, kind = bytes(payload), "b"
     else:
@@ -78,6 +81,10 @@ def _callback(name, value, batch_id, config):
             f"{name}: payload of {len(raw)} bytes is over the limit of "
             f"{config.max_payload_bytes} bytes (WORQR['MAX_PAYLOAD_BYTES'])"
         )
+    try:  # its queue's handler takes it (its lock or partition function), as the enqueue will
+        enqueueing.prepare(config, queue, [payload])
+    except InvalidTask as exc:
+        raise InvalidTask(f"{name}: {exc}") from exc
     if crypto.encrypts(config, queue):
         task_id = callback_task_id(queue, batch_id, "success" if name == "on_success" else "complete")
         return json.dumps([queue, crypto.keyring(config).seal(queue, task_id, raw, kind).decode("latin-1"), "e"])
@@ -105,6 +112,7 @@ class Batch:
             return
         if not isinstance(description, str) or len(description) > 1000:
             raise InvalidInput("description must be a string of at most 1000 characters")
+        text.checked("description", description)
         self.id = new_batch_id()
         config = self.connection.config
         success = _callback("on_success", on_success, self.id, config)

@@ -9,12 +9,17 @@ import binascii
 from dataclasses import dataclass, fields, replace
 
 from .errors import ConfigurationError
-from .numbers import is_finite
+from .numbers import MAX_RETRIES, MAX_SECONDS, is_finite, shown
 from .retention import Retention
 
 #: How long an enqueue waits for a connection to Redis to open (s; or ENQUEUE_SOCKET_TIMEOUT if
 #: shorter): a Redis host that does not answer costs a try this long at most.
 ENQUEUE_CONNECT_TIMEOUT = 1.0
+
+
+#: The most failures kept per queue (``FAILURE_HISTORY``): each entry may hold a 20,000-character
+#: traceback.
+FAILURE_HISTORY_MAX = 10_000
 
 
 @dataclass(frozen=True)
@@ -106,12 +111,18 @@ class Config:
                 "LOCK_TTL must be at least 10 s + 2 x HEARTBEAT_INTERVAL: a Redis outage shorter than "
                 "LOCK_TTL - 2 x HEARTBEAT_INTERVAL reaps no worker, and that must cover outages of 10 s"
             )
-        if self.max_payload_bytes <= 0 or self.failure_history <= 0:
-            raise ConfigurationError("MAX_PAYLOAD_BYTES and FAILURE_HISTORY must be positive")
+        if self.max_payload_bytes <= 0:
+            raise ConfigurationError("MAX_PAYLOAD_BYTES must be positive")
+        if not 1 <= self.failure_history <= FAILURE_HISTORY_MAX:  # a count the scripts' LTRIM takes
+            raise ConfigurationError(f"FAILURE_HISTORY must be an integer from 1 to {FAILURE_HISTORY_MAX:,}")
         if not 1024 <= self.max_result_bytes <= 256 * 1024 * 1024:
             raise ConfigurationError("MAX_RESULT_BYTES must be an integer from 1024 to 268435456 (256 MiB)")
-        if self.retries < 0 or self.backoff < 0 or self.backoff_max < 0 or self.timeout_grace < 0:
-            raise ConfigurationError("RETRIES, BACKOFF, BACKOFF_MAX and TIMEOUT_GRACE must be >= 0")
+        if not 0 <= self.retries <= MAX_RETRIES:
+            raise ConfigurationError(f"RETRIES must be an integer from 0 to {MAX_RETRIES:,}")
+        if not (0 <= self.backoff <= MAX_SECONDS and 0 <= self.backoff_max <= MAX_SECONDS):
+            raise ConfigurationError(f"BACKOFF and BACKOFF_MAX must be from 0 to {MAX_SECONDS:,} seconds (100 years)")
+        if not 0 <= self.backoff_jitter <= 1 or self.timeout_grace < 0:
+            raise ConfigurationError("BACKOFF_JITTER must be a fraction from 0 to 1, and TIMEOUT_GRACE >= 0")
         if self.min_replicas_ack < 0 or not 0 < self.replicas_ack_timeout <= 3600:
             raise ConfigurationError("MIN_REPLICAS_ACK must be >= 0 and REPLICAS_ACK_TIMEOUT between 0 and 3600 s")
         if not 0 <= self.enqueue_retry_for <= 300 or not 60 <= self.enqueue_dedup_for <= 7 * 86400:
@@ -155,7 +166,7 @@ class Config:
             if kind is not str and (isinstance(value, bool) or not isinstance(value, (int, float))):
                 raise ConfigurationError(f"WORQR[{key!r}] must be a number, not {value!r}")
             if kind is not str and not is_finite(value):  # a NaN passes every range check below
-                raise ConfigurationError(f"WORQR[{key!r}] must be a finite number, not {value!r}")
+                raise ConfigurationError(f"WORQR[{key!r}] must be a finite number, not {shown(value)}")
             if kind is int and value != int(value):
                 raise ConfigurationError(f"WORQR[{key!r}] must be a whole number, not {value!r}")
             if kind is str and not isinstance(value, str):

@@ -16,9 +16,10 @@ or raises ``InvalidTask`` naming the option before anything is written.
 
 from datetime import datetime
 
+from . import text
 from .errors import InvalidTask
 from .keys import LOCK_KEY_MAX
-from .numbers import is_finite
+from .numbers import is_finite, shown
 
 #: The longest window or expiry accepted (seconds): 30 days.
 LONGEST = 30 * 86400
@@ -29,9 +30,9 @@ NONE = ("", "", "")
 
 def _seconds(name, value):
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not is_finite(value):
-        raise InvalidTask(f"{name} must be a number of seconds, not {value!r}")
+        raise InvalidTask(f"{name} must be a number of seconds, not {shown(value)}")
     if not 0 < value <= LONGEST:
-        raise InvalidTask(f"{name} must be more than 0 and at most {LONGEST} seconds (30 days), not {value!r}")
+        raise InvalidTask(f"{name} must be more than 0 and at most {LONGEST} seconds (30 days), not {shown(value)}")
     return max(1, round(value * 1000))
 
 
@@ -42,7 +43,7 @@ def _window(name, value):
     key, seconds = value
     if not isinstance(key, str) or not key or len(key) > LOCK_KEY_MAX:
         raise InvalidTask(f"{name}'s key must be a non-empty string of at most {LOCK_KEY_MAX} characters, not {key!r}")
-    return f"{_seconds(name + ' seconds', seconds)}\n{key}"
+    return f"{_seconds(name + ' seconds', seconds)}\n{text.checked(name + ' key', key)}"
 
 
 def expires_arg(expires):

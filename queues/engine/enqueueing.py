@@ -24,9 +24,9 @@ from datetime import UTC, datetime
 from functools import partial
 from typing import NamedTuple
 
-from . import commands, controls, crypto, keys, linking, tracing
+from . import commands, controls, crypto, keys, linking, text, tracing
 from .errors import InvalidTask, PayloadTooLarge, TooManyQueues
-from .numbers import MAX_SECONDS, is_finite
+from .numbers import MAX_RETRIES, MAX_SECONDS, is_finite, shown
 from .registry import get_handler
 from .sending import Sending
 from .task import Task
@@ -34,6 +34,8 @@ from .task import Task
 #: Tasks per enqueue call (each call is atomic): so that no script call holds Redis for long
 #: (under a few ms each, measured with 300,000 tasks).
 BATCH = 500
+#: The longest ``meta``, in characters: kept with its task, and read with it wherever it is shown.
+META_MAX = 65536
 #: Where the lock key and the partition key stand in a prepared option list.
 _LOCK, _PARTITION = commands.TASK_OPTIONS.index("lock"), commands.TASK_OPTIONS.index("partition")
 
@@ -55,16 +57,19 @@ class Prepared(NamedTuple):
 # -- checking ------------------------------------------------------------------------------
 
 
-def _number(name, value, *, minimum=0.0, strict=False, integer=False, maximum=None):
+def _number(name, value, *, minimum=0.0, strict=False, integer=False, maximum=MAX_SECONDS):
+    """``value`` if it is a number (an integer if ``integer``) from ``minimum`` (excluded if
+    ``strict``) to ``maximum`` (seconds, unless ``integer``), else InvalidTask naming ``name``."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         kind = "an integer" if integer else "a number"
-        raise InvalidTask(f"{name} must be {kind}, not {value!r}")
+        raise InvalidTask(f"{name} must be {kind}, not {shown(value)}")
     if integer and not isinstance(value, int):
-        raise InvalidTask(f"{name} must be an integer, not {value!r}")
+        raise InvalidTask(f"{name} must be an integer, not {shown(value)}")
     if not is_finite(value) or value < minimum or (strict and value == minimum):
-        raise InvalidTask(f"{name} must be {'>' if strict else '>='} {minimum:g}, not {value!r}")
-    if maximum is not None and value > maximum:
-        raise InvalidTask(f"{name} must be at most {maximum:,} seconds (100 years), not {value!r}")
+        raise InvalidTask(f"{name} must be {'>' if strict else '>='} {minimum:g}, not {shown(value)}")
+    if value > maximum:
+        unit = "" if integer else " seconds (100 years)"
+        raise InvalidTask(f"{name} must be at most {maximum:,}{unit}, not {shown(value)}")
     return value
 
 
@@ -80,7 +85,7 @@ def when_of(delay, eta):
     if delay is not None and eta is not None:
         raise InvalidTask("give delay or eta, not both")
     if delay is not None:
-        _number("delay", delay, maximum=MAX_SECONDS)
+        _number("delay", delay)
         return f"+{int(delay * 1000)}" if delay > 0 else ""
     if eta is not None:
         if not isinstance(eta, datetime):
@@ -95,31 +100,38 @@ def task_options(retries, timeout, backoff, lock, callback, meta):
     """The task options but tags, as text ('' when not given), in ``commands.TASK_OPTIONS``'s order."""
     out = [""] * (len(commands.TASK_OPTIONS) - 1)
     if retries is not None:
-        out[0] = str(_number("retries", retries, integer=True))
+        out[0] = str(_number("retries", retries, integer=True, maximum=MAX_RETRIES))
     if timeout is not None:
-        out[1] = repr(float(_number("timeout", timeout, strict=True, maximum=MAX_SECONDS)))
+        out[1] = repr(float(_number("timeout", timeout, strict=True)))
     if backoff is not None:
-        out[2] = repr(float(_number("backoff", backoff, maximum=MAX_SECONDS)))
+        out[2] = repr(float(_number("backoff", backoff)))
     if lock is not None:
-        out[3] = keys.check_lock_key(lock)
+        out[3] = text.checked("lock", keys.check_lock_key(lock))
     if callback is not None:
         if not isinstance(callback, str) or not callback or len(callback) > 2048:
             raise InvalidTask("callback must be a URL of at most 2048 characters")
-        out[4] = callback
+        out[4] = text.checked("callback", callback)
     if meta is not None:
-        if not isinstance(meta, str):
-            raise InvalidTask("meta must be a string")
-        out[5] = meta
+        if not isinstance(meta, str) or len(meta) > META_MAX:
+            raise InvalidTask(f"meta must be a string of at most {META_MAX:,} characters")
+        out[5] = text.checked("meta", meta)
     return out
 
 
-def lock_of(lock_fn, payload):
-    """The lock key the handler's function gives a task of ``payload``."""
-    probe = Task(id="", queue="", payload=payload, state="pending")
-    key = lock_fn(probe)
-    if not isinstance(key, str):
-        raise InvalidTask(f"the handler's lock function returned {key!r}, not a string")
-    return key
+def lock_of(lock_fn, payload, queue=""):
+    """The lock key the handler's function gives a task of ``payload``: InvalidTask naming the
+    queue if it raises or gives anything but a lock key (``keys.check_lock_key``)."""
+    probe = Task(id="", queue=queue, payload=payload, state="pending")
+    try:
+        key = lock_fn(probe)
+    except Exception as exc:
+        raise InvalidTask(f"queue {queue!r}: the handler's lock function raised {type(exc).__name__}: {exc}") from exc
+    if not isinstance(key, str) or not key or len(key) > keys.LOCK_KEY_MAX:
+        raise InvalidTask(
+            f"queue {queue!r}: the handler's lock function returned {key!r}, "
+            f"not a string of 1 to {keys.LOCK_KEY_MAX} characters"
+        )
+    return text.checked(f"queue {queue!r}: the lock key its handler's function gave", key)
 
 
 def partition_of(queue, partition_fn, payload):
@@ -137,7 +149,7 @@ def partition_of(queue, partition_fn, payload):
             f"queue {queue!r}: the handler's partition function returned {key!r}, "
             f"not a string of 1 to {keys.LOCK_KEY_MAX} characters"
         )
-    return key
+    return text.checked(f"queue {queue!r}: the partition key its handler's function gave", key)
 
 
 def prepare(
@@ -160,15 +172,15 @@ def prepare(
     None when a handler's lock or partition function puts the payloads under different keys."""
     when = when_of(delay, eta)
     opts = task_options(retries, timeout, backoff, lock, callback, meta)
-    opts.append(keys.check_tags(tags) if tags is not None else [])
+    opts.append([text.checked("tags", t) for t in keys.check_tags(tags)] if tags is not None else [])
     if unique is not True and unique is not False and not isinstance(unique, str):
         raise InvalidTask(f"unique must be True, False or a key string, not {unique!r}")
     if isinstance(unique, str):
-        keys.check_lock_key(unique)
+        text.checked("unique", keys.check_lock_key(unique))
     args = []
     for payload in payloads:
         if isinstance(payload, str):
-            raw, kind = payload.encode("utf-8", "surrogateescape"), ""
+            raw, kind = text.payload(payload), ""
         elif isinstance(payload, (bytes, bytearray, memoryview)):
             raw, kind = bytes(payload), "b"
         else:
@@ -185,7 +197,7 @@ def prepare(
         if isinstance(spec.lock, str):
             opts[_LOCK] = keys.check_lock_key(spec.lock)
         elif payloads:
-            locks = {keys.check_lock_key(lock_of(spec.lock, p)) for p in payloads}
+            locks = {lock_of(spec.lock, p, queue) for p in payloads}
             if len(locks) > 1:
                 return None
             opts[_LOCK] = locks.pop()
@@ -239,7 +251,7 @@ def enqueue_plain(connection, queue, payload):
     """The common call, ``Queue.enqueue(text)`` with no option: the same checks and the same
     script call as ``enqueue_many``'s, without its batching and option handling. Returns the id."""
     config = connection.config
-    raw = payload.encode("utf-8", "surrogateescape")
+    raw = text.payload(payload)
     if len(raw) > config.max_payload_bytes:
         _too_large(raw, config)
     spec = get_handler(queue)
@@ -334,7 +346,7 @@ def _enqueue_grouped(connection, queue, payloads, ids, options, after, on_parent
     for i, payload in enumerate(payloads):
         lock = options.get("lock")
         if lock is None and callable(spec.lock):
-            lock = lock_of(spec.lock, payload)
+            lock = lock_of(spec.lock, payload, queue)
         part = partition_of(queue, spec.limits.partition, payload) if spec.limits.partition else None
         groups.setdefault((lock, part), []).append(i)
     out = [None] * len(payloads)

@@ -25,7 +25,7 @@ WorqrError
 └── RedisUnavailable          Redis unreachable for ENQUEUE_RETRY_FOR: which ids were added, may have been, were not
 """
 
-from .numbers import MAX_SECONDS, is_finite
+from .numbers import MAX_SECONDS, is_finite, shown
 
 
 class WorqrError(Exception):
@@ -137,10 +137,12 @@ class RetryLater(WorqrError):
         # a NaN, an infinity or 1e300 s had its task's due time unreadable (and, held, its queue
         # stopped for good); a negative wait is no wait
         if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not is_finite(seconds):
-            raise InvalidInput(f"{type(self).__name__}: the wait must be a finite number of seconds, not {seconds!r}")
+            raise InvalidInput(
+                f"{type(self).__name__}: the wait must be a finite number of seconds, not {shown(seconds)}"
+            )
         if seconds > MAX_SECONDS:
             raise InvalidInput(
-                f"{type(self).__name__}: the wait must be at most {MAX_SECONDS:,} seconds, not {seconds!r}"
+                f"{type(self).__name__}: the wait must be at most {MAX_SECONDS:,} seconds, not {shown(seconds)}"
             )
         self.seconds = max(0.0, float(seconds))
 
@@ -171,9 +173,11 @@ class RateLimited(RetryLater):
 
     def __init__(self, retry_after, message=None):
         if isinstance(retry_after, bool) or not isinstance(retry_after, (int, float)) or not retry_after >= 0:
-            raise InvalidInput(f"RateLimited: retry_after must be a number of seconds >= 0, not {retry_after!r}")
+            raise InvalidInput(f"RateLimited: retry_after must be a number of seconds >= 0, not {shown(retry_after)}")
         if not is_finite(retry_after) or retry_after > MAX_SECONDS:  # an infinite hold stopped its queue for good
-            raise InvalidInput(f"RateLimited: retry_after must be at most {MAX_SECONDS:,} seconds, not {retry_after!r}")
+            raise InvalidInput(
+                f"RateLimited: retry_after must be at most {MAX_SECONDS:,} seconds, not {shown(retry_after)}"
+            )
         super().__init__(retry_after, message or f"rate limited: held for {retry_after:g} s")
         self.retry_after = float(retry_after)
 

@@ -8,7 +8,7 @@ import math
 from dataclasses import dataclass
 
 from .errors import ConfigurationError
-from .numbers import is_finite
+from .numbers import is_finite, shown
 
 #: "100/m" style rates: the window of each unit, in seconds.
 RATE_UNITS = {"s": 1, "m": 60, "h": 3600}
@@ -61,7 +61,7 @@ def _fail(queue, option, message):
 def check_concurrency(queue, option, value):
     """``value`` if it is an integer from 1 up, else ConfigurationError naming queue and option."""
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= CONCURRENCY_MAX:
-        _fail(queue, option, f"must be an integer from 1 to {CONCURRENCY_MAX}, not {value!r}")
+        _fail(queue, option, f"must be an integer from 1 to {CONCURRENCY_MAX}, not {shown(value)}")
     return value
 
 
@@ -83,14 +83,16 @@ def parse_rate(queue, option, value):
     else:
         _fail(queue, option, f'must be (starts, seconds) or like "100/m", "10/s", "500/h", not {value!r}')
     if isinstance(starts, bool) or not isinstance(starts, int) or not 1 <= starts <= RATE_STARTS_MAX:
-        _fail(queue, option, f"must allow an integer number of starts from 1 to {RATE_STARTS_MAX}, not {starts!r}")
+        _fail(queue, option, f"must allow an integer number of starts from 1 to {RATE_STARTS_MAX}, not {shown(starts)}")
     if (
         isinstance(seconds, bool)
         or not isinstance(seconds, (int, float))
         or not is_finite(seconds)
         or not 0.001 <= seconds <= RATE_WINDOW_MAX
     ):
-        _fail(queue, option, f"window must be a number of seconds from 0.001 to {RATE_WINDOW_MAX}, not {seconds!r}")
+        _fail(
+            queue, option, f"window must be a number of seconds from 0.001 to {RATE_WINDOW_MAX}, not {shown(seconds)}"
+        )
     return Rate(starts, seconds)
 
 

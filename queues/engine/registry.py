@@ -10,7 +10,7 @@ from . import keys
 from .controls import LONGEST
 from .errors import ConfigurationError
 from .limits import NO_LIMITS, Limits, check_limits
-from .numbers import MAX_SECONDS, is_finite
+from .numbers import MAX_RETRIES, MAX_SECONDS, is_finite, shown
 
 #: A handler: a function of the task, sync or ``async def``; ``handler`` returns it unchanged.
 F = TypeVar("F", bound=Callable[..., Any])
@@ -92,19 +92,25 @@ def handler(
     keys.check_queue_name(queue)
     chunk_wait = check_chunk(queue, chunk, chunk_wait)
     limits = check_limits(queue, concurrency, rate, partition, partition_concurrency, partition_rate)
-    if retries is not None and (isinstance(retries, bool) or not isinstance(retries, int) or retries < 0):
-        raise ConfigurationError(f"handler {queue!r}: retries must be an integer >= 0")
+    if retries is not None and (
+        isinstance(retries, bool) or not isinstance(retries, int) or not 0 <= retries <= MAX_RETRIES
+    ):
+        raise ConfigurationError(
+            f"handler {queue!r}: retries must be an integer from 0 to {MAX_RETRIES:,}, not {shown(retries)}"
+        )
     # finite, as enqueue's own (a NaN passes every comparison; an infinite timeout is none at all)
     if timeout is not None and (_not_finite(timeout) or not 0 < timeout <= MAX_SECONDS):
         raise ConfigurationError(
-            f"handler {queue!r}: timeout must be a finite number > 0, at most {MAX_SECONDS:,} s, not {timeout!r}"
+            f"handler {queue!r}: timeout must be a finite number > 0, at most {MAX_SECONDS:,} s, not {shown(timeout)}"
         )
     if backoff is not None and (_not_finite(backoff) or not 0 <= backoff <= MAX_SECONDS):
         raise ConfigurationError(
-            f"handler {queue!r}: backoff must be a finite number >= 0, at most {MAX_SECONDS:,} s, not {backoff!r}"
+            f"handler {queue!r}: backoff must be a finite number >= 0, at most {MAX_SECONDS:,} s, not {shown(backoff)}"
         )
-    if lock is not None and not (callable(lock) or isinstance(lock, str)):
-        raise ConfigurationError(f"handler {queue!r}: lock must be a string or a function")
+    if lock is not None and not callable(lock) and not _is_lock_key(lock):
+        raise ConfigurationError(
+            f"handler {queue!r}: lock must be a function or a key (text of 1 to {keys.LOCK_KEY_MAX} characters)"
+        )
     if expires is not None and (
         isinstance(expires, bool) or not isinstance(expires, (int, float)) or not 0 < expires <= LONGEST
     ):
@@ -167,6 +173,17 @@ def handler(
         return func
 
     return register
+
+
+def _is_lock_key(lock):
+    """Whether ``lock`` is a key every enqueue would take (``keys.check_lock_key``, UTF-8 text)."""
+    if not isinstance(lock, str) or not 0 < len(lock) <= keys.LOCK_KEY_MAX:
+        return False
+    try:
+        lock.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _is_special(func):

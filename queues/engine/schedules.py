@@ -263,7 +263,7 @@ def handler_lock(spec):
     if isinstance(handler.lock, str):
         return handler.lock
     try:
-        return keys.check_lock_key(lock_of(handler.lock, spec.payload))
+        return lock_of(handler.lock, spec.payload, spec.queue)
     except Exception as exc:
         raise InvalidSchedule(spec.name, "lock", f"the handler's lock function failed on the payload: {exc}") from exc
 

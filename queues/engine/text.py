@@ -10,10 +10,15 @@ raise inside the worker (the task stayed active, or the worker exited). So:
   valid UTF-8;
 - data (``exact``: a kept result) goes as a payload does (``surrogateescape``: escaped bytes
   back to the bytes they stand for), and a lone surrogate is refused with a ValueError saying
-  where it is.
+  where it is;
+- what a producer gives (``payload``, and ``checked`` for an option's text: a lock, a tag, meta)
+  is refused with InvalidTask naming it, before anything is written: the Redis client raised
+  only as it sent it, after an enqueue with ``after=`` had linked its parents.
 """
 
 import codecs
+
+from .errors import InvalidTask
 
 _ERRORS = "worqr.replace-surrogates"
 _REPLACEMENT = "\ufffd".encode()
@@ -42,6 +47,27 @@ def exact(text):
     try:
         return text.encode("utf-8", "surrogateescape")
     except UnicodeEncodeError as exc:
-        raise ValueError(
-            f"it is not valid text: it holds an unpaired surrogate (U+{ord(text[exc.start]):04X}) at position {exc.start}"
-        ) from None
+        raise ValueError(_why(text, exc)) from None
+
+
+def _why(text, exc):
+    return (
+        f"it is not valid text: it holds an unpaired surrogate (U+{ord(text[exc.start]):04X}) at position {exc.start}"
+    )
+
+
+def payload(text):
+    """A text payload's bytes (``surrogateescape``, as ``exact``), or InvalidTask."""
+    try:
+        return text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError as exc:
+        raise InvalidTask(f"payload: {_why(text, exc)}") from None
+
+
+def checked(name, text):
+    """``text`` (an option's, named ``name``) if UTF-8 encodes it as it is, else InvalidTask."""
+    try:
+        text.encode()
+    except UnicodeEncodeError as exc:
+        raise InvalidTask(f"{name}: {_why(text, exc)}") from None
+    return text

@@ -22,7 +22,9 @@ local function record_failure(id, tk, now, opts)
   rcall('HINCRBY', K.stats, 'failures', 1)
   count_minute('f', now, 1)
   if attempts <= retries then
-    local wait = backoff * math.pow(2, math.max(attempts - 1, 0))
+    -- 2^1024 is infinite, and 0 times that NaN (a due time ZADD refuses, the script stopped
+    -- midway): the exponent stops at 1000, numbers.MAX_RETRIES (for a task stored with more)
+    local wait = backoff * math.pow(2, math.min(math.max(attempts - 1, 0), 1000))
     if wait > opts.backoff_max then wait = opts.backoff_max end
     wait = wait * (1 + opts.jitter)
     delay_task(id, tk, now + math.floor(wait * 1000), now)
