@@ -45,6 +45,7 @@ from .addresses import describe, ip, is_public
 from .conf import get_connection, setting
 from .engine import expired, readmodel, tracing
 from .engine.errors import InvalidInput, RetryLater, WorqrError
+from .engine.numbers import MAX_RETRIES
 from .engine.registry import HandlerSpec
 
 DEFAULT_TIMEOUT = 10.0
@@ -407,7 +408,7 @@ def backoff_of(task):
     config = get_connection().config
     stored = readmodel.task(get_connection().client, task.id)
     base = stored.backoff if stored and stored.backoff is not None else config.backoff
-    return min(base * 2 ** max(task.attempt - 1, 0), config.backoff_max)
+    return min(base * 2 ** min(max(task.attempt - 1, 0), MAX_RETRIES), config.backoff_max)  # (as failure.lua)
 
 
 def worker_callback_handler():

@@ -55,10 +55,13 @@ def test_a_task_stored_with_thousands_of_retries_and_no_backoff_still_fails_in_t
     task_id = q.enqueue(json.dumps({"fail": "always"}), retries=5, backoff=0)
     # as a task enqueued with retries=3000 was stored, on its 2,991st attempt
     client.hset(keys.task_key("t1", task_id), mapping={"r": 3000, "a": 2990})
-    workers(["t1"])
+    w = workers(["t1"])
     task = wait_for(lambda: (t := q.get(task_id)) and t.state == "failed" and t, message="the task to fail for good")
     assert task.attempt == 3001
     assert q.counts()["active"] == 0 and q.counts()["failed"] == 1
+    out = w.output()  # the worker's line of each retry (its wait, capped as the script caps it), no error
+    assert "error while running task" not in out and "OverflowError" not in out
+    assert "attempt=3000/3001 retry_in=0s" in out
 
 
 @pytest.mark.parametrize(
@@ -199,3 +202,14 @@ def test_settings_the_scripts_cannot_use_are_refused(setting, message):
     """FAILURE_HISTORY past what LTRIM takes made every failure's script stop midway; the backoffs are bounded."""
     with pytest.raises(ConfigurationError, match=message):
         Config.from_mapping(setting)
+
+
+def test_retry_later_takes_what_float_takes_and_refuses_the_rest():
+    """RetryLater takes a Retry-After header's text or a Decimal, as float() does; text that is no number, or a huge int, is refused readably."""
+    from decimal import Decimal
+
+    assert RetryLater("30").seconds == 30.0 and RetryLater(Decimal("2.5")).seconds == 2.5
+    assert RetryLater(-3).seconds == 0.0
+    for bad in ("soon", None, HUGE):
+        with pytest.raises(InvalidInput, match="RetryLater: the wait must be a finite number of seconds"):
+            RetryLater(bad)

@@ -323,9 +323,9 @@ def test_an_outcome_waits_for_the_reports_of_its_task_already_on_their_way(clien
             sink.put(task, fraction=0.5, message="half", lines=["the last line"])
             on_its_way = asyncio.ensure_future(sink.flush())  # the flusher took them: the buffer is empty
             await asyncio.sleep(0)
-            assert not sink.buffer and sink.pending
+            assert not sink.buffer and sink.pending(task)
             await sink.flush_task(task)  # what reporting the outcome awaits first
-            assert on_its_way.done() and not sink.pending
+            assert on_its_way.done() and not sink.pending(task)
             # what the outcome's call would now find:
             return readmodel.task(client, task.id).progress_value, readmodel.task_log(client, task.id)
         finally:

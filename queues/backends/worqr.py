@@ -41,7 +41,7 @@ from django.utils.module_loading import import_string
 
 from .. import outbox
 from ..conf import get_connection, setting
-from ..engine import crypto, enqueueing, keys, readmodel
+from ..engine import crypto, enqueueing, keys, readmodel, text
 from ..engine.errors import ConfigurationError, InvalidQueueName, InvalidTask
 from ..engine.registry import handler
 from ..engine.task import ms_to_datetime
@@ -85,7 +85,8 @@ class WorqrBackend(BaseTaskBackend):
         self.on_commit = bool(options.get("ON_COMMIT", setting("TASKS_ON_COMMIT", True)))
         self.using = options.get("DATABASE")
         try:  # tags every task enqueued through this backend carries (indexed for search)
-            self.tags = keys.check_tags(options["TAGS"]) if options.get("TAGS") is not None else None
+            tags = options.get("TAGS")  # (checked as an enqueue checks them: a lone surrogate too)
+            self.tags = [text.checked("tags", t) for t in keys.check_tags(tags)] if tags is not None else None
         except InvalidTask as exc:
             raise ImproperlyConfigured(f"TASKS[{alias!r}]['OPTIONS']['TAGS']: {exc}") from exc
         try:

@@ -31,11 +31,11 @@ _KINDS = {"": b"s", "b": b"b"}
 
 
 class Sealed(bytes):
-    """A payload of an encrypted queue as Redis holds it (its kind ``e``): ciphertext, opened by
-    ``open_payload`` where that is allowed."""
+    """A payload (or kept result) of an encrypted queue as Redis holds it (its kind ``e``):
+    ciphertext, opened by ``open_payload`` (``open_result``) where that is allowed."""
 
     def __repr__(self):
-        return f"<Sealed payload, {len(self)} bytes>"
+        return f"<Sealed, {len(self)} bytes>"
 
 
 class PayloadUnreadable(WorqrError):

@@ -25,6 +25,8 @@ WorqrError
 └── RedisUnavailable          Redis unreachable for ENQUEUE_RETRY_FOR: which ids were added, may have been, were not
 """
 
+import math
+
 from .numbers import MAX_SECONDS, is_finite, shown
 
 
@@ -134,17 +136,22 @@ class RetryLater(WorqrError):
 
     def __init__(self, seconds, message="retry later"):
         super().__init__(message)
-        # a NaN, an infinity or 1e300 s had its task's due time unreadable (and, held, its queue
-        # stopped for good); a negative wait is no wait
-        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not is_finite(seconds):
+        # Anything float() takes (a Retry-After header's "30", a Decimal); but a NaN, an infinity
+        # or 1e300 s had its task's due time unreadable (and, held, its queue stopped for good).
+        # A negative wait is no wait.
+        try:
+            wait = float(seconds)
+        except (TypeError, ValueError, OverflowError):
+            wait = math.nan
+        if not math.isfinite(wait):
             raise InvalidInput(
                 f"{type(self).__name__}: the wait must be a finite number of seconds, not {shown(seconds)}"
             )
-        if seconds > MAX_SECONDS:
+        if wait > MAX_SECONDS:
             raise InvalidInput(
                 f"{type(self).__name__}: the wait must be at most {MAX_SECONDS:,} seconds, not {shown(seconds)}"
             )
-        self.seconds = max(0.0, float(seconds))
+        self.seconds = max(0.0, wait)
 
 
 class ChunkFailed(WorqrError):

@@ -154,7 +154,7 @@ class Processor:
         if d.state is State.TIMING_OUT:
             return
         try:
-            if self.progress.pending or not self._report_now(d):  # its log goes before its outcome
+            if self.progress.pending(d.task) or not self._report_now(d):  # its log goes before its outcome
                 d.runner = self.loop.create_task(self._end(d))
                 return
         except Exception:
@@ -182,7 +182,7 @@ class Processor:
             if d.checkpoints is not None:  # a generator: stopped at its next yield, its checkpoint saved
                 await d.checkpoints.stop_at_yield()
             d.cancel_locally()
-            if self.progress.pending:
+            if self.progress.pending(d.task):
                 await self.progress.flush_task(d.task)
             await self.reporter.failure(d, f"TaskTimeout: ran longer than its timeout of {d.task.timeout:g} s", "")
             await _ended(d.handle)
@@ -193,7 +193,7 @@ class Processor:
 
     async def _end(self, d):
         try:
-            if self.progress.pending:
+            if self.progress.pending(d.task):
                 await self.progress.flush_task(d.task)
             await self._report(d)
         except Exception:

@@ -65,10 +65,11 @@ class ProgressSink:
             except RuntimeError:  # the loop is closed: the worker is gone
                 pass
 
-    @property
-    def pending(self):
-        """Whether reports are buffered or on their way: an outcome reported now waits for its own."""
-        return bool(self.buffer or self.sending)
+    def pending(self, task):
+        """Whether reports of ``task`` (this delivery of it) are buffered or on their way: its
+        outcome, reported now, waits for them (``flush_task``)."""
+        key = (task.id, task.lease)
+        return key in self.buffer or key in self.sending
 
     def _take(self, only=None):
         with self.lock:
@@ -79,37 +80,46 @@ class ProgressSink:
         by_queue = {}
         for (task_id, lease), e in taken.items():
             by_queue.setdefault(e.queue, []).append((task_id, lease, e.fraction, e.message, e.lines))
-        return by_queue, list(taken)
+        # on their way from now (before any await): one future per queue's call
+        calls = []
+        for queue, reports in by_queue.items():
+            done = self.loop.create_future()
+            for task_id, lease, *_ in reports:
+                self.sending[(task_id, lease)] = done
+            calls.append((queue, reports, done))
+        return calls
 
-    async def _send(self, by_queue, taken):
-        if not taken:
-            return
-        done = self.loop.create_future()
-        for key in taken:
-            self.sending[key] = done
+    async def _send(self, calls):
         try:
-            for queue, reports in by_queue.items():
+            for queue, reports, done in calls:
                 try:
                     await commands.progress(queue, reports).arun(self.redis)
                     self.sent += len(reports)
                 except NETWORK_ERRORS as exc:  # progress is best effort: never hold a task up for it
                     raise_if_cancelling()
                     log.warning("worqr: could not record progress of %d task(s) of %s: %s", len(reports), queue, exc)
-        finally:
-            for key in taken:
-                if self.sending.get(key) is done:
-                    del self.sending[key]
-            done.set_result(None)
+                self._returned(reports, done)
+        finally:  # cancelled midway (the worker exits): the calls not made let their tasks go too
+            for _, reports, done in calls:
+                if not done.done():
+                    self._returned(reports, done)
+
+    def _returned(self, reports, done):
+        """The call carrying ``reports`` returned: their tasks' outcomes may go."""
+        for task_id, lease, *_ in reports:
+            if self.sending.get((task_id, lease)) is done:
+                del self.sending[(task_id, lease)]
+        done.set_result(None)
 
     async def flush_task(self, task):
         """Send what ``task`` (this delivery of it) reported, after what of it is on its way."""
         key = (task.id, task.lease)
         while (on_its_way := self.sending.get(key)) is not None:
             await asyncio.shield(on_its_way)
-        await self._send(*self._take(key))
+        await self._send(self._take(key))
 
     async def flush(self):
-        await self._send(*self._take())
+        await self._send(self._take())
 
     async def run(self):
         while True:

@@ -22,6 +22,7 @@ from .. import commands, durations, keys, tracing
 from ..backoff import Backoff
 from ..codes import Code
 from ..connection import NETWORK_ERRORS, raise_if_cancelling
+from ..numbers import MAX_RETRIES
 
 log = logging.getLogger("worqr.worker")
 
@@ -219,7 +220,8 @@ class Reporter:
             self._stale(d)
         elif code == Code.RETRYING:
             backoff = await self._own_backoff(d, backoff)
-            wait = min(backoff * 2 ** max(d.task.attempt - 1, 0), c.backoff_max) * (1 + jitter)
+            # (the exponent capped as failure.lua caps it, for a task stored with more retries)
+            wait = min(backoff * 2 ** min(max(d.task.attempt - 1, 0), MAX_RETRIES), c.backoff_max) * (1 + jitter)
             self.log_line(d, outcome, ran, error, attempts=retries + 1, retry_in=wait, level=logging.WARNING)
         elif code == Code.FAILED:
             details = {"exc_info": exc} if exc is not None else {"trace": trace}
