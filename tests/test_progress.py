@@ -306,6 +306,8 @@ def test_tasks_backend_tags_option(client, settings):
     assert [t.id for t in readmodel.tagged(client, "dt-default", "from-tasks")] == [result.id]
     with pytest.raises(ImproperlyConfigured, match="TAGS"):
         WorqrBackend("bad", {"QUEUES": ["tb1"], "OPTIONS": {"TAGS": "oops"}})
+    with pytest.raises(ImproperlyConfigured, match="TAGS.*unpaired surrogate"):  # at start-up, not at each enqueue
+        WorqrBackend("bad", {"QUEUES": ["tb1"], "OPTIONS": {"TAGS": ["a\ud800"]}})
 
 
 def test_an_outcome_waits_for_the_reports_of_its_task_already_on_their_way(client, conn):
