@@ -240,7 +240,7 @@ def _feed_for(client, view, arg, params):
     if view == "task":
         if keys.queue_from_task_id(arg) is None:
             raise InvalidInput(f"{shown(arg)} is not a task id")
-        if not queries.shows_task(queries.task(client, arg)):
+        if not queries.task_shown(client, arg):
             raise TaskNotFound(f"no task {shown(arg)} (nor its record, failures or end)")
         return TaskFeed(client, arg)
     raise InvalidInput(f"unknown view {shown(view)}")

@@ -35,7 +35,7 @@ from .queue_pages import (
     timings,
     totals_of,
 )
-from .task_page import ended, relatives, shows_task, task
+from .task_page import ended, relatives, shows_task, task, task_shown
 from .worker_pages import gone_workers, worker, workers, workers_page, workers_view
 
 __all__ = [
@@ -66,6 +66,7 @@ __all__ = [
     "shows_task",
     "task",
     "task_row",
+    "task_shown",
     "throughput",
     "totals_of",
     "worker",

@@ -49,6 +49,12 @@ def _checkpoint_text(value):
     return text if len(text) <= CHECKPOINT_SHOWN else text[:CHECKPOINT_SHOWN] + "…"
 
 
+def task_shown(client, task_id):
+    """Whether the task page of ``task_id`` shows anything (``shows_task``): a live task is found
+    with one read, without the page's reads of the failure history and the ended record."""
+    return readmodel.task(client, task_id) is not None or shows_task(task(client, task_id))
+
+
 def shows_task(snapshot):
     """Whether a task snapshot (``task``) shows anything: the task, its record once ended, its
     failure history entries or how it ended. The task page answers 404 and its live feed is
