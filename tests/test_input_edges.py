@@ -7,12 +7,13 @@ import time
 
 import pytest
 
-from queues.engine import batch_ends, keys, registry
+from queues.engine import batch_ends, keys, registry, workflows
 from queues.engine.batches import Batch
 from queues.engine.config import Config
 from queues.engine.errors import ConfigurationError, InvalidInput, InvalidTask, RateLimited, RetryLater
 from queues.engine.queue import Queue
 from queues.engine.registry import handler
+from tests import engine_calls
 from tests.conftest import wait_for
 
 HUGE = 10**5000  # past the 4,300 digits Python prints
@@ -185,6 +186,27 @@ def test_a_callback_refused_at_the_batch_s_end_stays_due_and_the_cancel_that_end
     batch_ends.sweep(client, now + 10_000)
     assert client.zscore(keys.BATCHES_DUE, batch.id) is None
     assert Queue("edge-cb").counts()["enqueued"] == 1
+
+
+def test_a_callback_refused_for_six_days_is_given_up_before_its_sibling_could_fire_twice(client, handlers, caplog):
+    """A callback refused for 6 days is given up, logged: past the 7 days of the once keys, the other callback would be enqueued again."""
+    batch = Batch(on_success=("edge-ok", "fine"), on_complete=("edge-cb", "b"))
+    batch.enqueue("t1", "x")
+    batch.close()
+    handlers("edge-ok")
+    handlers("edge-cb", lock=_raising_lock)
+    finished = int(time.time() * 1000)
+    with caplog.at_level(logging.ERROR, logger="worqr"):
+        engine_calls.finish(client, engine_calls.take(client, "t1")[0])  # its only task completes
+        workflows.drain_all(client, "t1")  # the batch is told: it succeeded; its complete callback refused
+        assert client.zscore(keys.BATCHES_DUE, batch.id) is not None
+        assert Queue("edge-ok").counts()["enqueued"] == 1
+        batch_ends.sweep(client, finished + batch_ends.GIVE_UP_MS - 60_000)  # still tried
+        assert client.zscore(keys.BATCHES_DUE, batch.id) is not None
+        batch_ends.sweep(client, finished + batch_ends.GIVE_UP_MS + 60_000)
+    assert client.zscore(keys.BATCHES_DUE, batch.id) is None
+    assert "giving its callbacks up, 6 days after it finished" in caplog.text
+    assert Queue("edge-ok").counts()["enqueued"] == 1 and Queue("edge-cb").counts()["enqueued"] == 0
 
 
 @pytest.mark.parametrize(

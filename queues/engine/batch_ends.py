@@ -13,6 +13,12 @@ from .errors import InvalidInput
 
 log = logging.getLogger("worqr")
 
+#: How long a finished batch's callback that can't be enqueued (no key opens it, or its queue's
+#: handler refuses it) is tried again by the sweep before it is given up, logged: within the 7
+#: days its callbacks' once keys last, so that the other callback, enqueued already, is never
+#: enqueued a second time.
+GIVE_UP_MS = 6 * 86400 * 1000
+
 
 def callback_task_id(queue, batch_id, kind):
     """The callback's task id, the same on every attempt: ``<queue>-<16 hex>``."""
@@ -26,9 +32,10 @@ def tell(client, batch_id, ended):
         fire_callbacks(client, batch_id)
 
 
-def fire_callbacks(client, batch_id):
+def fire_callbacks(client, batch_id, now_ms=None):
     """Enqueue the finished batch's callbacks, each exactly once, then mark them done. Safe to
-    repeat (a sweep after a crash): each enqueue has a once key."""
+    repeat (a sweep after a crash): each enqueue has a once key. One that can't be enqueued keeps
+    the batch due, until GIVE_UP_MS after the batch finished (``now_ms``: the sweep's time)."""
     info = readmodel.batch(client, batch_id)
     if info is None or info["finished_at"] is None:
         return False
@@ -62,7 +69,11 @@ def fire_callbacks(client, batch_id):
                 log.error("worqr: batch %s: its %s callback is not enqueued: %s", batch_id, kind, exc)
                 unreadable = True
         if unreadable:  # the sweep tries again (the callbacks enqueued meanwhile add nothing: once keys)
-            return False
+            if now_ms is None or now_ms - info["finished_at"].timestamp() * 1000 < GIVE_UP_MS:
+                return False
+            log.error(
+                "worqr: batch %s: giving its callbacks up, %d days after it finished", batch_id, GIVE_UP_MS // 86400000
+            )
         commands.batch_callbacks_done(batch_id).run(client)
     client.zrem(keys.BATCHES_DUE, batch_id)
     return True
@@ -101,5 +112,5 @@ def sweep(client, now_ms, limit=20):
     """A worker's sweep: fire the callbacks of closed batches that finished but whose callbacks a
     dead process left undone; batches still running are looked at again later."""
     for batch_id in readmodel.batches_due(client, limit, before_ms=now_ms - 2000):
-        if not fire_callbacks(client, batch_id):
+        if not fire_callbacks(client, batch_id, now_ms):
             client.zadd(keys.BATCHES_DUE, {batch_id: now_ms}, xx=True)
