@@ -305,6 +305,11 @@ class ProcessPool:
         self.server.close()
 
 
+#: The most handler processes a worker forks (one per slot, at its start): a typo in
+#: ``--concurrency`` must not fork until the machine runs out of processes.
+MAX_PROCESSES = 1024
+
+
 def for_worker(specs, size, config, *, max_tasks=None, max_memory=None, child_init=None, on_broken=None):
     """The pool for the isolated handlers among a worker's ``specs`` (None if there are none),
     after checking that each can be found by its module path and that the limits make sense."""
@@ -322,6 +327,11 @@ def for_worker(specs, size, config, *, max_tasks=None, max_memory=None, child_in
                 'handler served here runs with isolation="process"'
             )
         return None
+    if size > MAX_PROCESSES:
+        raise ConfigurationError(
+            f"a worker with isolated handlers forks one process per slot: its concurrency must be at most "
+            f"{MAX_PROCESSES:,} (--concurrency), not {size:,}"
+        )
     for spec in isolated.values():
         check_importable(spec)
     return ProcessPool(

@@ -74,7 +74,8 @@ class Supervisor:
 
     def _timeout(self):
         ahead = [t for t in [*self.due.values(), self.deadline] if t is not None]
-        return max(0.0, min(ahead) - time.monotonic()) if ahead else 60.0
+        # at most a minute: a deadline far off (a --grace of 1e300) is past what sigtimedwait takes
+        return max(0.0, min(60.0, min(ahead) - time.monotonic())) if ahead else 60.0
 
     def _start(self, slot, mask):
         name = self.names[slot]

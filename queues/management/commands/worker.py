@@ -3,6 +3,7 @@
 
 import argparse
 import logging
+import math
 import os
 import signal
 import threading
@@ -54,15 +55,26 @@ def run_with_relay(worker):
         relay.stop()
 
 
-def _count(value, auto=False):
+#: The most worker processes ``--processes`` starts: a typo of a few more digits must not fork
+#: until the machine runs out of processes (the supervisor handles stop signals once all started).
+MAX_PROCESSES = 1024
+#: The most slots ``--concurrency`` gives a worker (threads start as tasks need them; a worker with
+#: isolated handlers forks one process per slot, at most ``procpool.MAX_PROCESSES``).
+MAX_CONCURRENCY = 10_000
+
+
+def _count(value, auto=False, most=None):
     if auto and value == "auto":
         return os.cpu_count() or 1
     try:
         number = int(value)
     except ValueError:
         number = 0
-    if number < 1:
-        raise argparse.ArgumentTypeError(f"must be a whole number >= 1{' or auto' if auto else ''}, not {value!r}")
+    if number < 1 or (most is not None and number > most):
+        most_text = f", at most {most}" if most is not None else ""
+        raise argparse.ArgumentTypeError(
+            f"must be a whole number >= 1{' or auto' if auto else ''}{most_text}, not {value!r}"
+        )
     return number
 
 
@@ -84,7 +96,7 @@ class Command(BaseCommand):
         )
         parser.add_argument(
             "--processes",
-            type=lambda value: _count(value, auto=True),
+            type=lambda value: _count(value, auto=True, most=MAX_PROCESSES),
             help="run N worker processes (auto: one per CPU) under a supervisor, named NAME-1 ... NAME-N",
         )
         parser.add_argument(
@@ -115,12 +127,15 @@ class Command(BaseCommand):
     def handle(self, *args, **options):
         logging.basicConfig(format="%(asctime)s %(levelname)s %(message)s", level=options["log_level"])
         logging.getLogger("worqr").setLevel(options["log_level"])
-        if options["concurrency"] < 1:
-            raise CommandError("--concurrency must be at least 1")
-        if options["grace"] < 0:
-            raise CommandError("--grace must not be negative")
+        if not 1 <= options["concurrency"] <= MAX_CONCURRENCY:
+            raise CommandError(f"--concurrency must be from 1 to {MAX_CONCURRENCY:,}, not {options['concurrency']}")
+        if not math.isfinite(options["grace"]) or options["grace"] < 0:
+            raise CommandError(f"--grace must be a number of seconds >= 0, not {options['grace']}")
         handlers = all_handlers()
         queues = options["queues"] or sorted(handlers)
+        twice = sorted({q for q in queues if queues.count(q) > 1})
+        if twice:
+            raise CommandError(f"queue(s) given more than once: {', '.join(twice)}")
         json_logs = (options["log_format"] or log_format()) == "json"
 
         def make_worker(name):
