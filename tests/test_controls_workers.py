@@ -120,7 +120,9 @@ def test_rate_limited_holds_the_queue_on_every_worker(client, workers):
         wait_registered(client, f"ctl-rl-{i}")
     raiser = q.enqueue(json.dumps({"limited": 2}))
     wait_for(lambda: q.limits()["held_until"], timeout=30, message="the hold")
-    others = q.enqueue_many([json.dumps({"n": i}) for i in range(12)])
+    # each runs 0.3 s: one worker's 2 slots take 1.8 s for all 12, so that the others, woken a
+    # little later on a busy machine, still get some (a no-op task let the first drain them all)
+    others = q.enqueue_many([json.dumps({"n": i, "sleep": 0.3}) for i in range(12)])
     recs = wait_for(
         lambda: (r := records(client, "ctl-rl")) and len(r) == 14 and r, timeout=60, message="every task to run"
     )
