@@ -109,6 +109,19 @@ def conn(_engine):
     return _engine
 
 
+def manage(*args, settings="tests.settings", timeout=60):
+    """``python manage.py *args`` run to its end (the session's Redis in its environment), its
+    output kept: a CompletedProcess with text stdout and stderr."""
+    return subprocess.run(
+        [sys.executable, str(ROOT / "manage.py"), *args],
+        cwd=ROOT,
+        env=dict(os.environ, DJANGO_SETTINGS_MODULE=settings),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
 class WorkerProcess:
     """``python manage.py worker`` in its own process group, with its output kept."""
 

@@ -1,23 +1,8 @@
 """Bad input to the management commands: a clear one-line error, nothing written to Redis."""
 
-import os
 import signal
-import subprocess
-import sys
 
-from tests.conftest import ROOT, wait_registered
-
-
-def manage(*args, timeout=60):
-    env = dict(os.environ, DJANGO_SETTINGS_MODULE="tests.settings", WORQR_REDIS_URL=os.environ["WORQR_REDIS_URL"])
-    return subprocess.run(
-        [sys.executable, str(ROOT / "manage.py"), *args],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+from tests.conftest import manage, wait_registered
 
 
 def test_worker_refuses_a_grace_that_is_not_a_number(client):

@@ -10,7 +10,7 @@ from collections import Counter
 import pytest
 
 from queues import Queue
-from tests.conftest import ROOT, records, wait_for
+from tests.conftest import ROOT, manage, records, wait_for
 
 
 def test_20000_tasks_three_workers_each_task_runs_exactly_once(client, workers):
@@ -52,17 +52,6 @@ def test_async_handler_and_raw_bytes_payload(client, workers):
     assert json.loads(recs[False]["payload"]) == {"sleep": 0.05}
 
 
-def _manage(*args):
-    return subprocess.run(
-        [sys.executable, str(ROOT / "manage.py"), *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=dict(__import__("os").environ, DJANGO_SETTINGS_MODULE="tests.settings"),
-    )
-
-
 def test_engine_import_leaves_out_the_opentelemetry_metrics_sdk_redis_would_load():
     """A worker does not carry OpenTelemetry's metrics SDK and psutil (3 MiB) for redis-py; the application still can."""
     pytest.importorskip("opentelemetry.sdk.metrics")
@@ -98,7 +87,7 @@ def test_worker_process_leaves_out_the_web_only_apps():
 
 def test_worker_refuses_a_queue_without_handler(client):
     """Asking a worker to serve a queue with no handler is a clear error, and nothing is written."""
-    result = _manage("worker", "nohandler")
+    result = manage("worker", "nohandler")
     assert result.returncode != 0
     assert "has no handler" in result.stderr
     assert client.dbsize() == 0
@@ -106,7 +95,7 @@ def test_worker_refuses_a_queue_without_handler(client):
 
 def test_worker_refuses_a_bad_queue_name(client):
     """manage.py worker with a malformed queue name exits with an error and writes nothing."""
-    result = _manage("worker", "bad:name")
+    result = manage("worker", "bad:name")
     assert result.returncode != 0 and "queue name" in result.stderr
     assert client.dbsize() == 0
 
@@ -126,7 +115,7 @@ def test_enqueue_and_queues_commands(client):
     ids = out.stdout.split()
     assert len(ids) == 3 and all(i.startswith("t3-") for i in ids)
     assert [Queue("t3").get(i).payload for i in ids] == ["one", "two", "three"]
-    data = json.loads(_manage("queues", "--json").stdout)
+    data = json.loads(manage("queues", "--json").stdout)
     assert {q["name"]: q["pending"] for q in data["queues"]} == {"t3": 3}
     bad = subprocess.run(
         [sys.executable, str(ROOT / "manage.py"), "enqueue", "t3", "-"],

@@ -57,11 +57,11 @@ def _why(text, exc):
 
 
 def payload(text):
-    """A text payload's bytes (``surrogateescape``, as ``exact``), or InvalidTask."""
+    """A text payload's bytes (``exact``'s), or InvalidTask saying why not."""
     try:
-        return text.encode("utf-8", "surrogateescape")
-    except UnicodeEncodeError as exc:
-        raise InvalidTask(f"payload: {_why(text, exc)}") from None
+        return exact(text)
+    except ValueError as exc:
+        raise InvalidTask(f"payload: {exc}") from None
 
 
 def checked(name, text):
