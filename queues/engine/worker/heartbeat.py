@@ -249,7 +249,9 @@ class Heart:
         to RETRY_MAX while Redis stays out of reach, so the worker beats again as soon as it can."""
         c, status = self.config, self.status
         retry = Backoff(RETRY_FIRST, RETRY_MAX, immediate=True)
-        pause, outage = c.heartbeat_interval, Outage()
+        # The first beat at once: a heartbeat started again after it failed (1 s later) would
+        # otherwise beat an interval after that, as its key, refreshed before the failure, expires.
+        pause, outage = 0.0, Outage()
         while True:
             await wait_event(self.wake, pause)
             self.wake.clear()
